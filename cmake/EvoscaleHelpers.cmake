@@ -1,0 +1,30 @@
+# evoscale_cc_library(NAME name [HDRS ...] SRCS ... DEPS ... [PRIVATE_DEPS ...])
+#   Defines target evoscale_<name> with alias evoscale::<name>. Header-only when SRCS is empty.
+function(evoscale_cc_library)
+  cmake_parse_arguments(ARG "" "NAME" "HDRS;SRCS;DEPS;PRIVATE_DEPS" ${ARGN})
+  set(target evoscale_${ARG_NAME})
+  if(ARG_SRCS)
+    add_library(${target} STATIC ${ARG_SRCS} ${ARG_HDRS})
+    target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
+    target_link_libraries(${target} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+    target_compile_options(${target} PRIVATE ${EVOSCALE_WARNINGS})
+  else()
+    add_library(${target} INTERFACE)
+    target_include_directories(${target} INTERFACE ${PROJECT_SOURCE_DIR})
+    target_link_libraries(${target} INTERFACE ${ARG_DEPS})
+  endif()
+  add_library(evoscale::${ARG_NAME} ALIAS ${target})
+endfunction()
+
+# evoscale_cc_test(NAME name SRCS ... DEPS ... [LABELS ...])
+#   One gtest binary, registered with ctest test by test (gtest_discover_tests).
+function(evoscale_cc_test)
+  cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
+  add_executable(${ARG_NAME} ${ARG_SRCS})
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  target_compile_options(${ARG_NAME} PRIVATE ${EVOSCALE_WARNINGS})
+  target_compile_definitions(${ARG_NAME} PRIVATE
+    EVOSCALE_BIN_DIR="${CMAKE_RUNTIME_OUTPUT_DIRECTORY}"
+    EVOSCALE_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  gtest_discover_tests(${ARG_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${ARG_LABELS}")
+endfunction()

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# evoscale developer entry point.
+#   scripts/dev.sh deps    install the Debian 12 packages the build and tests need
+#   scripts/dev.sh build   configure and build Release into build/ (binaries in build/bin/)
+#   scripts/dev.sh test    deps + build + every test (ctest, parallel)
+#   scripts/dev.sh demo    deps + build + start evoscaled and run an example study to the end
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${EVOSCALE_BUILD_DIR:-$ROOT/build}"
+JOBS="${JOBS:-$(nproc)}"
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git ca-certificates curl
+  libgrpc++-dev libgrpc-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
+  libabsl-dev libboost-dev libsqlite3-dev sqlite3 libeigen3-dev prometheus-cpp-dev
+  libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
+  python3
+)
+
+log() { printf '[dev.sh] %s\n' "$*" >&2; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+deps() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$p")
+    fi
+  done
+  if [ "${#missing[@]}" -eq 0 ]; then
+    log "all ${#PACKAGES[@]} packages present"
+    return
+  fi
+  log "installing: ${missing[*]}"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+build() {
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$BUILD" -j "$JOBS"
+}
+
+run_tests() {
+  # GPU tests carry the label "gpu" and need a GPU: skipped on CPU-only machines.
+  local exclude=()
+  if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi >/dev/null 2>&1; then
+    exclude=(-LE gpu)
+  fi
+  ctest --test-dir "$BUILD" -j "$JOBS" --output-on-failure --timeout 600 "${exclude[@]}"
+}
+
+demo() {
+  local dir
+  dir="$(mktemp -d "${TMPDIR:-/tmp}/evoscale-demo.XXXXXX")"
+  local out="$dir/evoscaled.out"
+  "$BUILD/bin/evoscaled" --db "$dir/demo.db" --grpc 127.0.0.1:0 --http 127.0.0.1:0 >"$out" 2>"$dir/evoscaled.err" &
+  local pid=$!
+  trap 'kill "$pid" 2>/dev/null || true' EXIT
+  for _ in $(seq 1 100); do grep -q listening "$out" 2>/dev/null && break; sleep 0.1; done
+  local grpc http
+  grpc=$(sed -n 's/.*"grpc":"\([^"]*\)".*/\1/p' "$out")
+  http=$(sed -n 's/.*"http":"\([^"]*\)".*/\1/p' "$out")
+  [ -n "$grpc" ] || { cat "$dir/evoscaled.err" >&2; log "evoscaled did not start"; exit 1; }
+  log "evoscaled: gRPC $grpc, HTTP http://$http (database $dir/demo.db)"
+  EVOSCALE_SERVER="$grpc" "$ROOT/examples/ask_tell_demo.sh" "$BUILD/bin/evoscale"
+  log "study JSON: http://$http/api/v1/studies/1  metrics: http://$http/metrics"
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  trap - EXIT
+  log "done; the database stays at $dir/demo.db"
+}
+
+case "${1:-}" in
+  deps) deps ;;
+  build) deps; build ;;
+  test) deps; build; run_tests ;;
+  demo) deps; build; demo ;;
+  *) echo "usage: scripts/dev.sh deps|build|test|demo" >&2; exit 2 ;;
+esac

@@ -1,0 +1,50 @@
+// The HTTP side of evoscaled (Boost.Beast): /healthz, /metrics and the read-only JSON API
+// under /api/v1/ that the dashboard uses.
+#ifndef EVOSCALE_SERVICE_HTTP_SERVER_H_
+#define EVOSCALE_SERVICE_HTTP_SERVER_H_
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "service/auth.h"
+#include "service/metrics.h"
+#include "service/study_core.h"
+
+namespace evoscale::service {
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+};
+
+// Routes one GET request (target = path and query). Exposed for tests. Thread-safe.
+HttpResponse HandleHttp(StudyCore* core, ServiceMetrics* metrics, const TokenAuth* auth,
+                        const std::string& method, const std::string& target,
+                        const std::string& authorization);
+
+// Serves HTTP/1.1 on its own threads until destroyed. Thread-safe.
+class HttpServer {
+ public:
+  // Binds `address` ("HOST:PORT"; port 0 picks a free one) and starts serving.
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const std::string& address,
+                                                           StudyCore* core,
+                                                           ServiceMetrics* metrics,
+                                                           const TokenAuth* auth, int threads);
+  ~HttpServer();  // stops accepting, closes connections, joins the threads
+
+  int port() const { return port_; }
+
+ private:
+  struct Impl;
+  explicit HttpServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+  int port_ = 0;
+};
+
+}  // namespace evoscale::service
+
+#endif  // EVOSCALE_SERVICE_HTTP_SERVER_H_

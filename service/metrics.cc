@@ -1,0 +1,67 @@
+#include "service/metrics.h"
+
+#include "absl/strings/str_cat.h"
+#include "prometheus/text_serializer.h"
+#include "service/study_core.h"
+
+namespace evoscale::service {
+
+ServiceMetrics::ServiceMetrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      rpcs_(prometheus::BuildCounter()
+                .Name("evoscale_rpcs_total")
+                .Help("gRPC calls by method and status code")
+                .Register(*registry_)),
+      latency_(prometheus::BuildHistogram()
+                   .Name("evoscale_rpc_latency_seconds")
+                   .Help("gRPC call latency by method")
+                   .Register(*registry_)),
+      trials_(prometheus::BuildGauge()
+                  .Name("evoscale_trials")
+                  .Help("Trials by state, over all studies")
+                  .Register(*registry_)),
+      studies_(prometheus::BuildGauge()
+                   .Name("evoscale_studies")
+                   .Help("Studies by state")
+                   .Register(*registry_)) {}
+
+void ServiceMetrics::RecordRpc(const std::string& method, const std::string& code,
+                               double seconds) {
+  prometheus::Histogram* h;
+  prometheus::Counter* c;
+  {
+    absl::MutexLock lock(&mu_);
+    auto [hit, hnew] = latency_by_method_.try_emplace(method, nullptr);
+    if (hnew) {
+      hit->second = &latency_.Add(
+          {{"method", method}},
+          prometheus::Histogram::BucketBoundaries{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                                  0.01, 0.025, 0.05, 0.1, 0.25, 1, 5});
+    }
+    h = hit->second;
+    auto [cit, cnew] = rpcs_by_key_.try_emplace(absl::StrCat(method, "/", code), nullptr);
+    if (cnew) cit->second = &rpcs_.Add({{"method", method}, {"code", code}});
+    c = cit->second;
+  }
+  h->Observe(seconds);
+  c->Increment();
+}
+
+std::string ServiceMetrics::Scrape(StudyCore* core) {
+  if (core != nullptr) {
+    TrialCounts counts = core->Counts();
+    for (int s = v1::Trial::REQUESTED; s <= v1::Trial::FAILED; ++s) {
+      auto state = static_cast<v1::Trial::State>(s);
+      trials_.Add({{"state", v1::Trial::State_Name(state)}})
+          .Set(static_cast<double>(counts.by_state[state]));
+    }
+    for (int s = v1::Study::ACTIVE; s <= v1::Study::COMPLETED; ++s) {
+      auto state = static_cast<v1::Study::State>(s);
+      studies_.Add({{"state", v1::Study::State_Name(state)}})
+          .Set(static_cast<double>(counts.studies_by_state[state]));
+    }
+  }
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+}  // namespace evoscale::service

@@ -1,0 +1,50 @@
+// The service's Prometheus metrics: RPCs by method and code, latency histograms, and studies
+// and trials by state (refreshed at scrape time).
+#ifndef EVOSCALE_SERVICE_METRICS_H_
+#define EVOSCALE_SERVICE_METRICS_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace evoscale::service {
+
+class StudyCore;
+
+// Thread-safe.
+class ServiceMetrics {
+ public:
+  ServiceMetrics();
+
+  // Counts one finished RPC and its latency. `code` is the gRPC code name ("OK", ...).
+  void RecordRpc(const std::string& method, const std::string& code, double seconds);
+
+  // Refreshes the state gauges from `core` and renders every metric in Prometheus' text
+  // format. `core` may be null.
+  std::string Scrape(StudyCore* core);
+
+  prometheus::Registry& registry() { return *registry_; }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& rpcs_;
+  prometheus::Family<prometheus::Histogram>& latency_;
+  prometheus::Family<prometheus::Gauge>& trials_;
+  prometheus::Family<prometheus::Gauge>& studies_;
+
+  absl::Mutex mu_;
+  // Label lookups are cached: prometheus-cpp's Add() hashes the label map each time.
+  absl::flat_hash_map<std::string, prometheus::Histogram*> latency_by_method_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, prometheus::Counter*> rpcs_by_key_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace evoscale::service
+
+#endif  // EVOSCALE_SERVICE_METRICS_H_

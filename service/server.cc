@@ -1,0 +1,86 @@
+#include "service/server.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+
+namespace evoscale::service {
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
+  std::unique_ptr<Server> s(new Server);
+  if (options.auth_tokens_path.empty()) {
+    s->auth_ = std::make_unique<TokenAuth>();
+    for (const auto& [flag, address] : {std::pair{"--grpc", &options.grpc_address},
+                                        std::pair{"--http", &options.http_address}}) {
+      if (!IsLoopbackAddress(*address)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            flag, " \"", *address,
+            "\" is not a loopback address: without --auth-tokens evoscaled serves only this "
+            "machine; give --auth-tokens FILE to listen on other addresses"));
+      }
+    }
+  } else {
+    absl::StatusOr<std::unique_ptr<TokenAuth>> auth = TokenAuth::FromFile(options.auth_tokens_path);
+    if (!auth.ok()) return auth.status();
+    s->auth_ = *std::move(auth);
+  }
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(options.db_path, options.durability);
+  if (!store.ok()) return store.status();
+  s->store_ = *std::move(store);
+  absl::StatusOr<std::unique_ptr<StudyCore>> core =
+      StudyCore::Create(s->store_.get(), options.clock ? options.clock : Clock::Real());
+  if (!core.ok()) return core.status();
+  s->core_ = *std::move(core);
+  s->metrics_ = std::make_unique<ServiceMetrics>();
+  s->service_ = std::make_unique<StudyServiceImpl>(s->core_.get(), s->auth_.get(), s->metrics_.get());
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.grpc_address, grpc::InsecureServerCredentials(), &s->grpc_port_);
+  builder.RegisterService(s->service_.get());
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  s->grpc_ = builder.BuildAndStart();
+  if (s->grpc_ == nullptr || s->grpc_port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("--grpc \"", options.grpc_address, "\": cannot listen (in use or bad address)"));
+  }
+  s->grpc_->GetHealthCheckService()->SetServingStatus("evoscale.v1.StudyService", true);
+
+  absl::StatusOr<std::unique_ptr<HttpServer>> http =
+      HttpServer::Start(options.http_address, s->core_.get(), s->metrics_.get(), s->auth_.get(),
+                        options.http_threads);
+  if (!http.ok()) {
+    s->grpc_->Shutdown();
+    return http.status();
+  }
+  s->http_ = *std::move(http);
+  s->http_port_ = s->http_->port();
+  return s;
+}
+
+void Server::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
+  if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  http_.reset();
+}
+
+void Server::Wait() {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(&shut_down_));
+}
+
+Server::~Server() {
+  Shutdown();
+  if (grpc_) grpc_->Wait();
+}
+
+}  // namespace evoscale::service

@@ -1,0 +1,65 @@
+// evoscaled assembled: the store, the study core, the gRPC server (StudyService, health,
+// reflection) and the HTTP server. Used by evoscaled's main() and by in-process tests.
+#ifndef EVOSCALE_SERVICE_SERVER_H_
+#define EVOSCALE_SERVICE_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/server.h"
+#include "service/auth.h"
+#include "service/clock.h"
+#include "service/http_server.h"
+#include "service/metrics.h"
+#include "service/store.h"
+#include "service/study_core.h"
+#include "service/study_service.h"
+
+namespace evoscale::service {
+
+struct ServerOptions {
+  std::string db_path = "evoscale.db";
+  std::string grpc_address = "127.0.0.1:50051";
+  std::string http_address = "127.0.0.1:8080";
+  std::string auth_tokens_path;  // empty: no auth, loopback addresses only
+  Durability durability = Durability::kProcessCrash;
+  int http_threads = 2;
+  int max_message_bytes = 4 << 20;
+  Clock* clock = nullptr;  // null: the real clock
+};
+
+class Server {
+ public:
+  // Opens the database, loads every study and starts serving. Fails (and serves nothing) on a
+  // bad option, an unreadable database or a port in use.
+  static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options);
+  ~Server();  // Shutdown()
+
+  // Stops the gRPC server first (finishing calls in flight), then HTTP. Idempotent.
+  void Shutdown();
+  // Blocks until Shutdown() is called from another thread.
+  void Wait();
+
+  int grpc_port() const { return grpc_port_; }
+  int http_port() const { return http_port_; }
+  StudyCore* core() { return core_.get(); }
+
+ private:
+  Server() = default;
+  std::unique_ptr<TokenAuth> auth_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<StudyCore> core_;
+  std::unique_ptr<ServiceMetrics> metrics_;
+  std::unique_ptr<StudyServiceImpl> service_;
+  std::unique_ptr<grpc::Server> grpc_;
+  std::unique_ptr<HttpServer> http_;
+  int grpc_port_ = 0;
+  int http_port_ = 0;
+  absl::Mutex mu_;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace evoscale::service
+
+#endif  // EVOSCALE_SERVICE_SERVER_H_

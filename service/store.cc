@@ -1,0 +1,313 @@
+#include "service/store.h"
+
+#include <sqlite3.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace evoscale::service {
+namespace {
+
+// Each entry moves the schema from version i to i+1.
+constexpr const char* kMigrations[] = {
+    // 0 -> 1
+    R"sql(
+    CREATE TABLE studies(
+      id INTEGER PRIMARY KEY,
+      display_name TEXT NOT NULL,
+      state INTEGER NOT NULL,
+      body BLOB NOT NULL);
+    CREATE TABLE trials(
+      study_id INTEGER NOT NULL REFERENCES studies(id) ON DELETE CASCADE,
+      id INTEGER NOT NULL,
+      state INTEGER NOT NULL,
+      client_id TEXT NOT NULL,
+      completion_seq INTEGER NOT NULL,
+      body BLOB NOT NULL,
+      PRIMARY KEY(study_id, id)) WITHOUT ROWID;
+    )sql",
+};
+static_assert(std::size(kMigrations) == Store::kSchemaVersion);
+
+absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what) {
+  const char* msg = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  absl::StatusCode code = absl::StatusCode::kInternal;
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      code = absl::StatusCode::kUnavailable;
+      break;
+    case SQLITE_FULL:
+      code = absl::StatusCode::kResourceExhausted;
+      break;
+    case SQLITE_NOTADB:
+    case SQLITE_CORRUPT:
+      code = absl::StatusCode::kDataLoss;
+      break;
+    case SQLITE_CANTOPEN:
+    case SQLITE_PERM:
+    case SQLITE_READONLY:
+      code = absl::StatusCode::kFailedPrecondition;
+      break;
+    default:
+      break;
+  }
+  return absl::Status(code, absl::StrCat("sqlite: ", what, ": ", msg));
+}
+
+// Resets a statement when it goes out of scope, so it is ready for the next use.
+class StmtReset {
+ public:
+  explicit StmtReset(sqlite3_stmt* s) : s_(s) {}
+  ~StmtReset() {
+    sqlite3_reset(s_);
+    sqlite3_clear_bindings(s_);
+  }
+
+ private:
+  sqlite3_stmt* s_;
+};
+
+std::string ColumnBlob(sqlite3_stmt* s, int i) {
+  const void* p = sqlite3_column_blob(s, i);
+  int n = sqlite3_column_bytes(s, i);
+  return p == nullptr ? std::string() : std::string(static_cast<const char*>(p), n);
+}
+
+}  // namespace
+
+void WriteBatch::PutStudy(int64_t id, const v1::Study& study) {
+  Op op{.kind = Op::kPutStudy, .study_id = id, .state = static_cast<int>(study.state())};
+  op.text = study.display_name();
+  v1::Study copy = study;
+  copy.clear_name();
+  copy.clear_trial_count();
+  copy.clear_completed_trial_count();
+  copy.SerializeToString(&op.body);
+  ops_.push_back(std::move(op));
+}
+
+void WriteBatch::DeleteStudy(int64_t id) {
+  ops_.push_back(Op{.kind = Op::kDeleteStudy, .study_id = id});
+}
+
+void WriteBatch::PutTrial(int64_t study_id, const v1::Trial& trial, int64_t completion_seq) {
+  Op op{.kind = Op::kPutTrial,
+        .study_id = study_id,
+        .trial_id = trial.id(),
+        .state = static_cast<int>(trial.state()),
+        .completion_seq = completion_seq};
+  op.text = trial.client_id();
+  trial.SerializeToString(&op.body);
+  ops_.push_back(std::move(op));
+}
+
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
+                                                   Durability durability) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    absl::Status st = SqliteError(db, rc, absl::StrCat("open \"", path, "\""));
+    sqlite3_close(db);
+    return st;
+  }
+  std::unique_ptr<Store> store(new Store(db));
+  if (absl::Status st = store->Init(durability); !st.ok()) {
+    return absl::Status(st.code(), absl::StrCat("database \"", path, "\": ", st.message()));
+  }
+  return store;
+}
+
+Store::~Store() {
+  absl::MutexLock lock(&mu_);
+  for (sqlite3_stmt* s : {put_study_, delete_study_, put_trial_, begin_, commit_, rollback_}) {
+    sqlite3_finalize(s);
+  }
+  sqlite3_close(db_);
+}
+
+absl::Status Store::Exec(const char* sql) {
+  char* err = nullptr;
+  int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err);
+  if (rc != SQLITE_OK) {
+    absl::Status st = SqliteError(db_, rc, "exec");
+    sqlite3_free(err);
+    return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Store::Init(Durability durability) {
+  absl::MutexLock lock(&mu_);
+  sqlite3_busy_timeout(db_, 5000);
+  // journal_mode answers a row; read it to check WAL really took (not on every file system).
+  {
+    sqlite3_stmt* s = nullptr;
+    int rc = sqlite3_prepare_v2(db_, "PRAGMA journal_mode=WAL", -1, &s, nullptr);
+    if (rc != SQLITE_OK) return SqliteError(db_, rc, "set WAL mode");
+    rc = sqlite3_step(s);
+    std::string mode = rc == SQLITE_ROW
+                           ? reinterpret_cast<const char*>(sqlite3_column_text(s, 0))
+                           : "";
+    sqlite3_finalize(s);
+    if (rc != SQLITE_ROW) return SqliteError(db_, rc, "set WAL mode");
+    if (mode != "wal") {
+      return absl::FailedPreconditionError(
+          absl::StrCat("WAL journal mode is not available (got \"", mode, "\")"));
+    }
+  }
+  absl::Status st = Exec(durability == Durability::kPowerLoss ? "PRAGMA synchronous=FULL"
+                                                               : "PRAGMA synchronous=NORMAL");
+  if (!st.ok()) return st;
+  if (st = Exec("PRAGMA foreign_keys=ON"); !st.ok()) return st;
+  if (st = Migrate(); !st.ok()) return st;
+
+  struct {
+    sqlite3_stmt** stmt;
+    const char* sql;
+  } const statements[] = {
+      {&put_study_,
+       "INSERT INTO studies(id, display_name, state, body) VALUES(?1, ?2, ?3, ?4) "
+       "ON CONFLICT(id) DO UPDATE SET display_name=?2, state=?3, body=?4"},
+      {&delete_study_, "DELETE FROM studies WHERE id=?1"},
+      {&put_trial_,
+       "INSERT INTO trials(study_id, id, state, client_id, completion_seq, body) "
+       "VALUES(?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(study_id, id) DO UPDATE SET "
+       "state=?3, client_id=?4, completion_seq=?5, body=?6"},
+      {&begin_, "BEGIN IMMEDIATE"},
+      {&commit_, "COMMIT"},
+      {&rollback_, "ROLLBACK"},
+  };
+  for (const auto& [stmt, sql] : statements) {
+    int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, stmt, nullptr);
+    if (rc != SQLITE_OK) return SqliteError(db_, rc, absl::StrCat("prepare \"", sql, "\""));
+  }
+  return absl::OkStatus();
+}
+
+int Store::schema_version() {
+  absl::MutexLock lock(&mu_);
+  return SchemaVersionLocked();
+}
+
+int Store::SchemaVersionLocked() {
+  sqlite3_stmt* s = nullptr;
+  if (sqlite3_prepare_v2(db_, "PRAGMA user_version", -1, &s, nullptr) != SQLITE_OK) return -1;
+  int v = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int(s, 0) : -1;
+  sqlite3_finalize(s);
+  return v;
+}
+
+absl::Status Store::Migrate() {
+  const int version = SchemaVersionLocked();
+  if (version < 0) return SqliteError(db_, sqlite3_errcode(db_), "read schema version");
+  if (version > kSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "schema version %d is newer than this binary's %d", version, kSchemaVersion));
+  }
+  for (int v = version; v < kSchemaVersion; ++v) {
+    absl::Status st = Exec("BEGIN IMMEDIATE");
+    if (!st.ok()) return st;
+    st = Exec(kMigrations[v]);
+    if (st.ok()) st = Exec(absl::StrFormat("PRAGMA user_version=%d", v + 1).c_str());
+    if (st.ok()) st = Exec("COMMIT");
+    if (!st.ok()) {
+      Exec("ROLLBACK").IgnoreError();
+      return absl::Status(st.code(),
+                          absl::StrFormat("migrate schema %d -> %d: %s", v, v + 1, st.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Store::Write(const WriteBatch& batch) {
+  if (batch.empty()) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  auto step_done = [this](sqlite3_stmt* s, absl::string_view what) -> absl::Status {
+    StmtReset reset(s);
+    int rc = sqlite3_step(s);
+    if (rc != SQLITE_DONE) return SqliteError(db_, rc, what);
+    return absl::OkStatus();
+  };
+  if (absl::Status st = step_done(begin_, "begin"); !st.ok()) return st;
+  absl::Status st;
+  for (const WriteBatch::Op& op : batch.ops_) {
+    switch (op.kind) {
+      case WriteBatch::Op::kPutStudy:
+        sqlite3_bind_int64(put_study_, 1, op.study_id);
+        sqlite3_bind_text(put_study_, 2, op.text.data(), op.text.size(), SQLITE_STATIC);
+        sqlite3_bind_int(put_study_, 3, op.state);
+        sqlite3_bind_blob(put_study_, 4, op.body.data(), op.body.size(), SQLITE_STATIC);
+        st = step_done(put_study_, "put study");
+        break;
+      case WriteBatch::Op::kDeleteStudy:
+        sqlite3_bind_int64(delete_study_, 1, op.study_id);
+        st = step_done(delete_study_, "delete study");
+        break;
+      case WriteBatch::Op::kPutTrial:
+        sqlite3_bind_int64(put_trial_, 1, op.study_id);
+        sqlite3_bind_int64(put_trial_, 2, op.trial_id);
+        sqlite3_bind_int(put_trial_, 3, op.state);
+        sqlite3_bind_text(put_trial_, 4, op.text.data(), op.text.size(), SQLITE_STATIC);
+        sqlite3_bind_int64(put_trial_, 5, op.completion_seq);
+        sqlite3_bind_blob(put_trial_, 6, op.body.data(), op.body.size(), SQLITE_STATIC);
+        st = step_done(put_trial_, "put trial");
+        break;
+    }
+    if (!st.ok()) break;
+  }
+  if (st.ok()) st = step_done(commit_, "commit");
+  if (!st.ok()) step_done(rollback_, "rollback").IgnoreError();
+  return st;
+}
+
+absl::StatusOr<std::vector<StoredStudy>> Store::LoadAll() {
+  absl::MutexLock lock(&mu_);
+  std::vector<StoredStudy> studies;
+  sqlite3_stmt* s = nullptr;
+  int rc = sqlite3_prepare_v2(db_, "SELECT id, body FROM studies ORDER BY id", -1, &s, nullptr);
+  if (rc != SQLITE_OK) return SqliteError(db_, rc, "load studies");
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    StoredStudy study;
+    study.id = sqlite3_column_int64(s, 0);
+    if (!study.study.ParseFromString(ColumnBlob(s, 1))) {
+      sqlite3_finalize(s);
+      return absl::DataLossError(absl::StrCat("study ", study.id, ": unreadable record"));
+    }
+    study.study.set_name(absl::StrCat("studies/", study.id));
+    studies.push_back(std::move(study));
+  }
+  sqlite3_finalize(s);
+  if (rc != SQLITE_DONE) return SqliteError(db_, rc, "load studies");
+
+  rc = sqlite3_prepare_v2(db_,
+                          "SELECT study_id, id, completion_seq, body FROM trials "
+                          "ORDER BY study_id, id",
+                          -1, &s, nullptr);
+  if (rc != SQLITE_OK) return SqliteError(db_, rc, "load trials");
+  size_t si = 0;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    const int64_t study_id = sqlite3_column_int64(s, 0);
+    while (si < studies.size() && studies[si].id < study_id) ++si;
+    if (si == studies.size() || studies[si].id != study_id) continue;  // cannot happen: FK
+    StoredTrial t;
+    t.completion_seq = sqlite3_column_int64(s, 2);
+    if (!t.trial.ParseFromString(ColumnBlob(s, 3))) {
+      sqlite3_finalize(s);
+      return absl::DataLossError(absl::StrCat("study ", study_id, " trial ",
+                                              sqlite3_column_int64(s, 1),
+                                              ": unreadable record"));
+    }
+    t.trial.set_name(absl::StrCat("studies/", study_id, "/trials/", t.trial.id()));
+    studies[si].trials.push_back(std::move(t));
+  }
+  sqlite3_finalize(s);
+  if (rc != SQLITE_DONE) return SqliteError(db_, rc, "load trials");
+  return studies;
+}
+
+}  // namespace evoscale::service

@@ -1,0 +1,44 @@
+// Converts between the public API (evoscale.v1 protobuf) and search/'s plain types, and
+// validates what clients send. Every error is INVALID_ARGUMENT with a message that starts
+// with the path of the offending field, e.g. `spec.parameters[2].double_spec: min 5 must be
+// < max 1`.
+#ifndef EVOSCALE_SERVICE_STUDY_CONVERTER_H_
+#define EVOSCALE_SERVICE_STUDY_CONVERTER_H_
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "evoscale/v1/study.pb.h"
+#include "search/early_stopping.h"
+#include "search/types.h"
+
+namespace evoscale::service {
+
+// Size limits on what a client may store.
+inline constexpr int kMaxParameters = 1000;
+inline constexpr int kMaxValuesPerParameter = 10000;
+inline constexpr int kMaxMetrics = 100;
+inline constexpr int kMaxNameLength = 256;
+inline constexpr int kMaxSettings = 100;
+inline constexpr int kMaxConditionDepth = 8;
+
+// Validates the whole spec and converts it. Field paths start with "spec.".
+absl::StatusOr<search::ProblemStatement> ToProblem(const v1::StudySpec& spec);
+
+search::EarlyStoppingConfig ToEarlyStopping(const v1::EarlyStoppingSpec& spec);
+
+// Checks that `params` assign exactly the active parameters of `space`, each of the right
+// type and within its bounds, and converts them. Paths start with `path` ("trial.parameters").
+absl::StatusOr<search::ParameterDict> ToParameterDict(
+    const search::SearchSpace& space,
+    const google::protobuf::RepeatedPtrField<v1::Parameter>& params, absl::string_view path);
+
+// Validates a measurement (finite metrics, non-empty names, step >= 0). Paths start with
+// `path`.
+absl::Status ValidateMeasurement(const v1::Measurement& m, absl::string_view path);
+
+void SetParameters(const search::ParameterDict& params, v1::Trial* trial);
+search::Trial ToSearchTrial(const v1::Trial& trial);
+
+}  // namespace evoscale::service
+
+#endif  // EVOSCALE_SERVICE_STUDY_CONVERTER_H_

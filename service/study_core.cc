@@ -1,0 +1,732 @@
+#include "service/study_core.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "google/protobuf/util/time_util.h"
+#include "search/early_stopping.h"
+#include "search/pareto.h"
+#include "service/study_converter.h"
+
+namespace evoscale::service {
+
+using ::absl::InvalidArgumentError;
+using ::absl::StrCat;
+using ::google::protobuf::util::TimeUtil;
+
+struct StudyCore::StudyState {
+  explicit StudyState(int64_t id) : id(id) {}
+
+  const int64_t id;
+  absl::Mutex mu;
+  bool deleted ABSL_GUARDED_BY(mu) = false;
+  v1::Study study ABSL_GUARDED_BY(mu);  // spec and state; counters filled on read
+  // Derived from study.spec at load or creation; constant afterwards.
+  search::ProblemStatement problem;
+  search::EarlyStoppingConfig early_stopping;
+  absl::Duration heartbeat_timeout;
+  int max_retries = kDefaultMaxTrialRetries;
+
+  std::unique_ptr<search::Designer> designer ABSL_GUARDED_BY(mu);
+  // trials[i] has id i + 1; completion_seq[i] is its order of completion (0 = not yet).
+  std::vector<v1::Trial> trials ABSL_GUARDED_BY(mu);
+  std::vector<int64_t> completion_seq ABSL_GUARDED_BY(mu);
+  // Completed trial ids in completion order, and how many the designer has seen.
+  std::vector<int64_t> completed_order ABSL_GUARDED_BY(mu);
+  size_t fed_to_designer ABSL_GUARDED_BY(mu) = 0;
+  std::set<int64_t> active ABSL_GUARDED_BY(mu);     // ACTIVE and STOPPING
+  std::set<int64_t> requested ABSL_GUARDED_BY(mu);  // REQUESTED
+
+  v1::Trial& trial(int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return trials[id - 1]; }
+
+  v1::Study StudyWithCounts() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    v1::Study s = study;
+    s.set_trial_count(static_cast<int64_t>(trials.size()));
+    s.set_completed_trial_count(static_cast<int64_t>(completed_order.size()));
+    return s;
+  }
+
+  // Applies a trial that has been written to the store to the cache and its indexes.
+  void Apply(const v1::Trial& t, int64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    const int64_t id = t.id();
+    if (id == static_cast<int64_t>(trials.size()) + 1) {
+      trials.push_back(t);
+      completion_seq.push_back(0);
+    } else {
+      trials[id - 1] = t;
+    }
+    active.erase(id);
+    requested.erase(id);
+    switch (t.state()) {
+      case v1::Trial::ACTIVE:
+      case v1::Trial::STOPPING:
+        active.insert(id);
+        break;
+      case v1::Trial::REQUESTED:
+        requested.insert(id);
+        break;
+      default:
+        break;
+    }
+    if (seq != 0 && completion_seq[id - 1] == 0) {
+      completion_seq[id - 1] = seq;
+      completed_order.push_back(id);
+    }
+  }
+
+  int64_t next_completion_seq() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return static_cast<int64_t>(completed_order.size()) + 1;
+  }
+
+  // Brings the designer up to date with the trials completed since its last update.
+  void SyncDesigner() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    std::vector<search::Trial> completed;
+    for (; fed_to_designer < completed_order.size(); ++fed_to_designer) {
+      completed.push_back(ToSearchTrial(trial(completed_order[fed_to_designer])));
+    }
+    std::vector<search::Trial> pending;
+    for (int64_t id : active) pending.push_back(ToSearchTrial(trial(id)));
+    for (int64_t id : requested) pending.push_back(ToSearchTrial(trial(id)));
+    designer->Update(completed, pending);
+  }
+
+  absl::Status RebuildDesigner() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    absl::StatusOr<std::unique_ptr<search::Designer>> d = search::CreateDesigner(problem);
+    if (!d.ok()) return d.status();
+    designer = *std::move(d);
+    fed_to_designer = 0;
+    return absl::OkStatus();
+  }
+};
+
+namespace {
+
+google::protobuf::Timestamp ToProto(absl::Time t) {
+  return TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(t));
+}
+absl::Time FromProto(const google::protobuf::Timestamp& t) {
+  return absl::FromUnixNanos(TimeUtil::TimestampToNanoseconds(t));
+}
+
+bool IsFinal(v1::Trial::State s) {
+  return s == v1::Trial::SUCCEEDED || s == v1::Trial::INFEASIBLE || s == v1::Trial::FAILED;
+}
+
+absl::StatusOr<int64_t> ParseId(absl::string_view s) {
+  int64_t id;
+  if (!absl::SimpleAtoi(s, &id) || id <= 0) return InvalidArgumentError("");
+  return id;
+}
+
+absl::StatusOr<int64_t> ParseStudyName(absl::string_view name, absl::string_view field) {
+  absl::string_view rest = name;
+  if (absl::ConsumePrefix(&rest, "studies/")) {
+    if (absl::StatusOr<int64_t> id = ParseId(rest); id.ok()) return *id;
+  }
+  return InvalidArgumentError(
+      absl::StrFormat("%s: malformed study name \"%s\"; want studies/{id}", field, name));
+}
+
+absl::StatusOr<std::pair<int64_t, int64_t>> ParseTrialName(absl::string_view name,
+                                                          absl::string_view field) {
+  absl::string_view rest = name;
+  if (absl::ConsumePrefix(&rest, "studies/")) {
+    size_t slash = rest.find('/');
+    if (slash != absl::string_view::npos) {
+      absl::StatusOr<int64_t> study = ParseId(rest.substr(0, slash));
+      absl::string_view t = rest.substr(slash);
+      if (study.ok() && absl::ConsumePrefix(&t, "/trials/")) {
+        if (absl::StatusOr<int64_t> trial = ParseId(t); trial.ok()) {
+          return std::make_pair(*study, *trial);
+        }
+      }
+    }
+  }
+  return InvalidArgumentError(absl::StrFormat(
+      "%s: malformed trial name \"%s\"; want studies/{id}/trials/{id}", field, name));
+}
+
+absl::StatusOr<int> PageSize(int32_t page_size) {
+  if (page_size < 0 || page_size > kMaxPageSize) {
+    return InvalidArgumentError(
+        absl::StrFormat("page_size: %d must be in [0, %d]", page_size, kMaxPageSize));
+  }
+  return page_size == 0 ? kDefaultPageSize : page_size;
+}
+
+// Page tokens are the id of the last item returned; opaque to clients.
+absl::StatusOr<int64_t> PageStart(absl::string_view token) {
+  if (token.empty()) return 0;
+  int64_t last;
+  if (!absl::SimpleAtoi(token, &last) || last <= 0) {
+    return InvalidArgumentError(absl::StrFormat("page_token: malformed token \"%s\"", token));
+  }
+  return last;
+}
+
+absl::Status NotFoundStudy(int64_t id) {
+  return absl::NotFoundError(absl::StrFormat("study \"studies/%d\" not found", id));
+}
+
+// The objective early stopping watches: the first metric that is not a constraint.
+const search::MetricConfig& PrimaryMetric(const search::ProblemStatement& p) {
+  for (const auto& m : p.metrics) {
+    if (!m.safety_threshold.has_value()) return m;
+  }
+  return p.metrics.front();
+}
+
+const char* TrialStateName(v1::Trial::State s) {
+  return v1::Trial::State_Name(s).c_str();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<StudyCore>> StudyCore::Create(Store* store, Clock* clock) {
+  std::unique_ptr<StudyCore> core(new StudyCore(store, clock));
+  if (absl::Status st = core->Load(); !st.ok()) return st;
+  return core;
+}
+
+absl::Status StudyCore::Load() {
+  absl::StatusOr<std::vector<StoredStudy>> stored = store_->LoadAll();
+  if (!stored.ok()) return stored.status();
+  absl::MutexLock lock(&mu_);
+  for (StoredStudy& s : *stored) {
+    auto state = std::make_shared<StudyState>(s.id);
+    absl::MutexLock study_lock(&state->mu);
+    absl::StatusOr<search::ProblemStatement> problem = ToProblem(s.study.spec());
+    if (!problem.ok()) {
+      return absl::DataLossError(
+          StrCat("stored study ", s.study.name(), " is invalid: ", problem.status().message()));
+    }
+    state->problem = *std::move(problem);
+    state->early_stopping = ToEarlyStopping(s.study.spec().early_stopping());
+    const v1::StudySpec& spec = s.study.spec();
+    state->heartbeat_timeout = absl::Seconds(spec.heartbeat_timeout_seconds() > 0
+                                                 ? spec.heartbeat_timeout_seconds()
+                                                 : kDefaultHeartbeatTimeoutSeconds);
+    if (spec.max_trial_retries() > 0) state->max_retries = spec.max_trial_retries();
+    state->study = std::move(s.study);
+    // Trials are dense 1..n; completed ones are replayed in completion order.
+    std::vector<std::pair<int64_t, int64_t>> order;  // (seq, id)
+    for (StoredTrial& t : s.trials) {
+      if (t.trial.id() != static_cast<int64_t>(state->trials.size()) + 1) {
+        return absl::DataLossError(StrCat("study ", state->study.name(), ": trial ",
+                                          t.trial.id(), " out of sequence"));
+      }
+      if (t.completion_seq != 0) order.emplace_back(t.completion_seq, t.trial.id());
+      state->Apply(t.trial, 0);
+      state->completion_seq.back() = t.completion_seq;
+    }
+    std::sort(order.begin(), order.end());
+    for (const auto& [seq, id] : order) state->completed_order.push_back(id);
+    if (absl::Status st = state->RebuildDesigner(); !st.ok()) return st;
+    next_study_id_ = std::max(next_study_id_, s.id + 1);
+    studies_.emplace(s.id, std::move(state));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<StudyCore::StudyState>> StudyCore::FindStudy(
+    absl::string_view name, absl::string_view field) {
+  absl::StatusOr<int64_t> id = ParseStudyName(name, field);
+  if (!id.ok()) return id.status();
+  absl::MutexLock lock(&mu_);
+  auto it = studies_.find(*id);
+  if (it == studies_.end()) return NotFoundStudy(*id);
+  return it->second;
+}
+
+absl::StatusOr<std::pair<std::shared_ptr<StudyCore::StudyState>, int64_t>> StudyCore::FindTrial(
+    absl::string_view name, absl::string_view field) {
+  absl::StatusOr<std::pair<int64_t, int64_t>> ids = ParseTrialName(name, field);
+  if (!ids.ok()) return ids.status();
+  absl::MutexLock lock(&mu_);
+  auto it = studies_.find(ids->first);
+  if (it == studies_.end()) return NotFoundStudy(ids->first);
+  return std::make_pair(it->second, ids->second);
+}
+
+// Looks up the study and trial of `name` and locks the study: `state` and `trial_id` are
+// bound, and `lock` holds the study's mutex. Returns from the enclosing function on error.
+#define EVOSCALE_LOCK_TRIAL(name, field)                                                    \
+  auto found = FindTrial(name, field);                                                      \
+  if (!found.ok()) return found.status();                                                   \
+  auto& [state, trial_id] = *found;                                                         \
+  absl::MutexLock lock(&state->mu);                                                         \
+  if (state->deleted) return NotFoundStudy(state->id);                                      \
+  if (trial_id > static_cast<int64_t>(state->trials.size())) {                              \
+    return absl::NotFoundError(absl::StrFormat("trial \"%s\" not found", name));            \
+  }
+
+absl::StatusOr<v1::Study> StudyCore::CreateStudy(const v1::CreateStudyRequest& req) {
+  const v1::Study& in = req.study();
+  if (in.display_name().size() > kMaxNameLength) {
+    return InvalidArgumentError(StrCat("study.display_name: longer than ", kMaxNameLength));
+  }
+  absl::StatusOr<search::ProblemStatement> problem = ToProblem(in.spec());
+  if (!problem.ok()) {
+    return absl::Status(problem.status().code(), StrCat("study.", problem.status().message()));
+  }
+  absl::MutexLock lock(&mu_);
+  auto state = std::make_shared<StudyState>(next_study_id_);
+  absl::MutexLock study_lock(&state->mu);
+  state->problem = *std::move(problem);
+  if (absl::Status st = state->RebuildDesigner(); !st.ok()) {
+    return absl::Status(st.code(), StrCat("study.spec.algorithm: ", st.message()));
+  }
+  state->early_stopping = ToEarlyStopping(in.spec().early_stopping());
+  state->heartbeat_timeout = absl::Seconds(in.spec().heartbeat_timeout_seconds() > 0
+                                               ? in.spec().heartbeat_timeout_seconds()
+                                               : kDefaultHeartbeatTimeoutSeconds);
+  if (in.spec().max_trial_retries() > 0) state->max_retries = in.spec().max_trial_retries();
+  v1::Study& study = state->study;
+  study.set_name(StrCat("studies/", state->id));
+  study.set_display_name(in.display_name());
+  *study.mutable_spec() = in.spec();
+  study.set_state(v1::Study::ACTIVE);
+  *study.mutable_create_time() = ToProto(clock_->Now());
+  WriteBatch batch;
+  batch.PutStudy(state->id, study);
+  if (absl::Status st = store_->Write(batch); !st.ok()) return st;
+  ++next_study_id_;
+  studies_.emplace(state->id, state);
+  return state->StudyWithCounts();
+}
+
+absl::StatusOr<v1::Study> StudyCore::GetStudy(const v1::GetStudyRequest& req) {
+  auto state = FindStudy(req.name(), "name");
+  if (!state.ok()) return state.status();
+  absl::MutexLock lock(&(*state)->mu);
+  if ((*state)->deleted) return NotFoundStudy((*state)->id);
+  return (*state)->StudyWithCounts();
+}
+
+absl::StatusOr<v1::ListStudiesResponse> StudyCore::ListStudies(
+    const v1::ListStudiesRequest& req) {
+  absl::StatusOr<int> page_size = PageSize(req.page_size());
+  if (!page_size.ok()) return page_size.status();
+  absl::StatusOr<int64_t> start = PageStart(req.page_token());
+  if (!start.ok()) return start.status();
+  std::vector<std::shared_ptr<StudyState>> page;
+  bool more = false;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = studies_.upper_bound(*start); it != studies_.end(); ++it) {
+      if (static_cast<int>(page.size()) == *page_size) {
+        more = true;
+        break;
+      }
+      page.push_back(it->second);
+    }
+  }
+  v1::ListStudiesResponse resp;
+  for (const auto& s : page) {
+    absl::MutexLock lock(&s->mu);
+    if (!s->deleted) *resp.add_studies() = s->StudyWithCounts();
+  }
+  if (more && !page.empty()) resp.set_next_page_token(StrCat(page.back()->id));
+  return resp;
+}
+
+absl::Status StudyCore::DeleteStudy(const v1::DeleteStudyRequest& req) {
+  auto state = FindStudy(req.name(), "name");
+  if (!state.ok()) return state.status();
+  absl::MutexLock lock(&mu_);
+  absl::MutexLock study_lock(&(*state)->mu);
+  if ((*state)->deleted) return NotFoundStudy((*state)->id);
+  WriteBatch batch;
+  batch.DeleteStudy((*state)->id);
+  if (absl::Status st = store_->Write(batch); !st.ok()) return st;
+  (*state)->deleted = true;
+  studies_.erase((*state)->id);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Study> StudyCore::SetStudyState(const v1::SetStudyStateRequest& req) {
+  if (req.state() != v1::Study::ACTIVE && req.state() != v1::Study::INACTIVE &&
+      req.state() != v1::Study::COMPLETED) {
+    return InvalidArgumentError(
+        StrCat("state: must be ACTIVE, INACTIVE or COMPLETED, got ", req.state()));
+  }
+  auto state = FindStudy(req.name(), "name");
+  if (!state.ok()) return state.status();
+  StudyState& s = **state;
+  absl::MutexLock lock(&s.mu);
+  if (s.deleted) return NotFoundStudy(s.id);
+  v1::Study next = s.study;
+  next.set_state(req.state());
+  WriteBatch batch;
+  batch.PutStudy(s.id, next);
+  if (absl::Status st = store_->Write(batch); !st.ok()) return st;
+  s.study = std::move(next);
+  return s.StudyWithCounts();
+}
+
+absl::StatusOr<v1::SuggestTrialsResponse> StudyCore::SuggestTrials(
+    const v1::SuggestTrialsRequest& req) {
+  if (req.suggestion_count() < 1 || req.suggestion_count() > kMaxSuggestionCount) {
+    return InvalidArgumentError(absl::StrFormat("suggestion_count: %d must be in [1, %d]",
+                                                req.suggestion_count(), kMaxSuggestionCount));
+  }
+  if (req.client_id().empty()) return InvalidArgumentError("client_id: must not be empty");
+  if (req.client_id().size() > kMaxNameLength) {
+    return InvalidArgumentError(StrCat("client_id: longer than ", kMaxNameLength));
+  }
+  auto found = FindStudy(req.parent(), "parent");
+  if (!found.ok()) return found.status();
+  StudyState& s = **found;
+  absl::MutexLock lock(&s.mu);
+  if (s.deleted) return NotFoundStudy(s.id);
+  if (s.study.state() == v1::Study::INACTIVE) {
+    return absl::FailedPreconditionError(
+        StrCat("study \"", s.study.name(), "\" is INACTIVE; set it ACTIVE to get suggestions"));
+  }
+  const int count = req.suggestion_count();
+  const absl::Time now = clock_->Now();
+  const google::protobuf::Timestamp now_proto = ToProto(now);
+  std::vector<v1::Trial> out;  // the trials to hand out, as they will be stored
+  std::vector<v1::Trial> failed;  // stale trials that ran out of retries
+
+  // 1. The client's own ACTIVE trials (an idempotent retry), then stale trials of others.
+  std::vector<v1::Trial> taken;  // stale trials this client may take over
+  for (int64_t id : s.active) {
+    const v1::Trial& t = s.trial(id);
+    if (t.state() != v1::Trial::ACTIVE) continue;
+    if (t.client_id() == req.client_id()) {
+      if (static_cast<int>(out.size()) >= count) continue;
+      v1::Trial n = t;
+      *n.mutable_heartbeat_time() = now_proto;
+      out.push_back(std::move(n));
+      continue;
+    }
+    if (FromProto(t.heartbeat_time()) + s.heartbeat_timeout > now) continue;  // alive
+    v1::Trial n = t;
+    if (t.retries() >= s.max_retries) {
+      n.set_state(v1::Trial::FAILED);
+      n.set_infeasible_reason(absl::StrFormat("no heartbeat within %s, %d times",
+                                              absl::FormatDuration(s.heartbeat_timeout),
+                                              t.retries() + 1));
+      *n.mutable_end_time() = now_proto;
+      failed.push_back(std::move(n));
+    } else {
+      n.set_client_id(req.client_id());
+      n.set_retries(t.retries() + 1);
+      *n.mutable_heartbeat_time() = now_proto;
+      taken.push_back(std::move(n));
+    }
+  }
+  for (v1::Trial& n : taken) {
+    if (static_cast<int>(out.size()) >= count) break;
+    out.push_back(std::move(n));
+  }
+  // 2. REQUESTED trials (created by clients, waiting for a worker).
+  for (auto it = s.requested.begin();
+       it != s.requested.end() && static_cast<int>(out.size()) < count; ++it) {
+    v1::Trial n = s.trial(*it);
+    n.set_state(v1::Trial::ACTIVE);
+    n.set_client_id(req.client_id());
+    *n.mutable_start_time() = now_proto;
+    *n.mutable_heartbeat_time() = now_proto;
+    out.push_back(std::move(n));
+  }
+  // 3. New suggestions from the designer, within the budget.
+  const int64_t max_trials = s.study.spec().max_trials();
+  int64_t room = count - static_cast<int64_t>(out.size());
+  if (max_trials > 0) room = std::min(room, max_trials - static_cast<int64_t>(s.trials.size()));
+  bool designer_used = false;
+  bool exhausted = max_trials > 0 && static_cast<int64_t>(s.trials.size()) >= max_trials;
+  if (room > 0 && s.study.state() == v1::Study::ACTIVE) {
+    s.SyncDesigner();
+    designer_used = true;
+    absl::StatusOr<std::vector<search::ParameterDict>> suggestions =
+        s.designer->Suggest(static_cast<int>(room), static_cast<int64_t>(s.trials.size()));
+    if (!suggestions.ok()) return suggestions.status();
+    if (static_cast<int64_t>(suggestions->size()) < room) exhausted = true;  // space exhausted
+    int64_t next_id = static_cast<int64_t>(s.trials.size()) + 1;
+    for (const search::ParameterDict& params : *suggestions) {
+      v1::Trial n;
+      n.set_id(next_id);
+      n.set_name(StrCat(s.study.name(), "/trials/", next_id));
+      ++next_id;
+      n.set_state(v1::Trial::ACTIVE);
+      n.set_client_id(req.client_id());
+      SetParameters(params, &n);
+      *n.mutable_resources() = s.study.spec().trial_template().resources();
+      *n.mutable_start_time() = now_proto;
+      *n.mutable_heartbeat_time() = now_proto;
+      out.push_back(std::move(n));
+    }
+  }
+  v1::Study next_study = s.study;
+  if (out.empty() && exhausted && next_study.state() == v1::Study::ACTIVE) {
+    next_study.set_state(v1::Study::COMPLETED);
+  }
+  WriteBatch batch;
+  int64_t seq = s.next_completion_seq();
+  std::vector<int64_t> failed_seq;
+  for (const v1::Trial& f : failed) {
+    failed_seq.push_back(seq);
+    batch.PutTrial(s.id, f, seq++);
+  }
+  for (const v1::Trial& t : out) batch.PutTrial(s.id, t, 0);
+  if (next_study.state() != s.study.state()) batch.PutStudy(s.id, next_study);
+  if (absl::Status st = store_->Write(batch); !st.ok()) {
+    if (designer_used) s.RebuildDesigner().IgnoreError();
+    return st;
+  }
+  for (size_t i = 0; i < failed.size(); ++i) s.Apply(failed[i], failed_seq[i]);
+  for (const v1::Trial& t : out) s.Apply(t, 0);
+  s.study = std::move(next_study);
+  v1::SuggestTrialsResponse resp;
+  resp.mutable_trials()->Reserve(static_cast<int>(out.size()));
+  for (v1::Trial& t : out) *resp.add_trials() = std::move(t);
+  resp.set_study_state(s.study.state());
+  return resp;
+}
+
+absl::StatusOr<v1::Trial> StudyCore::CreateTrial(const v1::CreateTrialRequest& req) {
+  auto found = FindStudy(req.parent(), "parent");
+  if (!found.ok()) return found.status();
+  StudyState& s = **found;
+  absl::MutexLock lock(&s.mu);
+  if (s.deleted) return NotFoundStudy(s.id);
+  absl::StatusOr<search::ParameterDict> params =
+      ToParameterDict(s.problem.space, req.trial().parameters(), "trial.parameters");
+  if (!params.ok()) return params.status();
+  const v1::Measurement& fm = req.trial().final_measurement();
+  const bool completed = fm.metrics_size() > 0;
+  if (completed) {
+    if (absl::Status st = ValidateMeasurement(fm, "trial.final_measurement"); !st.ok()) return st;
+  }
+  const int64_t max_trials = s.study.spec().max_trials();
+  if (max_trials > 0 && static_cast<int64_t>(s.trials.size()) >= max_trials) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "study \"%s\" already holds max_trials=%d trials", s.study.name(), max_trials));
+  }
+  const google::protobuf::Timestamp now = ToProto(clock_->Now());
+  v1::Trial t;
+  t.set_id(static_cast<int64_t>(s.trials.size()) + 1);
+  t.set_name(StrCat(s.study.name(), "/trials/", t.id()));
+  SetParameters(*params, &t);
+  t.set_client_id(req.trial().client_id());
+  *t.mutable_resources() = s.study.spec().trial_template().resources();
+  int64_t seq = 0;
+  if (completed) {
+    t.set_state(v1::Trial::SUCCEEDED);
+    *t.mutable_final_measurement() = fm;
+    *t.mutable_start_time() = now;
+    *t.mutable_end_time() = now;
+    seq = s.next_completion_seq();
+  } else {
+    t.set_state(v1::Trial::REQUESTED);
+  }
+  WriteBatch batch;
+  batch.PutTrial(s.id, t, seq);
+  if (absl::Status st = store_->Write(batch); !st.ok()) return st;
+  s.Apply(t, seq);
+  return t;
+}
+
+absl::StatusOr<v1::Trial> StudyCore::GetTrial(const v1::GetTrialRequest& req) {
+  EVOSCALE_LOCK_TRIAL(req.name(), "name");
+  return state->trial(trial_id);
+}
+
+absl::StatusOr<v1::ListTrialsResponse> StudyCore::ListTrials(const v1::ListTrialsRequest& req) {
+  absl::StatusOr<int> page_size = PageSize(req.page_size());
+  if (!page_size.ok()) return page_size.status();
+  absl::StatusOr<int64_t> start = PageStart(req.page_token());
+  if (!start.ok()) return start.status();
+  if (!v1::Trial::State_IsValid(req.state())) {
+    return InvalidArgumentError(StrCat("state: unknown trial state ", req.state()));
+  }
+  auto found = FindStudy(req.parent(), "parent");
+  if (!found.ok()) return found.status();
+  StudyState& s = **found;
+  absl::MutexLock lock(&s.mu);
+  if (s.deleted) return NotFoundStudy(s.id);
+  v1::ListTrialsResponse resp;
+  const int64_t n = static_cast<int64_t>(s.trials.size());
+  for (int64_t id = *start + 1; id <= n; ++id) {
+    const v1::Trial& t = s.trial(id);
+    if (req.state() != v1::Trial::STATE_UNSPECIFIED && t.state() != req.state()) continue;
+    if (resp.trials_size() == *page_size) {
+      resp.set_next_page_token(StrCat(resp.trials(resp.trials_size() - 1).id()));
+      break;
+    }
+    *resp.add_trials() = t;
+  }
+  return resp;
+}
+
+absl::StatusOr<v1::Trial> StudyCore::AddTrialMeasurement(
+    const v1::AddTrialMeasurementRequest& req) {
+  if (absl::Status st = ValidateMeasurement(req.measurement(), "measurement"); !st.ok()) {
+    return st;
+  }
+  if (req.measurement().metrics().empty()) {
+    return InvalidArgumentError("measurement.metrics: at least one metric is required");
+  }
+  EVOSCALE_LOCK_TRIAL(req.trial_name(), "trial_name");
+  const v1::Trial& t = state->trial(trial_id);
+  if (t.state() != v1::Trial::ACTIVE && t.state() != v1::Trial::STOPPING) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "trial \"%s\" is %s; measurements need ACTIVE or STOPPING", t.name(),
+        TrialStateName(t.state())));
+  }
+  if (t.measurements_size() >= kMaxMeasurementsPerTrial) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "trial \"%s\" already holds %d measurements", t.name(), kMaxMeasurementsPerTrial));
+  }
+  v1::Trial n = t;
+  *n.add_measurements() = req.measurement();
+  *n.mutable_heartbeat_time() = ToProto(clock_->Now());
+  WriteBatch batch;
+  batch.PutTrial(state->id, n, 0);
+  if (absl::Status st = store_->Write(batch); !st.ok()) return st;
+  state->Apply(n, 0);
+  return n;
+}
+
+absl::StatusOr<v1::Trial> StudyCore::CompleteTrial(const v1::CompleteTrialRequest& req) {
+  if (absl::Status st = ValidateMeasurement(req.final_measurement(), "final_measurement");
+      !st.ok()) {
+    return st;
+  }
+  if (req.infeasible_reason().size() > 4096) {
+    return InvalidArgumentError("infeasible_reason: longer than 4096 bytes");
+  }
+  EVOSCALE_LOCK_TRIAL(req.name(), "name");
+  const v1::Trial& t = state->trial(trial_id);
+  if (IsFinal(t.state())) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("trial \"%s\" is already %s", t.name(), TrialStateName(t.state())));
+  }
+  v1::Trial n = t;
+  const google::protobuf::Timestamp now = ToProto(clock_->Now());
+  if (req.trial_infeasible()) {
+    n.set_state(v1::Trial::INFEASIBLE);
+    n.set_infeasible_reason(req.infeasible_reason());
+    if (req.final_measurement().metrics_size() > 0) {
+      *n.mutable_final_measurement() = req.final_measurement();
+    }
+  } else {
+    v1::Measurement fm = req.final_measurement();
+    // As Vizier: without a final measurement, the last intermediate one is final.
+    if (fm.metrics().empty() && t.measurements_size() > 0) {
+      fm = t.measurements(t.measurements_size() - 1);
+    }
+    if (fm.metrics().empty()) {
+      return InvalidArgumentError(
+          "final_measurement.metrics: empty, and the trial has no measurement to use instead");
+    }
+    for (const search::MetricConfig& m : state->problem.metrics) {
+      if (!fm.metrics().contains(m.name)) {
+        return InvalidArgumentError(
+            StrCat("final_measurement.metrics: missing metric \"", m.name, "\""));
+      }
+    }
+    n.set_state(v1::Trial::SUCCEEDED);
+    *n.mutable_final_measurement() = std::move(fm);
+  }
+  if (!n.has_start_time()) *n.mutable_start_time() = now;
+  *n.mutable_end_time() = now;
+  *n.mutable_heartbeat_time() = now;
+  const int64_t seq = state->next_completion_seq();
+  WriteBatch batch;
+  batch.PutTrial(state->id, n, seq);
+  if (absl::Status st = store_->Write(batch); !st.ok()) return st;
+  state->Apply(n, seq);
+  return n;
+}
+
+absl::StatusOr<v1::CheckTrialEarlyStoppingStateResponse> StudyCore::CheckTrialEarlyStoppingState(
+    const v1::CheckTrialEarlyStoppingStateRequest& req) {
+  EVOSCALE_LOCK_TRIAL(req.trial_name(), "trial_name");
+  const v1::Trial& t = state->trial(trial_id);
+  v1::CheckTrialEarlyStoppingStateResponse resp;
+  if (t.state() == v1::Trial::STOPPING) {
+    resp.set_should_stop(true);
+    return resp;
+  }
+  if (t.state() != v1::Trial::ACTIVE ||
+      state->early_stopping.policy == search::EarlyStoppingPolicy::kNone) {
+    return resp;
+  }
+  std::vector<search::Trial> others;
+  others.reserve(state->trials.size());
+  for (const v1::Trial& o : state->trials) {
+    if (o.id() != t.id() && o.measurements_size() > 0) others.push_back(ToSearchTrial(o));
+  }
+  resp.set_should_stop(search::ShouldStop(state->early_stopping, PrimaryMetric(state->problem),
+                                          ToSearchTrial(t), others));
+  return resp;
+}
+
+absl::StatusOr<v1::Trial> StudyCore::StopTrial(const v1::StopTrialRequest& req) {
+  EVOSCALE_LOCK_TRIAL(req.name(), "name");
+  const v1::Trial& t = state->trial(trial_id);
+  if (t.state() == v1::Trial::STOPPING) return t;
+  if (t.state() != v1::Trial::ACTIVE) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "trial \"%s\" is %s; only ACTIVE trials can be stopped", t.name(),
+        TrialStateName(t.state())));
+  }
+  v1::Trial n = t;
+  n.set_state(v1::Trial::STOPPING);
+  WriteBatch batch;
+  batch.PutTrial(state->id, n, 0);
+  if (absl::Status st = store_->Write(batch); !st.ok()) return st;
+  state->Apply(n, 0);
+  return n;
+}
+
+absl::StatusOr<v1::ListOptimalTrialsResponse> StudyCore::ListOptimalTrials(
+    const v1::ListOptimalTrialsRequest& req) {
+  auto found = FindStudy(req.parent(), "parent");
+  if (!found.ok()) return found.status();
+  StudyState& s = **found;
+  absl::MutexLock lock(&s.mu);
+  if (s.deleted) return NotFoundStudy(s.id);
+  std::vector<search::Trial> succeeded;
+  std::vector<int64_t> ids;
+  for (const v1::Trial& t : s.trials) {
+    if (t.state() != v1::Trial::SUCCEEDED) continue;
+    search::Trial st;
+    st.id = t.id();
+    st.status = search::TrialStatus::kSucceeded;
+    st.final_measurement.metrics.insert(t.final_measurement().metrics().begin(),
+                                        t.final_measurement().metrics().end());
+    succeeded.push_back(std::move(st));
+    ids.push_back(t.id());
+  }
+  v1::ListOptimalTrialsResponse resp;
+  for (size_t i : search::OptimalTrials(s.problem.metrics, succeeded)) {
+    *resp.add_optimal_trials() = s.trial(ids[i]);
+  }
+  return resp;
+}
+
+TrialCounts StudyCore::Counts() {
+  std::vector<std::shared_ptr<StudyState>> all;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, s] : studies_) all.push_back(s);
+  }
+  TrialCounts c;
+  for (const auto& s : all) {
+    absl::MutexLock lock(&s->mu);
+    if (s->deleted) continue;
+    ++c.studies_by_state[s->study.state()];
+    for (const v1::Trial& t : s->trials) ++c.by_state[t.state()];
+  }
+  return c;
+}
+
+}  // namespace evoscale::service

@@ -1,0 +1,93 @@
+#include "service/study_service.h"
+
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "service/grpc_status.h"
+
+namespace evoscale::service {
+namespace {
+
+const std::string& CodeName(absl::StatusCode code) {
+  static const auto* names = [] {
+    auto* m = new std::array<std::string, 17>;
+    for (int i = 0; i < 17; ++i) {
+      (*m)[i] = absl::StatusCodeToString(static_cast<absl::StatusCode>(i));
+    }
+    return m;
+  }();
+  static const std::string unknown = "UNKNOWN";
+  int i = static_cast<int>(code);
+  return i >= 0 && i < 17 ? (*names)[i] : unknown;
+}
+
+template <typename T>
+absl::Status Assign(absl::StatusOr<T> result, T* out) {
+  if (!result.ok()) return result.status();
+  *out = *std::move(result);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+template <typename Fn>
+grpc::ServerUnaryReactor* StudyServiceImpl::Handle(grpc::CallbackServerContext* ctx,
+                                                   const char* method, Role role, Fn&& fn) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status status;
+  if (auth_->enabled()) {
+    auto it = ctx->client_metadata().find("authorization");
+    absl::string_view header;
+    if (it != ctx->client_metadata().end()) header = absl::string_view(it->second.data(), it->second.size());
+    status = auth_->Check(header, role);
+  }
+  if (status.ok()) status = fn();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  metrics_->RecordRpc(method, CodeName(status.code()), seconds);
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+#define EVOSCALE_RPC(Method, Request, Response, RoleNeeded, Body)                      \
+  grpc::ServerUnaryReactor* StudyServiceImpl::Method(                                 \
+      grpc::CallbackServerContext* ctx, const v1::Request* req, v1::Response* resp) { \
+    return Handle(ctx, #Method, RoleNeeded, [&]() -> absl::Status { Body });          \
+  }
+
+EVOSCALE_RPC(CreateStudy, CreateStudyRequest, Study, Role::kWriter,
+             return Assign(core_->CreateStudy(*req), resp);)
+EVOSCALE_RPC(GetStudy, GetStudyRequest, Study, Role::kReader,
+             return Assign(core_->GetStudy(*req), resp);)
+EVOSCALE_RPC(ListStudies, ListStudiesRequest, ListStudiesResponse, Role::kReader,
+             return Assign(core_->ListStudies(*req), resp);)
+EVOSCALE_RPC(DeleteStudy, DeleteStudyRequest, DeleteStudyResponse, Role::kAdmin,
+             (void)resp; return core_->DeleteStudy(*req);)
+EVOSCALE_RPC(SetStudyState, SetStudyStateRequest, Study, Role::kWriter,
+             return Assign(core_->SetStudyState(*req), resp);)
+EVOSCALE_RPC(SuggestTrials, SuggestTrialsRequest, SuggestTrialsResponse, Role::kWriter,
+             return Assign(core_->SuggestTrials(*req), resp);)
+EVOSCALE_RPC(CreateTrial, CreateTrialRequest, Trial, Role::kWriter,
+             return Assign(core_->CreateTrial(*req), resp);)
+EVOSCALE_RPC(GetTrial, GetTrialRequest, Trial, Role::kReader,
+             return Assign(core_->GetTrial(*req), resp);)
+EVOSCALE_RPC(ListTrials, ListTrialsRequest, ListTrialsResponse, Role::kReader,
+             return Assign(core_->ListTrials(*req), resp);)
+EVOSCALE_RPC(AddTrialMeasurement, AddTrialMeasurementRequest, Trial, Role::kWriter,
+             return Assign(core_->AddTrialMeasurement(*req), resp);)
+EVOSCALE_RPC(CompleteTrial, CompleteTrialRequest, Trial, Role::kWriter,
+             return Assign(core_->CompleteTrial(*req), resp);)
+EVOSCALE_RPC(CheckTrialEarlyStoppingState, CheckTrialEarlyStoppingStateRequest,
+             CheckTrialEarlyStoppingStateResponse, Role::kReader,
+             return Assign(core_->CheckTrialEarlyStoppingState(*req), resp);)
+EVOSCALE_RPC(StopTrial, StopTrialRequest, Trial, Role::kWriter,
+             return Assign(core_->StopTrial(*req), resp);)
+EVOSCALE_RPC(ListOptimalTrials, ListOptimalTrialsRequest, ListOptimalTrialsResponse,
+             Role::kReader, return Assign(core_->ListOptimalTrials(*req), resp);)
+
+#undef EVOSCALE_RPC
+
+}  // namespace evoscale::service

@@ -1,0 +1,71 @@
+// The gRPC StudyService: thin callback handlers that check the caller's token, call
+// StudyCore, convert the status and record metrics.
+#ifndef EVOSCALE_SERVICE_STUDY_SERVICE_H_
+#define EVOSCALE_SERVICE_STUDY_SERVICE_H_
+
+#include "evoscale/v1/study.grpc.pb.h"
+#include "service/auth.h"
+#include "service/metrics.h"
+#include "service/study_core.h"
+
+namespace evoscale::service {
+
+// Thread-safe. `core`, `auth` and `metrics` must outlive the service.
+class StudyServiceImpl final : public v1::StudyService::CallbackService {
+ public:
+  StudyServiceImpl(StudyCore* core, const TokenAuth* auth, ServiceMetrics* metrics)
+      : core_(core), auth_(auth), metrics_(metrics) {}
+
+  grpc::ServerUnaryReactor* CreateStudy(grpc::CallbackServerContext* ctx,
+                                        const v1::CreateStudyRequest* req,
+                                        v1::Study* resp) override;
+  grpc::ServerUnaryReactor* GetStudy(grpc::CallbackServerContext* ctx,
+                                     const v1::GetStudyRequest* req, v1::Study* resp) override;
+  grpc::ServerUnaryReactor* ListStudies(grpc::CallbackServerContext* ctx,
+                                        const v1::ListStudiesRequest* req,
+                                        v1::ListStudiesResponse* resp) override;
+  grpc::ServerUnaryReactor* DeleteStudy(grpc::CallbackServerContext* ctx,
+                                        const v1::DeleteStudyRequest* req,
+                                        v1::DeleteStudyResponse* resp) override;
+  grpc::ServerUnaryReactor* SetStudyState(grpc::CallbackServerContext* ctx,
+                                          const v1::SetStudyStateRequest* req,
+                                          v1::Study* resp) override;
+  grpc::ServerUnaryReactor* SuggestTrials(grpc::CallbackServerContext* ctx,
+                                          const v1::SuggestTrialsRequest* req,
+                                          v1::SuggestTrialsResponse* resp) override;
+  grpc::ServerUnaryReactor* CreateTrial(grpc::CallbackServerContext* ctx,
+                                        const v1::CreateTrialRequest* req,
+                                        v1::Trial* resp) override;
+  grpc::ServerUnaryReactor* GetTrial(grpc::CallbackServerContext* ctx,
+                                     const v1::GetTrialRequest* req, v1::Trial* resp) override;
+  grpc::ServerUnaryReactor* ListTrials(grpc::CallbackServerContext* ctx,
+                                       const v1::ListTrialsRequest* req,
+                                       v1::ListTrialsResponse* resp) override;
+  grpc::ServerUnaryReactor* AddTrialMeasurement(grpc::CallbackServerContext* ctx,
+                                                const v1::AddTrialMeasurementRequest* req,
+                                                v1::Trial* resp) override;
+  grpc::ServerUnaryReactor* CompleteTrial(grpc::CallbackServerContext* ctx,
+                                          const v1::CompleteTrialRequest* req,
+                                          v1::Trial* resp) override;
+  grpc::ServerUnaryReactor* CheckTrialEarlyStoppingState(
+      grpc::CallbackServerContext* ctx, const v1::CheckTrialEarlyStoppingStateRequest* req,
+      v1::CheckTrialEarlyStoppingStateResponse* resp) override;
+  grpc::ServerUnaryReactor* StopTrial(grpc::CallbackServerContext* ctx,
+                                      const v1::StopTrialRequest* req, v1::Trial* resp) override;
+  grpc::ServerUnaryReactor* ListOptimalTrials(grpc::CallbackServerContext* ctx,
+                                              const v1::ListOptimalTrialsRequest* req,
+                                              v1::ListOptimalTrialsResponse* resp) override;
+
+ private:
+  template <typename Fn>
+  grpc::ServerUnaryReactor* Handle(grpc::CallbackServerContext* ctx, const char* method,
+                                   Role role, Fn&& fn);
+
+  StudyCore* const core_;
+  const TokenAuth* const auth_;
+  ServiceMetrics* const metrics_;
+};
+
+}  // namespace evoscale::service
+
+#endif  // EVOSCALE_SERVICE_STUDY_SERVICE_H_
