@@ -22,6 +22,7 @@ function(evoscale_cc_test)
   cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
   add_executable(${ARG_NAME} ${ARG_SRCS})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  target_include_directories(${ARG_NAME} PRIVATE ${PROJECT_SOURCE_DIR})
   target_compile_options(${ARG_NAME} PRIVATE ${EVOSCALE_WARNINGS})
   target_compile_definitions(${ARG_NAME} PRIVATE
     EVOSCALE_BIN_DIR="${CMAKE_RUNTIME_OUTPUT_DIRECTORY}"

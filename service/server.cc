@@ -69,7 +69,7 @@ void Server::Shutdown() {
     if (shut_down_) return;
     shut_down_ = true;
   }
-  if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   http_.reset();
 }
 

@@ -1,0 +1,393 @@
+// End-to-end: the real evoscaled binary on port 0 with a temporary SQLite database, driven by
+// real gRPC clients.
+#include <signal.h>
+#include <sqlite3.h>
+
+#include <atomic>
+#include <cmath>
+#include <map>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/evoscaled_process.h"
+
+namespace evoscale {
+namespace {
+
+using ::evoscale::testing::EvoscaledProcess;
+using ::evoscale::testing::TempDir;
+using ::testing::SizeIs;
+
+v1::Study ExampleStudy(int max_trials, v1::AlgorithmSpec::Algorithm algorithm) {
+  v1::Study study;
+  study.set_display_name("e2e");
+  v1::StudySpec* spec = study.mutable_spec();
+  auto* m = spec->add_metrics();
+  m->set_name("loss");
+  m->set_goal(v1::MetricSpec::MINIMIZE);
+  auto* lr = spec->add_parameters();
+  lr->set_name("lr");
+  lr->mutable_double_spec()->set_min(1e-4);
+  lr->mutable_double_spec()->set_max(1);
+  lr->set_scale(v1::ParameterSpec::LOG);
+  auto* layers = spec->add_parameters();
+  layers->set_name("layers");
+  layers->mutable_integer_spec()->set_min(1);
+  layers->mutable_integer_spec()->set_max(8);
+  auto* opt = spec->add_parameters();
+  opt->set_name("optimizer");
+  opt->mutable_categorical_spec()->add_values("sgd");
+  opt->mutable_categorical_spec()->add_values("adam");
+  spec->mutable_algorithm()->set_algorithm(algorithm);
+  spec->mutable_algorithm()->set_seed(7);
+  spec->set_max_trials(max_trials);
+  return study;
+}
+
+// A deterministic objective of the trial's parameters.
+double Loss(const v1::Trial& t) {
+  double loss = 0;
+  for (const auto& p : t.parameters()) {
+    if (p.name() == "lr") loss += std::pow(std::log10(p.double_value()) + 2, 2);
+    if (p.name() == "layers") loss += std::abs(p.int_value() - 3) * 0.1;
+    if (p.name() == "optimizer") loss += p.string_value() == "adam" ? 0 : 0.5;
+  }
+  return loss;
+}
+
+std::unique_ptr<grpc::ClientContext> Ctx() {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  return ctx;
+}
+
+class StudyE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    db_ = dir_.path() + "/evoscale.db";
+    Restart();
+  }
+
+  void Restart() {
+    server_.reset();
+    auto p = EvoscaledProcess::Start(db_);
+    ASSERT_TRUE(p.ok()) << p.status();
+    server_ = *std::move(p);
+    stub_ = server_->NewStub();
+  }
+
+  std::string CreateStudy(const v1::Study& study) {
+    v1::CreateStudyRequest req;
+    *req.mutable_study() = study;
+    v1::Study out;
+    grpc::Status st = stub_->CreateStudy(Ctx().get(), req, &out);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return out.name();
+  }
+
+  static grpc::Status Suggest(v1::StudyService::Stub* stub, const std::string& study,
+                              const std::string& client, int count,
+                              v1::SuggestTrialsResponse* out) {
+    v1::SuggestTrialsRequest req;
+    req.set_parent(study);
+    req.set_client_id(client);
+    req.set_suggestion_count(count);
+    return stub->SuggestTrials(Ctx().get(), req, out);
+  }
+
+  static grpc::Status Complete(v1::StudyService::Stub* stub, const v1::Trial& t, double loss,
+                               v1::Trial* out) {
+    v1::CompleteTrialRequest req;
+    req.set_name(t.name());
+    (*req.mutable_final_measurement()->mutable_metrics())["loss"] = loss;
+    return stub->CompleteTrial(Ctx().get(), req, out);
+  }
+
+  std::vector<v1::Trial> AllTrials(const std::string& study) {
+    std::vector<v1::Trial> all;
+    v1::ListTrialsRequest req;
+    req.set_parent(study);
+    req.set_page_size(1000);
+    for (;;) {
+      v1::ListTrialsResponse resp;
+      grpc::Status st = stub_->ListTrials(Ctx().get(), req, &resp);
+      EXPECT_TRUE(st.ok()) << st.error_message();
+      all.insert(all.end(), resp.trials().begin(), resp.trials().end());
+      if (!st.ok() || resp.next_page_token().empty()) break;
+      req.set_page_token(resp.next_page_token());
+    }
+    return all;
+  }
+
+  v1::Study GetStudy(const std::string& name) {
+    v1::GetStudyRequest req;
+    req.set_name(name);
+    v1::Study s;
+    grpc::Status st = stub_->GetStudy(Ctx().get(), req, &s);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return s;
+  }
+
+  TempDir dir_;
+  std::string db_;
+  std::unique_ptr<EvoscaledProcess> server_;
+  std::unique_ptr<v1::StudyService::Stub> stub_;
+};
+
+TEST_F(StudyE2eTest, WholeAskTellStudyRunsToCompletion) {
+  const std::string study = CreateStudy(ExampleStudy(20, v1::AlgorithmSpec::RANDOM));
+  ASSERT_EQ(study, "studies/1");
+  std::map<int64_t, double> losses;
+  for (int round = 0; round < 100; ++round) {
+    v1::SuggestTrialsResponse resp;
+    ASSERT_TRUE(Suggest(stub_.get(), study, "worker", 3, &resp).ok());
+    if (resp.trials().empty()) {
+      EXPECT_EQ(resp.study_state(), v1::Study::COMPLETED);
+      break;
+    }
+    for (const v1::Trial& t : resp.trials()) {
+      EXPECT_EQ(t.state(), v1::Trial::ACTIVE);
+      v1::AddTrialMeasurementRequest m;
+      m.set_trial_name(t.name());
+      m.mutable_measurement()->set_step(1);
+      (*m.mutable_measurement()->mutable_metrics())["loss"] = Loss(t) + 1;
+      v1::Trial measured;
+      ASSERT_TRUE(stub_->AddTrialMeasurement(Ctx().get(), m, &measured).ok());
+      EXPECT_THAT(measured.measurements(), SizeIs(1));
+      v1::Trial done;
+      ASSERT_TRUE(Complete(stub_.get(), t, Loss(t), &done).ok());
+      EXPECT_EQ(done.state(), v1::Trial::SUCCEEDED);
+      losses[t.id()] = Loss(t);
+    }
+  }
+  EXPECT_THAT(losses, SizeIs(20));
+  v1::Study s = GetStudy(study);
+  EXPECT_EQ(s.state(), v1::Study::COMPLETED);
+  EXPECT_EQ(s.trial_count(), 20);
+  EXPECT_EQ(s.completed_trial_count(), 20);
+
+  v1::ListOptimalTrialsRequest oreq;
+  oreq.set_parent(study);
+  v1::ListOptimalTrialsResponse optimal;
+  ASSERT_TRUE(stub_->ListOptimalTrials(Ctx().get(), oreq, &optimal).ok());
+  ASSERT_THAT(optimal.optimal_trials(), SizeIs(1));
+  auto best = std::min_element(losses.begin(), losses.end(),
+                               [](auto& a, auto& b) { return a.second < b.second; });
+  EXPECT_EQ(optimal.optimal_trials(0).id(), best->first);
+}
+
+TEST_F(StudyE2eTest, RetryWithSameClientIdReturnsTheSameTrials) {
+  const std::string study = CreateStudy(ExampleStudy(0, v1::AlgorithmSpec::GENETIC));
+  v1::SuggestTrialsResponse first, retry, other;
+  ASSERT_TRUE(Suggest(stub_.get(), study, "a", 2, &first).ok());
+  ASSERT_TRUE(Suggest(stub_.get(), study, "a", 2, &retry).ok());
+  ASSERT_TRUE(Suggest(stub_.get(), study, "b", 2, &other).ok());
+  ASSERT_THAT(first.trials(), SizeIs(2));
+  ASSERT_THAT(retry.trials(), SizeIs(2));
+  ASSERT_THAT(other.trials(), SizeIs(2));
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(retry.trials(i).name(), first.trials(i).name());
+    EXPECT_EQ(retry.trials(i).parameters_size(), first.trials(i).parameters_size());
+    EXPECT_NE(other.trials(i).id(), first.trials(0).id());
+    EXPECT_NE(other.trials(i).id(), first.trials(1).id());
+  }
+  // Asking for more than it holds: its trials first, then new ones.
+  v1::SuggestTrialsResponse more;
+  ASSERT_TRUE(Suggest(stub_.get(), study, "a", 3, &more).ok());
+  ASSERT_THAT(more.trials(), SizeIs(3));
+  EXPECT_EQ(more.trials(0).id(), first.trials(0).id());
+  EXPECT_EQ(more.trials(1).id(), first.trials(1).id());
+  EXPECT_EQ(more.trials(2).id(), 5);
+  EXPECT_THAT(AllTrials(study), SizeIs(5));
+}
+
+TEST_F(StudyE2eTest, SixteenConcurrentClientsNeverShareATrialAndEveryCompletionIsStored) {
+  constexpr int kClients = 16;
+  constexpr int kPerClient = 100;
+  const std::string study =
+      CreateStudy(ExampleStudy(kClients * kPerClient, v1::AlgorithmSpec::QUASI_RANDOM));
+  std::vector<std::vector<int64_t>> got(kClients);
+  std::vector<std::thread> threads;
+  std::atomic<int> errors{0};
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&, c] {
+      auto stub = server_->NewStub();
+      const std::string client = "client-" + std::to_string(c);
+      while (static_cast<int>(got[c].size()) < kPerClient * 2) {
+        v1::SuggestTrialsResponse resp;
+        if (!Suggest(stub.get(), study, client, 1, &resp).ok()) {
+          ++errors;
+          return;
+        }
+        if (resp.trials().empty()) return;  // budget spent
+        for (const v1::Trial& t : resp.trials()) {
+          v1::Trial done;
+          if (!Complete(stub.get(), t, t.id() * 0.5, &done).ok()) ++errors;
+          got[c].push_back(t.id());
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  std::map<int64_t, int> owner;
+  for (int c = 0; c < kClients; ++c) {
+    for (int64_t id : got[c]) {
+      EXPECT_TRUE(owner.emplace(id, c).second) << "trial " << id << " handed to two clients";
+    }
+  }
+  EXPECT_THAT(owner, SizeIs(kClients * kPerClient));
+  std::vector<v1::Trial> all = AllTrials(study);
+  ASSERT_THAT(all, SizeIs(kClients * kPerClient));
+  for (const v1::Trial& t : all) {
+    EXPECT_EQ(t.state(), v1::Trial::SUCCEEDED) << t.name();
+    EXPECT_EQ(t.final_measurement().metrics().at("loss"), t.id() * 0.5);
+    EXPECT_EQ(t.client_id(), "client-" + std::to_string(owner[t.id()]));
+  }
+  EXPECT_EQ(GetStudy(study).state(), v1::Study::COMPLETED);
+}
+
+// Runs half a study, restarts evoscaled (gracefully or with SIGKILL), finishes the study.
+class StudyRestartTest : public StudyE2eTest, public ::testing::WithParamInterface<int> {
+ public:
+  void Run() {
+    const std::string study = CreateStudy(ExampleStudy(20, v1::AlgorithmSpec::GENETIC));
+    std::vector<v1::Trial> before;
+    for (int i = 0; i < 10; ++i) {
+      v1::SuggestTrialsResponse resp;
+      ASSERT_TRUE(Suggest(stub_.get(), study, "w", 1, &resp).ok());
+      ASSERT_THAT(resp.trials(), SizeIs(1));
+      v1::Trial done;
+      ASSERT_TRUE(Complete(stub_.get(), resp.trials(0), Loss(resp.trials(0)), &done).ok());
+      before.push_back(done);
+    }
+    v1::SuggestTrialsResponse held;  // an ACTIVE trial across the restart
+    ASSERT_TRUE(Suggest(stub_.get(), study, "w", 1, &held).ok());
+    ASSERT_THAT(held.trials(), SizeIs(1));
+
+    stub_.reset();
+    server_->Stop(GetParam());
+    Restart();
+
+    std::vector<v1::Trial> after = AllTrials(study);
+    ASSERT_THAT(after, SizeIs(11));
+    for (int i = 0; i < 10; ++i) {
+      EXPECT_EQ(after[i].SerializeAsString(), before[i].SerializeAsString()) << i;
+    }
+    EXPECT_EQ(after[10].state(), v1::Trial::ACTIVE);
+    // The worker's retry after the restart gets its trial back, then the study goes on.
+    v1::SuggestTrialsResponse again;
+    ASSERT_TRUE(Suggest(stub_.get(), study, "w", 1, &again).ok());
+    ASSERT_THAT(again.trials(), SizeIs(1));
+    EXPECT_EQ(again.trials(0).name(), held.trials(0).name());
+    for (int round = 0; round < 50; ++round) {
+      v1::SuggestTrialsResponse resp;
+      ASSERT_TRUE(Suggest(stub_.get(), study, "w", 1, &resp).ok());
+      if (resp.trials().empty()) break;
+      v1::Trial done;
+      ASSERT_TRUE(Complete(stub_.get(), resp.trials(0), Loss(resp.trials(0)), &done).ok());
+    }
+    std::vector<v1::Trial> final_trials = AllTrials(study);
+    ASSERT_THAT(final_trials, SizeIs(20));
+    std::set<std::string> distinct;
+    for (const auto& t : final_trials) {
+      EXPECT_EQ(t.state(), v1::Trial::SUCCEEDED);
+      std::string key;
+      for (const auto& p : t.parameters()) key += p.ShortDebugString();
+      distinct.insert(key);
+    }
+    EXPECT_THAT(distinct, SizeIs(20)) << "the designer repeated a point after the restart";
+    EXPECT_EQ(GetStudy(study).state(), v1::Study::COMPLETED);
+  }
+};
+
+TEST_P(StudyRestartTest, RestartInTheMiddleResumesWithNothingLost) { Run(); }
+
+INSTANTIATE_TEST_SUITE_P(Signals, StudyRestartTest, ::testing::Values(SIGTERM, SIGKILL),
+                         [](const auto& info) { return info.param == SIGTERM ? "Sigterm" : "Sigkill"; });
+
+TEST_F(StudyE2eTest, KillNineDuringABurstLosesNoAcknowledgedWrite) {
+  const std::string study = CreateStudy(ExampleStudy(0, v1::AlgorithmSpec::RANDOM));
+  struct Ack {
+    int64_t trial_id;
+    int64_t step;  // -1: the completion
+    double value;
+  };
+  absl::Mutex mu;
+  std::vector<Ack> acks;  // guarded by mu
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 4; ++w) {
+    writers.emplace_back([&, w] {
+      auto stub = server_->NewStub();
+      const std::string client = "writer-" + std::to_string(w);
+      while (!stop.load()) {
+        v1::SuggestTrialsResponse resp;
+        if (!Suggest(stub.get(), study, client, 1, &resp).ok() || resp.trials().empty()) return;
+        const v1::Trial& t = resp.trials(0);
+        for (int step = 1; step <= 3; ++step) {
+          v1::AddTrialMeasurementRequest m;
+          m.set_trial_name(t.name());
+          m.mutable_measurement()->set_step(step);
+          const double v = t.id() + step / 10.0;
+          (*m.mutable_measurement()->mutable_metrics())["loss"] = v;
+          v1::Trial out;
+          if (!stub->AddTrialMeasurement(Ctx().get(), m, &out).ok()) return;
+          absl::MutexLock lock(&mu);
+          acks.push_back({t.id(), step, v});
+        }
+        v1::Trial out;
+        if (!Complete(stub.get(), t, t.id() * 2.0, &out).ok()) return;
+        absl::MutexLock lock(&mu);
+        acks.push_back({t.id(), -1, t.id() * 2.0});
+      }
+    });
+  }
+  {
+    absl::MutexLock lock(&mu);
+    // Wait on the condition, not a sleep: enough acknowledged writes are in.
+    ASSERT_TRUE(mu.AwaitWithTimeout(
+        absl::Condition(+[](std::vector<Ack>* a) { return a->size() >= 400; }, &acks),
+        absl::Seconds(120)));
+  }
+  server_->Stop(SIGKILL);  // writers are still sending
+  stop = true;
+  for (auto& t : writers) t.join();
+
+  // The database is intact and every acknowledged write is in it.
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open_v2(db_.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    sqlite3_stmt* s = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &s, nullptr), SQLITE_OK);
+    ASSERT_EQ(sqlite3_step(s), SQLITE_ROW);
+    EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(s, 0)), "ok");
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+  }
+  Restart();
+  std::vector<v1::Trial> all = AllTrials(study);
+  std::map<int64_t, const v1::Trial*> by_id;
+  for (const auto& t : all) by_id[t.id()] = &t;
+  absl::MutexLock lock(&mu);
+  ASSERT_GE(acks.size(), 400u);
+  for (const Ack& a : acks) {
+    ASSERT_TRUE(by_id.contains(a.trial_id)) << "trial " << a.trial_id << " lost";
+    const v1::Trial& t = *by_id[a.trial_id];
+    if (a.step < 0) {
+      EXPECT_EQ(t.state(), v1::Trial::SUCCEEDED) << t.name();
+      EXPECT_EQ(t.final_measurement().metrics().at("loss"), a.value);
+    } else {
+      ASSERT_GE(t.measurements_size(), a.step) << t.name() << " lost step " << a.step;
+      EXPECT_EQ(t.measurements(a.step - 1).metrics().at("loss"), a.value);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace evoscale
