@@ -272,15 +272,13 @@ const search::ParameterConfig* FindParameter(const std::vector<search::Parameter
   return nullptr;
 }
 
-bool ChildActive(const search::ParameterConfig& parent, const search::ConditionalChild& ch,
-                 const search::ParameterValue& v) {
+bool ChildActive(const search::ConditionalChild& ch, const search::ParameterValue& v) {
   if (const auto* s = std::get_if<std::string>(&v)) {
     return std::find(ch.parent_categories.begin(), ch.parent_categories.end(), *s) !=
            ch.parent_categories.end();
   }
   double x = std::holds_alternative<int64_t>(v) ? static_cast<double>(std::get<int64_t>(v))
                                                 : std::get<double>(v);
-  (void)parent;
   return std::find(ch.parent_numbers.begin(), ch.parent_numbers.end(), x) !=
          ch.parent_numbers.end();
 }
@@ -293,7 +291,7 @@ void ActiveNames(const std::vector<search::ParameterConfig>& ps,
     auto it = values.find(p.name);
     if (it == values.end()) continue;
     for (const auto& ch : p.children) {
-      if (ChildActive(p, ch, it->second)) ActiveNames(ch.parameters, values, active);
+      if (ChildActive(ch, it->second)) ActiveNames(ch.parameters, values, active);
     }
   }
 }
