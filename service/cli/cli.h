@@ -1,0 +1,137 @@
+// evoscale: the command-line client of evoscaled's StudyService.
+//
+//   evoscale [--server HOST:PORT] [--token TOKEN] [--json] [--timeout SECONDS] COMMAND ...
+//
+// Main() is the whole program; main.cc only forwards to it. The pieces below it (command-line
+// parsing, name and metric parsing, study files, tables) are pure functions, declared here so
+// that tests can call them directly. Nothing here is a class with state; every function is
+// safe to call from any thread.
+//
+// Exit codes: 0 success; 1 the server answered an RPC with an error (or could not be reached);
+// 2 bad usage or a bad local input (flags, arguments, the study file).
+
+#ifndef EVOSCALE_SERVICE_CLI_CLI_H_
+#define EVOSCALE_SERVICE_CLI_CLI_H_
+
+#include <map>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "evoscale/v1/study.pb.h"
+
+namespace google::protobuf {
+class Descriptor;
+}  // namespace google::protobuf
+
+namespace evoscale::cli {
+
+inline constexpr char kDefaultServer[] = "127.0.0.1:50051";
+inline constexpr double kDefaultTimeoutSeconds = 10.0;
+
+// What the program takes from its surroundings. Main() fills it from the process
+// (EVOSCALE_SERVER, EVOSCALE_TOKEN, gethostname()); tests build one by hand.
+struct Environment {
+  std::string server;    // $EVOSCALE_SERVER; empty = unset
+  std::string token;     // $EVOSCALE_TOKEN; empty = unset
+  std::string hostname;  // for the default client id "cli-<hostname>"
+};
+
+// Flags that apply to every command. They may appear anywhere on the command line.
+struct GlobalOptions {
+  std::string server = kDefaultServer;  // --server, else $EVOSCALE_SERVER
+  std::string token;                    // --token, else $EVOSCALE_TOKEN; empty = send none
+  bool json = false;                    // --json: print messages as protobuf JSON
+  double timeout_seconds = kDefaultTimeoutSeconds;  // --timeout: deadline of each RPC
+  bool help = false;                                // --help / -h
+};
+
+// A command line split into global options, words and command flags.
+struct CommandLine {
+  GlobalOptions global;
+  // The command words and positional arguments, in order ("study", "get", "7").
+  std::vector<std::string> words;
+  // Command flags by name without dashes ("count" -> "3"); which command accepts which is
+  // checked later, by the command.
+  std::map<std::string, std::string> flags;
+};
+
+// Splits `args` (argv without the program name). Accepts "--flag value", "--flag=value",
+// "-f FILE" and "--" (everything after it is positional). Fails with InvalidArgument on an
+// unknown flag, a flag given twice, a flag missing its value or a bad --timeout.
+absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args,
+                                             const Environment& env);
+
+// "7" -> "studies/7"; "studies/7" stays. InvalidArgument for anything else (empty, a trial
+// name, extra path segments).
+absl::StatusOr<std::string> NormalizeStudyName(absl::string_view name);
+
+// Checks that `name` is a full trial name "studies/{s}/trials/{t}"; returns it unchanged.
+absl::StatusOr<std::string> ValidateTrialName(absl::string_view name);
+
+// Parses "metric=value" into its name and value. InvalidArgument naming the argument when
+// the '=' or the name is missing or the value is not a finite number, e.g.
+// `metric "loss=abc": value is not a number`.
+absl::StatusOr<std::pair<std::string, double>> ParseMetric(absl::string_view arg);
+
+// ParseMetric() over all of `args`; a metric named twice is an error.
+absl::StatusOr<std::map<std::string, double>> ParseMetrics(const std::vector<std::string>& args);
+
+// Converts YAML text to JSON text. Plain scalars that look like YAML 1.2 numbers, booleans or
+// nulls become JSON numbers, booleans and null; everything else, and every quoted scalar,
+// becomes a string. With a `schema`, plain scalars that sit in string fields of that message
+// (or in maps with string values, e.g. AlgorithmSpec.settings) stay strings, so
+// `settings: {population_size: 50}` gives {"settings":{"population_size":"50"}}.
+// Fails with InvalidArgument on a YAML syntax error ("line L, column C: ...").
+absl::StatusOr<std::string> YamlToJson(absl::string_view yaml,
+                                       const google::protobuf::Descriptor* schema = nullptr);
+
+enum class StudyFileFormat { kJson, kYaml };
+
+// The format a study file is read as: by its extension (.json; .yaml, .yml), else JSON when
+// the text starts with '{', else YAML.
+StudyFileFormat DetectStudyFileFormat(absl::string_view path, absl::string_view text);
+
+// Parses a Study in protobuf JSON form (proto or lowerCamel field names) or the same
+// structure in YAML. A bare StudySpec (a top-level "metrics" or "parameters" and no "spec")
+// is taken as the study's spec. Unknown fields are errors. Errors are InvalidArgument and
+// name `source` (the file name), e.g. `study file "s.yaml": line 3, column 1: ...`.
+absl::StatusOr<v1::Study> ParseStudy(absl::string_view text, StudyFileFormat format,
+                                     absl::string_view source);
+
+// Reads and parses the study file at `path` (ParseStudy). A file that cannot be read gives
+// NotFound / PermissionDenied / InvalidArgument naming the path and the reason.
+absl::StatusOr<v1::Study> LoadStudyFile(const std::string& path);
+
+// Formats a number as printf's %g.
+std::string FormatNumber(double value);
+
+// Lays out a table: left-aligned columns two spaces apart, header first, one line per row,
+// no trailing spaces. Empty cells print as "-". Rows shorter than the header are padded.
+std::string FormatTable(const std::vector<std::string>& header,
+                        const std::vector<std::vector<std::string>>& rows);
+
+// "lr=0.001 layers=3 act=relu", in the trial's order; "-" when there are none.
+std::string FormatParameters(const v1::Trial& trial);
+
+// "loss=0.25 acc=0.9", sorted by metric name; "-" when there are none.
+std::string FormatMetrics(const v1::Measurement& measurement);
+
+// The usage text printed by `evoscale help`.
+std::string UsageText();
+
+// Runs one invocation: `args` is argv without the program name. Writes results to `out` and
+// errors (prefixed "evoscale: ") to `err`; returns the exit code (see top of file).
+int Run(const std::vector<std::string>& args, const Environment& env, std::ostream& out,
+        std::ostream& err);
+
+// The program: reads the Environment from the process and calls Run().
+int Main(int argc, char** argv, std::ostream& out, std::ostream& err);
+
+}  // namespace evoscale::cli
+
+#endif  // EVOSCALE_SERVICE_CLI_CLI_H_
