@@ -1,0 +1,175 @@
+// End-to-end: the real `evoscale` CLI against the real evoscaled, both as child processes.
+#include <sys/wait.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/evoscaled_process.h"
+
+namespace evoscale {
+namespace {
+
+using ::evoscale::testing::BinDir;
+using ::evoscale::testing::EvoscaledProcess;
+using ::evoscale::testing::TempDir;
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string Quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class CliE2eTest : public ::testing::Test {
+ protected:
+  void StartServer(const std::vector<std::string>& extra = {}) {
+    auto p = EvoscaledProcess::Start(dir_.path() + "/evoscale.db", extra);
+    ASSERT_TRUE(p.ok()) << p.status();
+    server_ = *std::move(p);
+  }
+
+  CliResult Cli(const std::vector<std::string>& args) {
+    std::string cmd = Quote(BinDir() + "/evoscale") + " --server " + server_->grpc_address();
+    for (const auto& a : args) cmd += " " + Quote(a);
+    const std::string out = dir_.path() + "/out", err = dir_.path() + "/err";
+    cmd += " >" + Quote(out) + " 2>" + Quote(err) + " </dev/null";
+    CliResult r;
+    int status = std::system(cmd.c_str());
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = ReadFile(out);
+    r.err = ReadFile(err);
+    return r;
+  }
+
+  template <typename M>
+  M ParseJson(const std::string& json) {
+    M m;
+    google::protobuf::util::JsonParseOptions opts;
+    auto st = google::protobuf::util::JsonStringToMessage(json, &m, opts);
+    EXPECT_TRUE(st.ok()) << st.message() << " in " << json;
+    return m;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<EvoscaledProcess> server_;
+};
+
+TEST_F(CliE2eTest, DrivesTheExampleStudyToCompletion) {
+  StartServer();
+  CliResult created =
+      Cli({"study", "create", "-f", std::string(EVOSCALE_SOURCE_DIR) + "/examples/study.yaml",
+           "--json"});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  v1::Study study = ParseJson<v1::Study>(created.out);
+  EXPECT_EQ(study.name(), "studies/1");
+  EXPECT_EQ(study.display_name(), "ctr-demo");
+  ASSERT_EQ(study.spec().max_trials(), 24);
+
+  int completed = 0;
+  for (int round = 0; round < 30; ++round) {
+    CliResult s = Cli({"suggest", "studies/1", "--count", "5", "--client-id", "w", "--json"});
+    ASSERT_EQ(s.exit_code, 0) << s.err;
+    auto resp = ParseJson<v1::SuggestTrialsResponse>(s.out);
+    if (resp.trials().empty()) break;
+    for (const v1::Trial& t : resp.trials()) {
+      CliResult m = Cli({"measure", t.name(), "--step", "10", "logloss=0.9"});
+      ASSERT_EQ(m.exit_code, 0) << m.err;
+      CliResult c = Cli({"complete", t.name(), "logloss=" + std::to_string(0.4 + t.id() * 0.01)});
+      ASSERT_EQ(c.exit_code, 0) << c.err;
+      ++completed;
+    }
+  }
+  EXPECT_EQ(completed, 24);
+
+  CliResult got = Cli({"study", "get", "1", "--json"});
+  ASSERT_EQ(got.exit_code, 0) << got.err;
+  v1::Study done = ParseJson<v1::Study>(got.out);
+  EXPECT_EQ(done.state(), v1::Study::COMPLETED);
+  EXPECT_EQ(done.completed_trial_count(), 24);
+
+  CliResult optimal = Cli({"optimal", "studies/1", "--json"});
+  ASSERT_EQ(optimal.exit_code, 0) << optimal.err;
+  auto best = ParseJson<v1::ListOptimalTrialsResponse>(optimal.out);
+  ASSERT_THAT(best.optimal_trials(), SizeIs(1));
+  EXPECT_EQ(best.optimal_trials(0).id(), 1);  // the lowest logloss was given to trial 1
+
+  CliResult table = Cli({"trials", "list", "studies/1", "--state", "succeeded"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("studies/1/trials/24"));
+  EXPECT_THAT(table.out, HasSubstr("SUCCEEDED"));
+}
+
+TEST_F(CliE2eTest, ServerErrorsExitOneAndUsageErrorsExitTwo) {
+  StartServer();
+  CliResult missing = Cli({"study", "get", "studies/99"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("NOT_FOUND"));
+  EXPECT_THAT(missing.err, HasSubstr("studies/99"));
+
+  const std::string bad = dir_.path() + "/bad.yaml";
+  std::ofstream(bad) << "spec:\n  metrics: []\n  parameters:\n    - name: x\n      double_spec: {min: 5, max: 1}\n";
+  CliResult invalid = Cli({"study", "create", "-f", bad});
+  EXPECT_EQ(invalid.exit_code, 1);
+  EXPECT_THAT(invalid.err, HasSubstr("INVALID_ARGUMENT"));
+  EXPECT_THAT(invalid.err, HasSubstr("spec.metrics"));
+
+  CliResult nofile = Cli({"study", "create", "-f", dir_.path() + "/absent.yaml"});
+  EXPECT_EQ(nofile.exit_code, 2);
+  EXPECT_THAT(nofile.err, HasSubstr("absent.yaml"));
+
+  CliResult list = Cli({"study", "list"});
+  EXPECT_EQ(list.exit_code, 0) << list.err;
+}
+
+TEST_F(CliE2eTest, TokensAreCheckedByRole) {
+  const std::string tokens = dir_.path() + "/tokens";
+  std::ofstream(tokens) << "# token role\nreader-0123456789abcdef reader\n"
+                        << "writer-0123456789abcdef writer\n";
+  StartServer({"--auth-tokens", tokens});
+  const std::string spec = std::string(EVOSCALE_SOURCE_DIR) + "/examples/study.yaml";
+
+  CliResult anonymous = Cli({"study", "list"});
+  EXPECT_EQ(anonymous.exit_code, 1);
+  EXPECT_THAT(anonymous.err, HasSubstr("UNAUTHENTICATED"));
+
+  CliResult wrong = Cli({"--token", "not-a-token-at-all", "study", "list"});
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_THAT(wrong.err, HasSubstr("UNAUTHENTICATED"));
+
+  CliResult reader = Cli({"--token", "reader-0123456789abcdef", "study", "create", "-f", spec});
+  EXPECT_EQ(reader.exit_code, 1);
+  EXPECT_THAT(reader.err, HasSubstr("PERMISSION_DENIED"));
+
+  CliResult writer = Cli({"--token", "writer-0123456789abcdef", "study", "create", "-f", spec});
+  EXPECT_EQ(writer.exit_code, 0) << writer.err;
+
+  CliResult reader_list = Cli({"--token", "reader-0123456789abcdef", "study", "list"});
+  EXPECT_EQ(reader_list.exit_code, 0) << reader_list.err;
+  EXPECT_THAT(reader_list.out, HasSubstr("ctr-demo"));
+
+  CliResult writer_delete = Cli({"--token", "writer-0123456789abcdef", "study", "delete", "1"});
+  EXPECT_EQ(writer_delete.exit_code, 1);
+  EXPECT_THAT(writer_delete.err, HasSubstr("PERMISSION_DENIED"));
+}
+
+}  // namespace
+}  // namespace evoscale
