@@ -100,7 +100,8 @@ std::vector<std::pair<std::string, std::string>> Query(absl::string_view q) {
 
 }  // namespace
 
-HttpResponse HandleHttp(StudyCore* core, ServiceMetrics* metrics, const TokenAuth* auth,
+HttpResponse HandleHttp(StudyCore* core, AutoscalerCore* autoscaler, ServiceMetrics* metrics,
+                        const TokenAuth* auth,
                         const std::string& method, const std::string& target,
                         const std::string& authorization) {
   absl::string_view path = target;
@@ -115,9 +116,21 @@ HttpResponse HandleHttp(StudyCore* core, ServiceMetrics* metrics, const TokenAut
   }
   if (absl::Status st = auth->Check(authorization, Role::kReader); !st.ok()) return Error(st);
   if (path == "/metrics") {
-    return {200, "text/plain; version=0.0.4", metrics->Scrape(core)};
+    return {200, "text/plain; version=0.0.4", metrics->Scrape(core, autoscaler)};
   }
   absl::string_view rest = path;
+  if (absl::ConsumePrefix(&rest, "/api/v1/workloads")) {
+    if (rest.empty() || rest == "/") return Json(absl::StatusOr<v1::ListWorkloadsResponse>(autoscaler->ListWorkloads()));
+    absl::ConsumePrefix(&rest, "/");
+    if (absl::ConsumeSuffix(&rest, "/recommendation")) {
+      v1::GetRecommendationRequest req;
+      req.set_workload(std::string(rest));
+      return Json(autoscaler->GetRecommendation(req));
+    }
+    v1::GetWorkloadRequest req;
+    req.set_name(std::string(rest));
+    return Json(autoscaler->GetWorkload(req));
+  }
   if (!absl::ConsumePrefix(&rest, "/api/v1/studies")) {
     return Error(absl::NotFoundError(absl::StrCat("no route for \"", path, "\"")));
   }
@@ -172,6 +185,7 @@ HttpResponse HandleHttp(StudyCore* core, ServiceMetrics* metrics, const TokenAut
 
 struct HttpServer::Impl {
   StudyCore* core;
+  AutoscalerCore* autoscaler;
   ServiceMetrics* metrics;
   const TokenAuth* auth;
   asio::io_context io;
@@ -194,7 +208,7 @@ struct HttpServer::Impl {
       auto auth_it = req.find(http::field::authorization);
       std::string authorization =
           auth_it == req.end() ? std::string() : std::string(auth_it->value());
-      HttpResponse r = HandleHttp(core, metrics, auth, std::string(req.method_string()),
+      HttpResponse r = HandleHttp(core, autoscaler, metrics, auth, std::string(req.method_string()),
                                   std::string(req.target()), authorization);
       http::response<http::string_body> res{static_cast<http::status>(r.status), req.version()};
       res.set(http::field::server, "evoscaled");
@@ -228,11 +242,13 @@ HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& address,
                                                               StudyCore* core,
+                                                              AutoscalerCore* autoscaler,
                                                               ServiceMetrics* metrics,
                                                               const TokenAuth* auth,
                                                               int threads) {
   auto impl = std::make_unique<Impl>();
   impl->core = core;
+  impl->autoscaler = autoscaler;
   impl->metrics = metrics;
   impl->auth = auth;
   size_t colon = address.rfind(':');

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "service/auth.h"
+#include "service/autoscaler_core.h"
 #include "service/metrics.h"
 #include "service/study_core.h"
 
@@ -22,7 +23,8 @@ struct HttpResponse {
 };
 
 // Routes one GET request (target = path and query). Exposed for tests. Thread-safe.
-HttpResponse HandleHttp(StudyCore* core, ServiceMetrics* metrics, const TokenAuth* auth,
+HttpResponse HandleHttp(StudyCore* core, AutoscalerCore* autoscaler, ServiceMetrics* metrics,
+                        const TokenAuth* auth,
                         const std::string& method, const std::string& target,
                         const std::string& authorization);
 
@@ -32,6 +34,7 @@ class HttpServer {
   // Binds `address` ("HOST:PORT"; port 0 picks a free one) and starts serving.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const std::string& address,
                                                            StudyCore* core,
+                                                           AutoscalerCore* autoscaler,
                                                            ServiceMetrics* metrics,
                                                            const TokenAuth* auth, int threads);
   ~HttpServer();  // stops accepting, closes connections, joins the threads

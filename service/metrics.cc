@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "prometheus/text_serializer.h"
+#include "service/autoscaler_core.h"
 #include "service/study_core.h"
 
 namespace evoscale::service {
@@ -23,6 +24,18 @@ ServiceMetrics::ServiceMetrics()
       studies_(prometheus::BuildGauge()
                    .Name("evoscale_studies")
                    .Help("Studies by state")
+                   .Register(*registry_)),
+      recommendation_(prometheus::BuildGauge()
+                          .Name("evoscale_recommendation")
+                          .Help("Recommended container resources by workload, resource and bound")
+                          .Register(*registry_)),
+      replicas_(prometheus::BuildGauge()
+                    .Name("evoscale_recommended_replicas")
+                    .Help("Recommended replica count by workload")
+                    .Register(*registry_)),
+      samples_(prometheus::BuildGauge()
+                   .Name("evoscale_telemetry_samples_total")
+                   .Help("Telemetry samples since start, accepted or rejected by reason")
                    .Register(*registry_)) {}
 
 void ServiceMetrics::RecordRpc(const std::string& method, const std::string& code,
@@ -47,7 +60,7 @@ void ServiceMetrics::RecordRpc(const std::string& method, const std::string& cod
   c->Increment();
 }
 
-std::string ServiceMetrics::Scrape(StudyCore* core) {
+std::string ServiceMetrics::Scrape(StudyCore* core, AutoscalerCore* autoscaler) {
   if (core != nullptr) {
     TrialCounts counts = core->Counts();
     for (int s = v1::Trial::REQUESTED; s <= v1::Trial::FAILED; ++s) {
@@ -59,6 +72,30 @@ std::string ServiceMetrics::Scrape(StudyCore* core) {
       auto state = static_cast<v1::Study::State>(s);
       studies_.Add({{"state", v1::Study::State_Name(state)}})
           .Set(static_cast<double>(counts.studies_by_state[state]));
+    }
+  }
+  if (autoscaler != nullptr) {
+    for (const v1::Recommendation& r : autoscaler->AllRecommendations()) {
+      const struct {
+        const char* name;
+        const v1::ResourceBounds& b;
+      } resources[] = {{"cpu_cores", r.cpu_cores()},
+                       {"memory_bytes", r.memory_bytes()},
+                       {"gpu_memory_bytes", r.gpu_memory_bytes()}};
+      for (const auto& [name, b] : resources) {
+        if (!r.has_gpu_memory_bytes() && std::string(name) == "gpu_memory_bytes") continue;
+        for (const auto& [bound, value] : {std::pair{"target", b.target()},
+                                           std::pair{"lower_bound", b.lower_bound()},
+                                           std::pair{"upper_bound", b.upper_bound()}}) {
+          recommendation_.Add({{"workload", r.workload()}, {"resource", name}, {"bound", bound}})
+              .Set(value);
+        }
+      }
+      replicas_.Add({{"workload", r.workload()}}).Set(r.replicas());
+    }
+    samples_.Add({{"result", "accepted"}}).Set(static_cast<double>(autoscaler->accepted_total()));
+    for (const auto& [reason, n] : autoscaler->rejected_by_reason_total()) {
+      samples_.Add({{"result", reason}}).Set(static_cast<double>(n));
     }
   }
   return prometheus::TextSerializer().Serialize(registry_->Collect());

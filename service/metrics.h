@@ -17,6 +17,7 @@
 namespace evoscale::service {
 
 class StudyCore;
+class AutoscalerCore;
 
 // Thread-safe.
 class ServiceMetrics {
@@ -26,9 +27,13 @@ class ServiceMetrics {
   // Counts one finished RPC and its latency. `code` is the gRPC code name ("OK", ...).
   void RecordRpc(const std::string& method, const std::string& code, double seconds);
 
-  // Refreshes the state gauges from `core` and renders every metric in Prometheus' text
-  // format. `core` may be null.
-  std::string Scrape(StudyCore* core);
+  // Refreshes the state gauges from `core` and the recommendation gauges from `autoscaler`,
+  // and renders every metric in Prometheus' text format. Either may be null.
+  //   evoscale_recommendation{workload,resource,bound}  resource: cpu_cores, memory_bytes,
+  //       gpu_memory_bytes; bound: target, lower_bound, upper_bound
+  //   evoscale_recommended_replicas{workload}
+  //   evoscale_telemetry_samples_total{result}  result: accepted or the rejection reason
+  std::string Scrape(StudyCore* core, AutoscalerCore* autoscaler = nullptr);
 
   prometheus::Registry& registry() { return *registry_; }
 
@@ -38,6 +43,9 @@ class ServiceMetrics {
   prometheus::Family<prometheus::Histogram>& latency_;
   prometheus::Family<prometheus::Gauge>& trials_;
   prometheus::Family<prometheus::Gauge>& studies_;
+  prometheus::Family<prometheus::Gauge>& recommendation_;
+  prometheus::Family<prometheus::Gauge>& replicas_;
+  prometheus::Family<prometheus::Gauge>& samples_;
 
   absl::Mutex mu_;
   // Label lookups are cached: prometheus-cpp's Add() hashes the label map each time.

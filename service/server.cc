@@ -35,7 +35,19 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
       StudyCore::Create(s->store_.get(), options.clock ? options.clock : Clock::Real());
   if (!core.ok()) return core.status();
   s->core_ = *std::move(core);
+  absl::StatusOr<std::unique_ptr<TelemetryStore>> telemetry = TelemetryStore::Open(
+      options.telemetry_db_path.empty() ? TelemetryPathFor(options.db_path)
+                                        : options.telemetry_db_path,
+      options.durability);
+  if (!telemetry.ok()) return telemetry.status();
+  s->telemetry_ = *std::move(telemetry);
+  absl::StatusOr<std::unique_ptr<AutoscalerCore>> autoscaler = AutoscalerCore::Create(
+      s->telemetry_.get(), options.clock ? options.clock : Clock::Real());
+  if (!autoscaler.ok()) return autoscaler.status();
+  s->autoscaler_ = *std::move(autoscaler);
   s->metrics_ = std::make_unique<ServiceMetrics>();
+  s->autoscaler_service_ = std::make_unique<AutoscalerServiceImpl>(
+      s->autoscaler_.get(), s->auth_.get(), s->metrics_.get());
   s->service_ = std::make_unique<StudyServiceImpl>(s->core_.get(), s->auth_.get(), s->metrics_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -43,6 +55,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.grpc_address, grpc::InsecureServerCredentials(), &s->grpc_port_);
   builder.RegisterService(s->service_.get());
+  builder.RegisterService(s->autoscaler_service_.get());
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   s->grpc_ = builder.BuildAndStart();
   if (s->grpc_ == nullptr || s->grpc_port_ == 0) {
@@ -50,10 +63,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
         absl::StrCat("--grpc \"", options.grpc_address, "\": cannot listen (in use or bad address)"));
   }
   s->grpc_->GetHealthCheckService()->SetServingStatus("evoscale.v1.StudyService", true);
+  s->grpc_->GetHealthCheckService()->SetServingStatus("evoscale.v1.AutoscalerService", true);
 
   absl::StatusOr<std::unique_ptr<HttpServer>> http =
-      HttpServer::Start(options.http_address, s->core_.get(), s->metrics_.get(), s->auth_.get(),
-                        options.http_threads);
+      HttpServer::Start(options.http_address, s->core_.get(), s->autoscaler_.get(),
+                        s->metrics_.get(), s->auth_.get(), options.http_threads);
   if (!http.ok()) {
     s->grpc_->Shutdown();
     return http.status();
@@ -71,11 +85,21 @@ void Server::Shutdown() {
   }
   if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   http_.reset();
+  if (autoscaler_service_) autoscaler_service_->Shutdown();
 }
 
 void Server::Wait() {
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(&shut_down_));
+}
+
+std::string Server::TelemetryPathFor(const std::string& db_path) {
+  constexpr absl::string_view kSuffix = ".db";
+  absl::string_view base = db_path;
+  if (base.size() > kSuffix.size() && base.substr(base.size() - kSuffix.size()) == kSuffix) {
+    base.remove_suffix(kSuffix.size());
+  }
+  return absl::StrCat(base, ".telemetry.db");
 }
 
 Server::~Server() {

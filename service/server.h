@@ -9,12 +9,15 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/server.h"
 #include "service/auth.h"
+#include "service/autoscaler_core.h"
+#include "service/autoscaler_service.h"
 #include "service/clock.h"
 #include "service/http_server.h"
 #include "service/metrics.h"
 #include "service/store.h"
 #include "service/study_core.h"
 #include "service/study_service.h"
+#include "service/telemetry_store.h"
 
 namespace evoscale::service {
 
@@ -22,6 +25,8 @@ struct ServerOptions {
   std::string db_path = "evoscale.db";
   std::string grpc_address = "127.0.0.1:50051";
   std::string http_address = "127.0.0.1:8080";
+  // Telemetry lives in a file of its own; empty: beside db_path ("x.db" -> "x.telemetry.db").
+  std::string telemetry_db_path;
   std::string auth_tokens_path;  // empty: no auth, loopback addresses only
   Durability durability = Durability::kProcessCrash;
   int http_threads = 2;
@@ -44,6 +49,9 @@ class Server {
   int grpc_port() const { return grpc_port_; }
   int http_port() const { return http_port_; }
   StudyCore* core() { return core_.get(); }
+  AutoscalerCore* autoscaler() { return autoscaler_.get(); }
+
+  static std::string TelemetryPathFor(const std::string& db_path);
 
  private:
   Server() = default;
@@ -52,6 +60,9 @@ class Server {
   std::unique_ptr<StudyCore> core_;
   std::unique_ptr<ServiceMetrics> metrics_;
   std::unique_ptr<StudyServiceImpl> service_;
+  std::unique_ptr<TelemetryStore> telemetry_;
+  std::unique_ptr<AutoscalerCore> autoscaler_;
+  std::unique_ptr<AutoscalerServiceImpl> autoscaler_service_;
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<HttpServer> http_;
   int grpc_port_ = 0;

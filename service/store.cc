@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "service/internal/sqlite.h"
 
 namespace evoscale::service {
 namespace {
@@ -31,50 +32,9 @@ constexpr const char* kMigrations[] = {
 };
 static_assert(std::size(kMigrations) == Store::kSchemaVersion);
 
-absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what) {
-  const char* msg = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-  absl::StatusCode code = absl::StatusCode::kInternal;
-  switch (rc & 0xff) {
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-      code = absl::StatusCode::kUnavailable;
-      break;
-    case SQLITE_FULL:
-      code = absl::StatusCode::kResourceExhausted;
-      break;
-    case SQLITE_NOTADB:
-    case SQLITE_CORRUPT:
-      code = absl::StatusCode::kDataLoss;
-      break;
-    case SQLITE_CANTOPEN:
-    case SQLITE_PERM:
-    case SQLITE_READONLY:
-      code = absl::StatusCode::kFailedPrecondition;
-      break;
-    default:
-      break;
-  }
-  return absl::Status(code, absl::StrCat("sqlite: ", what, ": ", msg));
-}
-
-// Resets a statement when it goes out of scope, so it is ready for the next use.
-class StmtReset {
- public:
-  explicit StmtReset(sqlite3_stmt* s) : s_(s) {}
-  ~StmtReset() {
-    sqlite3_reset(s_);
-    sqlite3_clear_bindings(s_);
-  }
-
- private:
-  sqlite3_stmt* s_;
-};
-
-std::string ColumnBlob(sqlite3_stmt* s, int i) {
-  const void* p = sqlite3_column_blob(s, i);
-  int n = sqlite3_column_bytes(s, i);
-  return p == nullptr ? std::string() : std::string(static_cast<const char*>(p), n);
-}
+using internal::ColumnBlob;
+using internal::SqliteError;
+using internal::StmtReset;
 
 }  // namespace
 
@@ -106,17 +66,10 @@ void WriteBatch::PutTrial(int64_t study_id, const v1::Trial& trial, int64_t comp
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
                                                    Durability durability) {
-  sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
-  if (rc != SQLITE_OK) {
-    absl::Status st = SqliteError(db, rc, absl::StrCat("open \"", path, "\""));
-    sqlite3_close(db);
-    return st;
-  }
-  std::unique_ptr<Store> store(new Store(db));
-  if (absl::Status st = store->Init(durability); !st.ok()) {
+  absl::StatusOr<sqlite3*> db = internal::OpenDatabase(path, durability, kMigrations);
+  if (!db.ok()) return db.status();
+  std::unique_ptr<Store> store(new Store(*db));
+  if (absl::Status st = store->Prepare(); !st.ok()) {
     return absl::Status(st.code(), absl::StrCat("database \"", path, "\": ", st.message()));
   }
   return store;
@@ -130,42 +83,8 @@ Store::~Store() {
   sqlite3_close(db_);
 }
 
-absl::Status Store::Exec(const char* sql) {
-  char* err = nullptr;
-  int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err);
-  if (rc != SQLITE_OK) {
-    absl::Status st = SqliteError(db_, rc, "exec");
-    sqlite3_free(err);
-    return st;
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Store::Init(Durability durability) {
+absl::Status Store::Prepare() {
   absl::MutexLock lock(&mu_);
-  sqlite3_busy_timeout(db_, 5000);
-  // journal_mode answers a row; read it to check WAL really took (not on every file system).
-  {
-    sqlite3_stmt* s = nullptr;
-    int rc = sqlite3_prepare_v2(db_, "PRAGMA journal_mode=WAL", -1, &s, nullptr);
-    if (rc != SQLITE_OK) return SqliteError(db_, rc, "set WAL mode");
-    rc = sqlite3_step(s);
-    std::string mode = rc == SQLITE_ROW
-                           ? reinterpret_cast<const char*>(sqlite3_column_text(s, 0))
-                           : "";
-    sqlite3_finalize(s);
-    if (rc != SQLITE_ROW) return SqliteError(db_, rc, "set WAL mode");
-    if (mode != "wal") {
-      return absl::FailedPreconditionError(
-          absl::StrCat("WAL journal mode is not available (got \"", mode, "\")"));
-    }
-  }
-  absl::Status st = Exec(durability == Durability::kPowerLoss ? "PRAGMA synchronous=FULL"
-                                                               : "PRAGMA synchronous=NORMAL");
-  if (!st.ok()) return st;
-  if (st = Exec("PRAGMA foreign_keys=ON"); !st.ok()) return st;
-  if (st = Migrate(); !st.ok()) return st;
-
   struct {
     sqlite3_stmt** stmt;
     const char* sql;
@@ -191,37 +110,7 @@ absl::Status Store::Init(Durability durability) {
 
 int Store::schema_version() {
   absl::MutexLock lock(&mu_);
-  return SchemaVersionLocked();
-}
-
-int Store::SchemaVersionLocked() {
-  sqlite3_stmt* s = nullptr;
-  if (sqlite3_prepare_v2(db_, "PRAGMA user_version", -1, &s, nullptr) != SQLITE_OK) return -1;
-  int v = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int(s, 0) : -1;
-  sqlite3_finalize(s);
-  return v;
-}
-
-absl::Status Store::Migrate() {
-  const int version = SchemaVersionLocked();
-  if (version < 0) return SqliteError(db_, sqlite3_errcode(db_), "read schema version");
-  if (version > kSchemaVersion) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "schema version %d is newer than this binary's %d", version, kSchemaVersion));
-  }
-  for (int v = version; v < kSchemaVersion; ++v) {
-    absl::Status st = Exec("BEGIN IMMEDIATE");
-    if (!st.ok()) return st;
-    st = Exec(kMigrations[v]);
-    if (st.ok()) st = Exec(absl::StrFormat("PRAGMA user_version=%d", v + 1).c_str());
-    if (st.ok()) st = Exec("COMMIT");
-    if (!st.ok()) {
-      Exec("ROLLBACK").IgnoreError();
-      return absl::Status(st.code(),
-                          absl::StrFormat("migrate schema %d -> %d: %s", v, v + 1, st.message()));
-    }
-  }
-  return absl::OkStatus();
+  return internal::SchemaVersion(db_);
 }
 
 absl::Status Store::Write(const WriteBatch& batch) {

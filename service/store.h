@@ -89,10 +89,7 @@ class Store {
 
  private:
   explicit Store(sqlite3* db) : db_(db) {}
-  absl::Status Init(Durability durability);
-  absl::Status Migrate() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  int SchemaVersionLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Prepare();
 
   absl::Mutex mu_;
   sqlite3* const db_;  // owned

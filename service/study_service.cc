@@ -10,19 +10,6 @@
 namespace evoscale::service {
 namespace {
 
-const std::string& CodeName(absl::StatusCode code) {
-  static const auto* names = [] {
-    auto* m = new std::array<std::string, 17>;
-    for (int i = 0; i < 17; ++i) {
-      (*m)[i] = absl::StatusCodeToString(static_cast<absl::StatusCode>(i));
-    }
-    return m;
-  }();
-  static const std::string unknown = "UNKNOWN";
-  int i = static_cast<int>(code);
-  return i >= 0 && i < 17 ? (*names)[i] : unknown;
-}
-
 template <typename T>
 absl::Status Assign(absl::StatusOr<T> result, T* out) {
   if (!result.ok()) return result.status();
@@ -46,7 +33,7 @@ grpc::ServerUnaryReactor* StudyServiceImpl::Handle(grpc::CallbackServerContext* 
   if (status.ok()) status = fn();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  metrics_->RecordRpc(method, CodeName(status.code()), seconds);
+  metrics_->RecordRpc(method, StatusCodeName(status.code()), seconds);
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;

@@ -28,12 +28,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "evoscale/v1/autoscaler.grpc.pb.h"
 #include "evoscale/v1/study.grpc.pb.h"
 #include "evoscale/v1/study.pb.h"
 #include "google/protobuf/message.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
 #include "grpcpp/grpcpp.h"
+#include "service/cli/kubernetes.h"
 
 namespace evoscale::cli {
 namespace {
@@ -88,6 +90,15 @@ constexpr FlagInfo kKnownFlags[] = {
     {"client-id", true},
     {"step", true},
     {"infeasible", true},
+    {"policy", true},
+    {"kind", true},
+    {"target-utilization", true},
+    {"min-replicas", true},
+    {"max-replicas", true},
+    {"output", true},
+    {"prometheus-url", true},
+    {"trace", true},
+    {"path", true},
 };
 
 const FlagInfo* FindFlag(absl::string_view name) {
@@ -128,12 +139,19 @@ class Invocation {
  public:
   Invocation(const GlobalOptions& global, const Environment& env, StudyService::StubInterface& stub,
              std::vector<std::string> args, const std::map<std::string, std::string>& flags,
-             std::ostream& out)
-      : global_(global), env_(env), stub_(stub), args_(std::move(args)), flags_(flags), out_(out) {}
+             std::ostream& out, v1::AutoscalerService::StubInterface* autoscaler = nullptr)
+      : global_(global),
+        env_(env),
+        stub_(stub),
+        autoscaler_(autoscaler),
+        args_(std::move(args)),
+        flags_(flags),
+        out_(out) {}
 
   const GlobalOptions& global() const { return global_; }
   const Environment& env() const { return env_; }
   StudyService::StubInterface& stub() const { return stub_; }
+  v1::AutoscalerService::StubInterface& autoscaler() const { return *autoscaler_; }
   const std::vector<std::string>& args() const { return args_; }
   std::ostream& out() const { return out_; }
 
@@ -174,6 +192,7 @@ class Invocation {
   const GlobalOptions& global_;
   const Environment& env_;
   StudyService::StubInterface& stub_;
+  v1::AutoscalerService::StubInterface* const autoscaler_;  // not owned
   const std::vector<std::string> args_;  // positional arguments after the command words
   const std::map<std::string, std::string>& flags_;
   std::ostream& out_;
@@ -653,6 +672,143 @@ absl::Status RunOptimal(const Invocation& invocation) {
   return PrintTrials(invocation, response.optimal_trials());
 }
 
+// ---- Autoscaler commands -------------------------------------------------------------------
+
+absl::StatusOr<v1::Workload> GetWorkloadRpc(const Invocation& invocation, const std::string& name) {
+  v1::GetWorkloadRequest request;
+  request.set_name(name);
+  v1::Workload workload;
+  absl::Status s = invocation.Call("GetWorkload", [&](grpc::ClientContext* context) {
+    return invocation.autoscaler().GetWorkload(context, request, &workload);
+  });
+  if (!s.ok()) return s;
+  return workload;
+}
+
+std::vector<std::string> WorkloadRow(const v1::Workload& w) {
+  return {w.name(), v1::Workload::Policy_Name(w.policy()), v1::Workload::Kind_Name(w.kind()),
+          absl::StrCat(w.sample_count())};
+}
+
+absl::Status RunWorkloadPut(const Invocation& invocation) {
+  if (absl::Status s = CheckArgCount(invocation, 1, 1, "NAME"); !s.ok()) return s;
+  v1::PutWorkloadRequest request;
+  v1::Workload* w = request.mutable_workload();
+  w->set_name(invocation.args()[0]);
+  if (const std::string* policy = invocation.flag("policy")) {
+    v1::Workload::Policy p;
+    if (!v1::Workload::Policy_Parse(absl::AsciiStrToUpper(*policy), &p)) {
+      return UsageError(absl::StrCat("flag --policy: \"", *policy, "\" is not evoscale, vpa or hpa"));
+    }
+    w->set_policy(p);
+  }
+  if (const std::string* kind = invocation.flag("kind")) {
+    v1::Workload::Kind k;
+    if (!v1::Workload::Kind_Parse(absl::AsciiStrToUpper(*kind), &k)) {
+      return UsageError(absl::StrCat("flag --kind: \"", *kind, "\" is not serving or training"));
+    }
+    w->set_kind(k);
+  }
+  if (const std::string* t = invocation.flag("target-utilization")) {
+    double v;
+    if (!absl::SimpleAtod(*t, &v) || !(v > 0 && v <= 1)) {
+      return UsageError(absl::StrCat("flag --target-utilization: \"", *t, "\" is not in (0, 1]"));
+    }
+    w->set_target_utilization(v);
+  }
+  for (const auto& [flag, setter] :
+       {std::pair<const char*, void (v1::Workload::*)(int32_t)>{"min-replicas",
+                                                                &v1::Workload::set_min_replicas},
+        {"max-replicas", &v1::Workload::set_max_replicas}}) {
+    if (const std::string* v = invocation.flag(flag)) {
+      absl::StatusOr<int64_t> n = ParseIntFlag(flag, *v, 0, 100000);
+      if (!n.ok()) return n.status();
+      (w->*setter)(static_cast<int32_t>(*n));
+    }
+  }
+  v1::Workload out;
+  if (absl::Status s = invocation.Call("PutWorkload",
+                                       [&](grpc::ClientContext* context) {
+                                         return invocation.autoscaler().PutWorkload(
+                                             context, request, &out);
+                                       });
+      !s.ok()) {
+    return s;
+  }
+  if (invocation.global().json) return invocation.PrintJson(out);
+  invocation.out() << FormatTable({"NAME", "POLICY", "KIND", "SAMPLES"}, {WorkloadRow(out)});
+  return absl::OkStatus();
+}
+
+absl::Status RunWorkloadList(const Invocation& invocation) {
+  if (absl::Status s = CheckArgCount(invocation, 0, 0, ""); !s.ok()) return s;
+  v1::ListWorkloadsRequest request;
+  v1::ListWorkloadsResponse response;
+  if (absl::Status s = invocation.Call("ListWorkloads",
+                                       [&](grpc::ClientContext* context) {
+                                         return invocation.autoscaler().ListWorkloads(
+                                             context, request, &response);
+                                       });
+      !s.ok()) {
+    return s;
+  }
+  if (invocation.global().json) return invocation.PrintJson(response);
+  std::vector<std::vector<std::string>> rows;
+  for (const v1::Workload& w : response.workloads()) rows.push_back(WorkloadRow(w));
+  invocation.out() << FormatTable({"NAME", "POLICY", "KIND", "SAMPLES"}, rows);
+  return absl::OkStatus();
+}
+
+absl::Status RunWorkloadGet(const Invocation& invocation) {
+  if (absl::Status s = CheckArgCount(invocation, 1, 1, "NAME"); !s.ok()) return s;
+  absl::StatusOr<v1::Workload> w = GetWorkloadRpc(invocation, invocation.args()[0]);
+  if (!w.ok()) return w.status();
+  if (invocation.global().json) return invocation.PrintJson(*w);
+  invocation.out() << FormatTable({"NAME", "POLICY", "KIND", "SAMPLES"}, {WorkloadRow(*w)});
+  return absl::OkStatus();
+}
+
+absl::Status RunRecommend(const Invocation& invocation) {
+  if (absl::Status s = CheckArgCount(invocation, 1, 1, "WORKLOAD"); !s.ok()) return s;
+  std::string output = invocation.global().json ? "json" : "table";
+  if (const std::string* o = invocation.flag("output")) output = *o;
+  if (output != "json" && output != "yaml" && output != "table") {
+    return UsageError(absl::StrCat("flag -o: \"", output, "\" is not table, json or yaml"));
+  }
+  v1::GetRecommendationRequest request;
+  request.set_workload(invocation.args()[0]);
+  v1::Recommendation rec;
+  if (absl::Status s = invocation.Call("GetRecommendation",
+                                       [&](grpc::ClientContext* context) {
+                                         return invocation.autoscaler().GetRecommendation(
+                                             context, request, &rec);
+                                       });
+      !s.ok()) {
+    return s;
+  }
+  if (output == "json") return invocation.PrintJson(rec);
+  if (output == "yaml") {
+    absl::StatusOr<v1::Workload> w = GetWorkloadRpc(invocation, rec.workload());
+    if (!w.ok()) return w.status();
+    KubernetesOptions options;
+    if (const std::string* url = invocation.flag("prometheus-url")) options.prometheus_url = *url;
+    invocation.out() << RecommendationYaml(*w, rec, options);
+    return absl::OkStatus();
+  }
+  auto row = [](const char* what, const v1::ResourceBounds& b, bool cpu) {
+    auto q = [&](double v) { return cpu ? CpuQuantity(v) : MemoryQuantity(v); };
+    return std::vector<std::string>{what, q(b.lower_bound()), q(b.target()), q(b.upper_bound())};
+  };
+  std::vector<std::vector<std::string>> rows = {row("cpu", rec.cpu_cores(), true),
+                                                row("memory", rec.memory_bytes(), false)};
+  if (rec.has_gpu_memory_bytes()) rows.push_back(row("gpu_memory", rec.gpu_memory_bytes(), false));
+  invocation.out() << FormatTable({"RESOURCE", "LOWER", "TARGET", "UPPER"}, rows)
+                   << "replicas: " << rec.replicas() << "  confidence: "
+                   << FormatNumber(rec.confidence()) << "  policy: " << rec.policy() << "\n"
+                   << rec.explanation() << "\n";
+  return absl::OkStatus();
+}
+
 const std::vector<Command>& Commands() {
   static const auto* const kCommands = new std::vector<Command>{
       {"study create",
@@ -691,12 +847,26 @@ const std::vector<Command>& Commands() {
        {},
        RunShouldStop},
       {"optimal", "STUDY", "List the study's optimal (Pareto-front) trials.", {}, RunOptimal},
+      {"workload put",
+       "NAME [--policy evoscale|vpa|hpa] [--kind serving|training] [--target-utilization X] "
+       "[--min-replicas N] [--max-replicas N]",
+       "Create or update an autoscaled workload.",
+       {"policy", "kind", "target-utilization", "min-replicas", "max-replicas"},
+       RunWorkloadPut},
+      {"workload list", "", "List autoscaled workloads.", {}, RunWorkloadList},
+      {"workload get", "NAME", "Show a workload.", {}, RunWorkloadGet},
+      {"recommend",
+       "WORKLOAD [-o table|json|yaml] [--prometheus-url URL]",
+       "Show a workload's recommendation; -o yaml prints a VerticalPodAutoscaler and a KEDA "
+       "ScaledObject.",
+       {"output", "prometheus-url"},
+       RunRecommend},
   };
   return *kCommands;
 }
 
 // Command groups whose first word alone is not a command.
-constexpr absl::string_view kGroups[] = {"study", "trials"};
+constexpr absl::string_view kGroups[] = {"study", "trials", "workload"};
 
 // The command named by the first words of `words`, and how many words its name has.
 std::optional<std::pair<const Command*, size_t>> FindCommand(
@@ -757,6 +927,8 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
       name = "file";
     } else if (arg == "-h") {
       name = "help";
+    } else if (arg == "-o") {
+      name = "output";
     } else {
       return UsageError(absl::StrCat("unknown flag ", arg));
     }
@@ -924,11 +1096,13 @@ int Run(const std::vector<std::string>& args, const Environment& env, std::ostre
   }
 
   // The channel connects lazily, on the first call; commands check their arguments first.
-  std::unique_ptr<StudyService::Stub> stub = StudyService::NewStub(
-      grpc::CreateChannel(line->global.server, grpc::InsecureChannelCredentials()));
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateChannel(line->global.server, grpc::InsecureChannelCredentials());
+  std::unique_ptr<StudyService::Stub> stub = StudyService::NewStub(channel);
+  std::unique_ptr<v1::AutoscalerService::Stub> autoscaler = v1::AutoscalerService::NewStub(channel);
   Invocation invocation(line->global, env, *stub,
                         std::vector<std::string>(words.begin() + name_words, words.end()),
-                        line->flags, out);
+                        line->flags, out, autoscaler.get());
   absl::Status status = command->run(invocation);
   out.flush();
   if (status.ok()) return 0;

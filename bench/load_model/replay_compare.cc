@@ -1,0 +1,157 @@
+// Replays the ten Bitbrains VMs (evoscale vs vpa) and the Alibaba GenAI trace (evoscale vs
+// hpa) and prints the results side by side with ratios and whether issue 5's bars hold.
+//
+//   replay_compare [--data DIR] [--target 0.6]
+//
+// DIR defaults to ${EVOSCALE_SOURCE_DIR}/../shared/data/traces.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "load_model/replay.h"
+
+namespace lm = evoscale::load_model;
+
+namespace {
+
+lm::ReplayReport MustReplay(const lm::ReplayOptions& o) {
+  absl::StatusOr<lm::ReplayReport> r = lm::Replay(o);
+  if (!r.ok()) {
+    std::fprintf(stderr, "replay %s/%s: %s\n", std::string(lm::TraceKindName(o.trace)).c_str(),
+                 std::string(lm::PolicyName(o.policy)).c_str(), r.status().ToString().c_str());
+    std::exit(1);
+  }
+  return *r;
+}
+
+double Ratio(double a, double b) { return b != 0 ? a / b : (a == 0 ? 1.0 : INFINITY); }
+
+const char* Verdict(bool ok) { return ok ? "HOLDS" : "DOES NOT HOLD"; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string data = std::string(EVOSCALE_SOURCE_DIR) + "/../shared/data/traces";
+  double target = 0.6;
+  bool floors_ablation = true;
+  lm::EvoscaleResourceOptions knobs;
+  lm::EvoscaleReplicaOptions replica_knobs;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--data" && i + 1 < argc) {
+      data = argv[++i];
+    } else if (a == "--target" && i + 1 < argc && absl::SimpleAtod(argv[i + 1], &target)) {
+      ++i;
+    } else if (a == "--set" && i + 1 < argc) {
+      // Tuning knobs: name=value.
+      const std::string kv = argv[++i];
+      const size_t eq = kv.find('=');
+      double v = 0;
+      if (eq == std::string::npos || !absl::SimpleAtod(kv.substr(eq + 1), &v)) return 2;
+      const std::string k = kv.substr(0, eq);
+      if (k == "cpu_w") knobs.cpu_overrun_weight = v;
+      else if (k == "mem_w") knobs.memory_overrun_weight = v;
+      else if (k == "cost_h") knobs.cost_half_life = absl::Hours(v);
+      else if (k == "q") replica_knobs.demand_quantile = v;
+      else if (k == "win") replica_knobs.scale_down_window = static_cast<int>(v);
+      else if (k == "wait") replica_knobs.max_queue_wait_in_service_times = v;
+      else if (k == "forget") replica_knobs.regression_forgetting = v;
+      else if (k == "errwin") replica_knobs.error_window = static_cast<int>(v);
+      else return 2;
+    } else if (a == "--no-ablation") {
+      floors_ablation = false;
+    } else {
+      std::fprintf(stderr, "usage: replay_compare [--data DIR] [--target U] [--no-ablation]\n");
+      return 2;
+    }
+  }
+
+  // 1. Bitbrains: container requests, evoscale vs vpa.
+  lm::ReplayOptions vm;
+  vm.trace = lm::TraceKind::kBitbrains;
+  vm.path = data + "/bitbrains-rnd-2013-7";
+  vm.policy = lm::Policy::kVpa;
+  vm.evoscale_resources = knobs;
+  const lm::ReplayReport vpa = MustReplay(vm);
+  vm.policy = lm::Policy::kEvoscale;
+  const lm::ReplayReport evo = MustReplay(vm);
+
+  std::printf("== Bitbrains rnd 2013-7, 10 VMs, 5-min samples, first 24 h per VM unscored ==\n");
+  std::printf("%-4s | %-23s | %-23s | %-13s | %-15s | %-13s\n", "VM", "rel. slack CPU evo/vpa",
+              "rel. slack mem evo/vpa", "OOM evo/vpa", "under evo/vpa", "changes e/v");
+  for (size_t i = 0; i < vpa.series.size(); ++i) {
+    const lm::SeriesReport& v = vpa.series[i];
+    const lm::SeriesReport& e = evo.series[i];
+    std::printf("%-4s | %6.3f %6.3f (x%5.2f) | %6.3f %6.3f (x%5.2f) | %5lld %5lld | %6lld %6lld | %5lld %5lld\n",
+                e.name.c_str(), e.relative_slack_cpu, v.relative_slack_cpu,
+                Ratio(e.relative_slack_cpu, v.relative_slack_cpu), e.relative_slack_memory,
+                v.relative_slack_memory, Ratio(e.relative_slack_memory, v.relative_slack_memory),
+                static_cast<long long>(e.oom_events), static_cast<long long>(v.oom_events),
+                static_cast<long long>(e.underprovisioned_samples),
+                static_cast<long long>(v.underprovisioned_samples),
+                static_cast<long long>(e.changes), static_cast<long long>(v.changes));
+  }
+  std::printf("\n%-34s %12s %12s %10s\n", "summed over VMs", "evoscale", "vpa", "evo/vpa");
+  std::printf("%-34s %12.3f %12.3f %10.3f\n", "relative slack, CPU", evo.relative_slack_cpu_sum,
+              vpa.relative_slack_cpu_sum, Ratio(evo.relative_slack_cpu_sum, vpa.relative_slack_cpu_sum));
+  std::printf("%-34s %12.3f %12.3f %10.3f\n", "relative slack, memory",
+              evo.relative_slack_memory_sum, vpa.relative_slack_memory_sum,
+              Ratio(evo.relative_slack_memory_sum, vpa.relative_slack_memory_sum));
+  std::printf("%-34s %12lld %12lld\n", "OOM events", static_cast<long long>(evo.oom_events),
+              static_cast<long long>(vpa.oom_events));
+  std::printf("%-34s %12.4f %12.4f %10.3f\n", "under-provisioned fraction (CPU)",
+              evo.underprovisioned_fraction, vpa.underprovisioned_fraction,
+              Ratio(evo.underprovisioned_fraction, vpa.underprovisioned_fraction));
+  std::printf("%-34s %12lld %12lld\n", "recommendation changes",
+              static_cast<long long>(evo.changes), static_cast<long long>(vpa.changes));
+  const bool bar1 = evo.relative_slack_cpu_sum <= 0.75 * vpa.relative_slack_cpu_sum &&
+                    evo.relative_slack_memory_sum <= 0.75 * vpa.relative_slack_memory_sum &&
+                    evo.oom_events <= vpa.oom_events &&
+                    evo.underprovisioned_fraction <= vpa.underprovisioned_fraction;
+  std::printf("bar 1 (>= 25%% less CPU and memory slack, no more OOMs, no more under-provisioning): %s\n",
+              Verdict(bar1));
+
+  if (floors_ablation) {
+    // The same evoscale policy held to the VPA's floors (25 m CPU, 250 MiB memory), to show
+    // how much of the gain is the floors alone.
+    lm::ReplayOptions ab = vm;
+    ab.evoscale_resources.min_cpu_cores = ab.vpa.min_cpu_cores;
+    ab.evoscale_resources.min_memory_bytes = ab.vpa.min_memory_bytes;
+    const lm::ReplayReport evo_floor = MustReplay(ab);
+    std::printf("ablation, evoscale with the VPA's floors: CPU slack x%.3f, memory slack x%.3f of vpa, "
+                "OOM %lld, under-provisioned %.4f\n",
+                Ratio(evo_floor.relative_slack_cpu_sum, vpa.relative_slack_cpu_sum),
+                Ratio(evo_floor.relative_slack_memory_sum, vpa.relative_slack_memory_sum),
+                static_cast<long long>(evo_floor.oom_events), evo_floor.underprovisioned_fraction);
+  }
+
+  // 2. Alibaba GenAI: replicas, evoscale vs hpa.
+  lm::ReplayOptions rp;
+  rp.trace = lm::TraceKind::kAlibabaGenAi;
+  rp.path = data + "/alibaba-genai-2026";
+  rp.target_utilization = target;
+  rp.evoscale_replicas = replica_knobs;
+  rp.policy = lm::Policy::kHpa;
+  const lm::ReplayReport hpa = MustReplay(rp);
+  rp.policy = lm::Policy::kEvoscale;
+  const lm::ReplayReport evr = MustReplay(rp);
+  std::printf("\n== Alibaba GenAI 2026, GPU duty cycle + QPS, target utilisation %.0f%% per replica ==\n",
+              100 * target);
+  std::printf("%-34s %12s %12s %10s\n", "", "evoscale", "hpa", "evo/hpa");
+  std::printf("%-34s %12.1f %12.1f %10.3f\n", "replica-hours", evr.replica_hours, hpa.replica_hours,
+              Ratio(evr.replica_hours, hpa.replica_hours));
+  std::printf("%-34s %12.1f %12.1f %10.3f\n", "minutes over target", evr.minutes_over_target,
+              hpa.minutes_over_target, Ratio(evr.minutes_over_target, hpa.minutes_over_target));
+  std::printf("%-34s %12lld %12lld\n", "scaling actions",
+              static_cast<long long>(evr.scaling_actions), static_cast<long long>(hpa.scaling_actions));
+  std::printf("%-34s %12.3f %12.3f\n", "relative slack (replicas)", evr.relative_slack_replicas,
+              hpa.relative_slack_replicas);
+  const bool bar2 = evr.replica_hours <= 0.85 * hpa.replica_hours &&
+                    evr.minutes_over_target <= hpa.minutes_over_target;
+  std::printf("bar 2 (>= 15%% fewer replica-hours, no more minutes over target): %s\n",
+              Verdict(bar2));
+  return 0;
+}

@@ -1,0 +1,211 @@
+#include "load_model/evoscale_policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "load_model/internal/resource_ensemble.h"
+#include "load_model/queueing.h"
+
+namespace evoscale::load_model {
+
+namespace {
+
+// Samples before the load model's forecast replaces the plain demand level.
+constexpr double kMinFitSamples = 30;
+
+internal::EnsembleOptions CpuEnsemble(const EvoscaleResourceOptions& o) {
+  internal::EnsembleOptions e;
+  e.histogram = *HistogramOptions::Exponential(1000.0, 0.001, 1.02, 1e-6);
+  e.half_lives = {absl::Hours(2), absl::Hours(12), absl::Hours(48)};
+  e.percentiles = {0.9, 0.95, 0.98, 0.995};
+  e.margins = {1.0, 1.1, 1.25};
+  e.peak_windows = {absl::Hours(1), absl::Hours(6)};
+  e.peak_margins = {1.0, 1.2};
+  e.season = o.season;
+  e.season_slots = o.season_slots;
+  e.seasonal_lead = o.seasonal_lead;
+  e.overrun_weight = o.cpu_overrun_weight;
+  e.cost_half_life = o.cost_half_life;
+  e.switch_margin = o.switch_margin;
+  e.floor = o.min_cpu_cores;
+  return e;
+}
+
+internal::EnsembleOptions MemoryEnsemble(const EvoscaleResourceOptions& o) {
+  internal::EnsembleOptions e;
+  e.histogram = *HistogramOptions::Exponential(1e13, 1e6, 1.02, 1e-6);
+  // Memory is incompressible and its peaks recur: only recent-peak models, over windows long
+  // enough to have seen the last few peaks.
+  e.peak_windows = {absl::Hours(168)};
+  e.peak_margins = {1.15, 1.2};
+  e.overrun_weight = o.memory_overrun_weight;
+  e.cost_half_life = o.cost_half_life;
+  e.switch_margin = o.switch_margin;
+  e.floor = o.min_memory_bytes;
+  return e;
+}
+
+}  // namespace
+
+EvoscaleResourceRecommender::EvoscaleResourceRecommender(EvoscaleResourceOptions options)
+    : options_(options),
+      cpu_(std::make_unique<internal::ResourceEnsemble>(CpuEnsemble(options))),
+      memory_(std::make_unique<internal::ResourceEnsemble>(MemoryEnsemble(options))) {}
+
+EvoscaleResourceRecommender::~EvoscaleResourceRecommender() = default;
+
+void EvoscaleResourceRecommender::AddSample(const UsageSample& sample) {
+  if (samples_ > 0 && sample.time <= last_sample_) return;
+  if (samples_ == 0) first_sample_ = sample.time;
+  last_sample_ = sample.time;
+  ++samples_;
+  cpu_->Add(sample.time, sample.cpu_cores);
+  memory_->Add(sample.time, sample.memory_bytes);
+}
+
+void EvoscaleResourceRecommender::RecordOom(absl::Time time, double memory_request_bytes) {
+  const double bumped = std::max(memory_request_bytes + options_.oom_min_bump_bytes,
+                                 memory_request_bytes * options_.oom_bump_ratio);
+  if (time < oom_floor_until_) {
+    oom_floor_ = std::max(oom_floor_, bumped);
+  } else {
+    oom_floor_ = bumped;
+  }
+  oom_floor_until_ = time + options_.oom_hold;
+}
+
+ResourceRecommendation EvoscaleResourceRecommender::Recommend(absl::Time now) {
+  ResourceRecommendation rec;
+  double cpu = cpu_->Limit(now);
+  double memory = memory_->Limit(now);
+  const bool oom_floor = now < oom_floor_until_ && oom_floor_ > memory;
+  if (oom_floor) memory = oom_floor_;
+  auto stabilise = [&](double fresh, double* applied) {
+    if (fresh > *applied || fresh < *applied * (1.0 - options_.decrease_hysteresis)) {
+      *applied = fresh;
+    }
+    return *applied;
+  };
+  cpu = stabilise(cpu, &applied_cpu_);
+  memory = stabilise(memory, &applied_memory_);
+  rec.cpu_cores = {cpu, cpu, cpu};
+  rec.memory_bytes = {memory, memory, memory};
+  const double lifespan =
+      samples_ == 0 ? 0 : absl::FDivDuration(last_sample_ - first_sample_, absl::Hours(24));
+  rec.confidence = std::min(lifespan, samples_ / 1440.0);
+  rec.explanation = absl::StrFormat("evoscale: cpu from %s, memory from %s%s",
+                                    cpu_->ChosenModel(), memory_->ChosenModel(),
+                                    oom_floor ? " (raised after an OOM)" : "");
+  return rec;
+}
+
+EvoscaleReplicaRecommender::EvoscaleReplicaRecommender(EvoscaleReplicaOptions options)
+    : options_(options),
+      model_(6, options.regression_forgetting, 1e-3),
+      seasonal_(options.seasonal) {}
+
+Eigen::VectorXd EvoscaleReplicaRecommender::Features(absl::Time next_time) const {
+  Eigen::VectorXd x(6);
+  const double seasonal =
+      seasonal_.seasonal_ready() ? seasonal_.Forecast(next_time) : level_demand_;
+  x << 1.0, demand_, level_demand_, qps_, level_qps_, seasonal;
+  return x;
+}
+
+void EvoscaleReplicaRecommender::AddSample(const LoadSample& sample) {
+  const double demand = std::max(sample.utilization, 0.0) * std::max(sample.replicas, 0);
+  const double qps = std::max(sample.qps, 0.0);
+  if (has_sample_) {
+    if (sample.time <= last_time_) return;
+    const absl::Duration dt = sample.time - last_time_;
+    step_ = samples_ < 2 ? dt : (step_ * 9 + dt) / 10;
+    // Learn the one-step model from the previous features and this outcome.
+    const Eigen::VectorXd x = Features(sample.time);
+    // Record the error of the forecast the model would have made for this sample.
+    const double forecast = model_.effective_samples() >= kMinFitSamples
+                                ? std::max(model_.Predict(x), 0.0)
+                                : std::max(demand_, level_demand_);
+    errors_.push_back(demand - forecast);
+    while (static_cast<int>(errors_.size()) > options_.error_window) errors_.pop_front();
+    model_.Update(x, demand);
+  }
+  const double alpha = 0.3;
+  level_demand_ = has_sample_ ? level_demand_ + alpha * (demand - level_demand_) : demand;
+  level_qps_ = has_sample_ ? level_qps_ + alpha * (qps - level_qps_) : qps;
+  demand_ = demand;
+  qps_ = qps;
+  if (level_qps_ > 1e-9) {
+    const double s = level_demand_ / level_qps_;  // Busy replica-seconds per request.
+    service_time_s_ = service_time_s_ == 0 ? s : service_time_s_ + 0.05 * (s - service_time_s_);
+  }
+  seasonal_.Add(sample.time, demand);
+  has_sample_ = true;
+  last_time_ = sample.time;
+  ++samples_;
+}
+
+ReplicaRecommendation EvoscaleReplicaRecommender::Recommend(absl::Time now,
+                                                           int current_replicas) {
+  ReplicaRecommendation rec;
+  if (!has_sample_) {
+    rec.replicas = std::clamp(current_replicas, options_.min_replicas, options_.max_replicas);
+    rec.explanation = "evoscale: no telemetry yet";
+    return rec;
+  }
+  const absl::Time next = std::max(now, last_time_) + step_;
+  const Eigen::VectorXd x = Features(next);
+  // Before the load model has seen enough samples, trust the demand level.
+  const bool fitted = model_.effective_samples() >= kMinFitSamples;
+  double forecast = fitted ? model_.Predict(x) : std::max(demand_, level_demand_);
+  forecast = std::max(forecast, 0.0);
+
+  // Upper quantile of recent one-step errors.
+  double headroom = 0;
+  if (errors_.size() >= 20) {
+    std::vector<double> e(errors_.begin(), errors_.end());
+    const size_t k = std::min(e.size() - 1, static_cast<size_t>(options_.demand_quantile * e.size()));
+    std::nth_element(e.begin(), e.begin() + k, e.end());
+    headroom = std::max(e[k], 0.0);
+  } else {
+    headroom = std::max(demand_, level_demand_) * 0.5;
+  }
+  const double demand_bound = forecast + headroom;
+  int replicas = static_cast<int>(std::ceil(demand_bound / options_.target_utilization - 1e-9));
+  std::string why = absl::StrFormat("demand forecast %.2f + q%.0f error %.2f at %.0f%% target",
+                                    forecast, 100 * options_.demand_quantile, headroom,
+                                    100 * options_.target_utilization);
+  // Latency check from the queueing model: with the forecast demand as offered load (busy
+  // replicas, by Little's law), the M/M/c mean queue wait relative to the service time
+  // depends only on the replica count.
+  if (options_.max_queue_wait_in_service_times > 0 && forecast > 0) {
+    const int for_latency = MinServersForWait(forecast, 1.0,
+                                              options_.max_queue_wait_in_service_times,
+                                              options_.max_replicas);
+    if (for_latency > replicas) {
+      replicas = for_latency;
+      why += absl::StrFormat("; raised to %d for the M/M/c queue wait", for_latency);
+    }
+  }
+  if (service_time_s_ > 0) {
+    why += absl::StrFormat("; load model %.2f replica-s per request", service_time_s_);
+  }
+  replicas = std::clamp(replicas, options_.min_replicas, options_.max_replicas);
+
+  // Stabilisation: go down only as far as the recent recommendations agree.
+  recent_.push_back(replicas);
+  while (static_cast<int>(recent_.size()) > std::max(options_.scale_down_window, 1)) {
+    recent_.pop_front();
+  }
+  int result = replicas;
+  if (replicas < current_replicas) {
+    result = std::min(current_replicas, *std::max_element(recent_.begin(), recent_.end()));
+  }
+  rec.replicas = result;
+  rec.confidence = std::min(1.0, samples_ / 60.0);
+  rec.explanation = "evoscale: " + why;
+  return rec;
+}
+
+}  // namespace evoscale::load_model

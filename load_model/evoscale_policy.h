@@ -1,0 +1,124 @@
+// evoscale's own autoscaling policies, the default:
+//  - EvoscaleResourceRecommender (container requests): an ensemble of recommenders in the
+//    manner of Google's Autopilot (EuroSys 2020) - decaying-histogram percentiles with
+//    different half-lives, percentiles and margins, recent-peak models, and seasonal
+//    per-time-of-day models that look one slot ahead so requests rise before a daily peak -
+//    choosing, at each step, the model with the least recent cost (overruns weighed against
+//    relative slack, with a penalty for switching). Memory adds an OOM bump.
+//  - EvoscaleReplicaRecommender (replica counts): a load model regressing next-step demand
+//    on recent demand and QPS (online least squares), an empirical upper quantile of its
+//    errors, per-replica capacity at the utilisation target, an M/M/c latency check, and
+//    stabilisation against flapping.
+#ifndef EVOSCALE_LOAD_MODEL_EVOSCALE_POLICY_H_
+#define EVOSCALE_LOAD_MODEL_EVOSCALE_POLICY_H_
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "load_model/forecast.h"
+#include "load_model/recommender.h"
+#include "load_model/regression.h"
+
+namespace evoscale::load_model {
+
+namespace internal {
+class ResourceEnsemble;
+}  // namespace internal
+
+struct EvoscaleResourceOptions {
+  // Floors: Kubernetes' own granularity, not the VPA's 25 m / 250 MiB.
+  double min_cpu_cores = 0.001;
+  double min_memory_bytes = 16.0 * 1024 * 1024;
+  // Cost per sample: overrun_weight x [usage > limit] + (limit - usage)+ / limit, decayed
+  // with cost_half_life. The ratio sets how much slack one overrun is worth.
+  double cpu_overrun_weight = 8.0;
+  double memory_overrun_weight = 60.0;
+  absl::Duration cost_half_life = absl::Hours(48);
+  // Another model must beat the current one by this fraction of its cost to take over.
+  double switch_margin = 0.05;
+  // OOM: the memory limit stays >= max(+100 MiB, x1.2) of the killed limit for this long.
+  double oom_min_bump_bytes = 100.0 * 1024 * 1024;
+  double oom_bump_ratio = 1.2;
+  absl::Duration oom_hold = absl::Hours(24);
+  // Seasonal models: per-slot histograms over this period, looking `seasonal_lead` ahead.
+  absl::Duration season = absl::Hours(24);
+  int season_slots = 24;
+  absl::Duration seasonal_lead = absl::Hours(1);
+  // Against flapping: a recommendation rises at once but falls only when the new value is
+  // more than this fraction below the current one.
+  double decrease_hysteresis = 0.1;
+};
+
+// Not thread-safe. Memory: a few hundred KiB (histograms for every model).
+class EvoscaleResourceRecommender : public ResourceRecommender {
+ public:
+  explicit EvoscaleResourceRecommender(EvoscaleResourceOptions options = {});
+  ~EvoscaleResourceRecommender() override;
+
+  void AddSample(const UsageSample& sample) override;
+  void RecordOom(absl::Time time, double memory_request_bytes) override;
+  ResourceRecommendation Recommend(absl::Time now) override;
+
+ private:
+  const EvoscaleResourceOptions options_;
+  std::unique_ptr<internal::ResourceEnsemble> cpu_;
+  std::unique_ptr<internal::ResourceEnsemble> memory_;
+  double applied_cpu_ = 0;     // Last recommendations returned (after hysteresis).
+  double applied_memory_ = 0;
+  double oom_floor_ = 0;
+  absl::Time oom_floor_until_ = absl::InfinitePast();
+  absl::Time first_sample_ = absl::InfinitePast();
+  absl::Time last_sample_ = absl::InfinitePast();
+  int64_t samples_ = 0;
+};
+
+struct EvoscaleReplicaOptions {
+  double target_utilization = 0.6;  // Per-replica capacity is this share of one replica.
+  int min_replicas = 1;
+  int max_replicas = 10000;
+  // Replicas cover this quantile of the one-step-ahead demand forecast.
+  double demand_quantile = 0.75;
+  int error_window = 480;            // Samples of forecast error kept for the quantile.
+  double regression_forgetting = 0.99;
+  // Latency check: mean M/M/c queue wait at most this many service times (0: off). The
+  // service time per request comes from the load model (demand / QPS).
+  double max_queue_wait_in_service_times = 1.0;
+  // Stabilisation: scale down to the largest recommendation of the last this-many decisions;
+  // scale up at once.
+  int scale_down_window = 2;
+  // Seasonal component (used once a full period is seen).
+  SeasonalForecastOptions seasonal{absl::Hours(24), 96, 0.05, 0.1};
+};
+
+// Not thread-safe.
+class EvoscaleReplicaRecommender : public ReplicaRecommender {
+ public:
+  explicit EvoscaleReplicaRecommender(EvoscaleReplicaOptions options = {});
+
+  void AddSample(const LoadSample& sample) override;
+  ReplicaRecommendation Recommend(absl::Time now, int current_replicas) override;
+
+ private:
+  Eigen::VectorXd Features(absl::Time next_time) const;
+
+  const EvoscaleReplicaOptions options_;
+  OnlineLinearRegression model_;  // Next-step demand from the features below.
+  SeasonalForecaster seasonal_;
+  std::deque<double> errors_;     // demand - forecast, most recent last.
+  bool has_sample_ = false;
+  absl::Time last_time_;
+  absl::Duration step_ = absl::Minutes(1);  // Typical sample spacing.
+  double demand_ = 0;        // Replica-equivalents busy in the latest sample.
+  double qps_ = 0;
+  double level_demand_ = 0;  // EWMAs.
+  double level_qps_ = 0;
+  double service_time_s_ = 0;  // Load model: busy replica-seconds per request.
+  int64_t samples_ = 0;
+  std::deque<int> recent_;  // Recent unstabilised recommendations.
+};
+
+}  // namespace evoscale::load_model
+
+#endif  // EVOSCALE_LOAD_MODEL_EVOSCALE_POLICY_H_

@@ -1,0 +1,292 @@
+#include "load_model/replay.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace evoscale::load_model {
+
+absl::StatusOr<Policy> ParsePolicy(std::string_view name) {
+  if (name == "evoscale") return Policy::kEvoscale;
+  if (name == "vpa") return Policy::kVpa;
+  if (name == "hpa") return Policy::kHpa;
+  return absl::InvalidArgumentError(
+      absl::StrFormat("policy \"%s\": must be evoscale, vpa or hpa", std::string(name)));
+}
+
+std::string_view PolicyName(Policy policy) {
+  switch (policy) {
+    case Policy::kEvoscale:
+      return "evoscale";
+    case Policy::kVpa:
+      return "vpa";
+    case Policy::kHpa:
+      return "hpa";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<TraceKind> ParseTraceKind(std::string_view name) {
+  if (name == "bitbrains") return TraceKind::kBitbrains;
+  if (name == "alibaba-genai") return TraceKind::kAlibabaGenAi;
+  if (name == "azure-llm") return TraceKind::kAzureLlm;
+  return absl::InvalidArgumentError(
+      absl::StrFormat("trace \"%s\": must be bitbrains, alibaba-genai or azure-llm", std::string(name)));
+}
+
+std::string_view TraceKindName(TraceKind kind) {
+  switch (kind) {
+    case TraceKind::kBitbrains:
+      return "bitbrains";
+    case TraceKind::kAlibabaGenAi:
+      return "alibaba-genai";
+    case TraceKind::kAzureLlm:
+      return "azure-llm";
+  }
+  return "unknown";
+}
+
+bool IsReplicaTrace(TraceKind kind) { return kind != TraceKind::kBitbrains; }
+
+std::unique_ptr<ResourceRecommender> MakeResourceRecommender(const ReplayOptions& options) {
+  switch (options.policy) {
+    case Policy::kEvoscale:
+      return std::make_unique<EvoscaleResourceRecommender>(options.evoscale_resources);
+    case Policy::kVpa:
+      return std::make_unique<VpaRecommender>(options.vpa);
+    case Policy::kHpa:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+std::unique_ptr<ReplicaRecommender> MakeReplicaRecommender(const ReplayOptions& options) {
+  switch (options.policy) {
+    case Policy::kEvoscale: {
+      EvoscaleReplicaOptions o = options.evoscale_replicas;
+      o.target_utilization = options.target_utilization;
+      o.min_replicas = options.min_replicas;
+      o.max_replicas = options.max_replicas;
+      return std::make_unique<EvoscaleReplicaRecommender>(o);
+    }
+    case Policy::kHpa: {
+      HpaOptions o = options.hpa;
+      o.target_utilization = options.target_utilization;
+      o.min_replicas = options.min_replicas;
+      o.max_replicas = options.max_replicas;
+      return std::make_unique<HpaController>(o);
+    }
+    case Policy::kVpa:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+SeriesReport ReplayVm(const VmTrace& vm, ResourceRecommender& recommender,
+                      absl::Duration warmup) {
+  SeriesReport r;
+  r.name = vm.name;
+  if (vm.samples.empty()) return r;
+  const absl::Time scored_from = vm.samples.front().time + warmup;
+  double slack_cpu = 0, slack_memory = 0;
+  bool have_last = false;
+  double last_cpu = 0, last_memory = 0;
+  double request_cpu = vm.samples.front().cpu_capacity_cores;  // What the VM ran with.
+  for (size_t i = 0; i < vm.samples.size(); ++i) {
+    const VmSample& s = vm.samples[i];
+    if (i > 0) {
+      // The recommendation in force for this sample, from earlier samples only.
+      const ResourceRecommendation rec = recommender.Recommend(s.time);
+      const double cpu = rec.cpu_cores.target;
+      const double memory = rec.memory_bytes.target;
+      request_cpu = cpu;
+      const bool oom = s.memory_bytes > memory;
+      if (oom) recommender.RecordOom(s.time, memory);
+      if (s.time >= scored_from) {
+        ++r.samples;
+        if (cpu > 0) slack_cpu += std::max(0.0, (cpu - s.cpu_cores) / cpu);
+        if (memory > 0) slack_memory += std::max(0.0, (memory - s.memory_bytes) / memory);
+        if (s.cpu_cores > cpu) ++r.underprovisioned_samples;
+        if (oom) ++r.oom_events;
+        if (have_last && (cpu != last_cpu || memory != last_memory)) ++r.changes;
+      }
+      have_last = true;
+      last_cpu = cpu;
+      last_memory = memory;
+    }
+    UsageSample u;
+    u.time = s.time;
+    u.cpu_cores = s.cpu_cores;
+    u.memory_bytes = s.memory_bytes;
+    u.cpu_request_cores = request_cpu;
+    recommender.AddSample(u);
+  }
+  if (r.samples > 0) {
+    r.relative_slack_cpu = slack_cpu / r.samples;
+    r.relative_slack_memory = slack_memory / r.samples;
+  }
+  return r;
+}
+
+SeriesReport ReplayReplicas(const ReplicaTrace& trace, ReplicaRecommender& recommender,
+                            double target_utilization, int min_replicas, int max_replicas) {
+  SeriesReport r;
+  r.name = trace.name;
+  if (trace.steps.empty()) return r;
+  // Every policy starts from the replicas the first step needed.
+  int replicas = std::clamp(
+      static_cast<int>(std::ceil(trace.steps.front().demand / target_utilization - 1e-9)),
+      min_replicas, max_replicas);
+  double slack = 0;
+  for (size_t i = 1; i < trace.steps.size(); ++i) {
+    const ReplicaStep& prev = trace.steps[i - 1];
+    const ReplicaStep& s = trace.steps[i];
+    LoadSample sample;
+    sample.time = prev.time;
+    sample.replicas = replicas;
+    sample.utilization = replicas > 0 ? prev.demand / replicas : 0;
+    sample.qps = prev.qps;
+    sample.latency_ms = prev.latency_ms;
+    recommender.AddSample(sample);
+    const int next = std::clamp(recommender.Recommend(prev.time, replicas).replicas,
+                                std::max(min_replicas, 0), max_replicas);
+    const double dt = absl::ToDoubleSeconds(s.time - prev.time);
+    ++r.samples;
+    if (next != replicas) ++r.scaling_actions;
+    replicas = next;
+    r.replica_hours += replicas * dt / 3600.0;
+    const bool over = replicas > 0 ? s.demand / replicas > target_utilization : s.demand > 0;
+    if (over) {
+      r.minutes_over_target += dt / 60.0;
+      ++r.underprovisioned_samples;
+    }
+    if (replicas > 0) slack += std::max(0.0, (replicas - s.demand) / replicas);
+  }
+  r.changes = r.scaling_actions;
+  if (r.samples > 0) r.relative_slack_replicas = slack / r.samples;
+  return r;
+}
+
+absl::StatusOr<ReplayReport> Replay(const ReplayOptions& options) {
+  ReplayReport report;
+  report.policy = std::string(PolicyName(options.policy));
+  report.trace = std::string(TraceKindName(options.trace));
+  report.replica_trace = IsReplicaTrace(options.trace);
+  if (!report.replica_trace) {
+    if (options.policy == Policy::kHpa) {
+      return absl::InvalidArgumentError(
+          "policy \"hpa\" scales replicas; trace \"bitbrains\" is per-VM usage (use evoscale "
+          "or vpa)");
+    }
+    absl::StatusOr<std::vector<VmTrace>> vms = ReadBitbrains(options.path);
+    if (!vms.ok()) return vms.status();
+    int64_t under = 0;
+    for (const VmTrace& vm : *vms) {
+      std::unique_ptr<ResourceRecommender> rec = MakeResourceRecommender(options);
+      SeriesReport s = ReplayVm(vm, *rec, options.warmup);
+      report.samples += s.samples;
+      report.relative_slack_cpu_sum += s.relative_slack_cpu;
+      report.relative_slack_memory_sum += s.relative_slack_memory;
+      report.oom_events += s.oom_events;
+      report.changes += s.changes;
+      under += s.underprovisioned_samples;
+      report.series.push_back(std::move(s));
+    }
+    const double n = static_cast<double>(report.series.size());
+    report.relative_slack_cpu = report.relative_slack_cpu_sum / n;
+    report.relative_slack_memory = report.relative_slack_memory_sum / n;
+    report.underprovisioned_fraction =
+        report.samples > 0 ? static_cast<double>(under) / report.samples : 0;
+    return report;
+  }
+  if (options.policy == Policy::kVpa) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "policy \"vpa\" sizes containers; trace \"%s\" is a replica trace (use evoscale or "
+        "hpa)",
+        report.trace));
+  }
+  absl::StatusOr<ReplicaTrace> trace =
+      options.trace == TraceKind::kAlibabaGenAi ? ReadAlibabaGenAi(options.path)
+                                                : ReadAzureLlm(options.path, options.azure);
+  if (!trace.ok()) return trace.status();
+  std::unique_ptr<ReplicaRecommender> rec = MakeReplicaRecommender(options);
+  SeriesReport s = ReplayReplicas(*trace, *rec, options.target_utilization,
+                                  options.min_replicas, options.max_replicas);
+  report.samples = s.samples;
+  report.changes = s.changes;
+  report.relative_slack_replicas = s.relative_slack_replicas;
+  report.replica_hours = s.replica_hours;
+  report.minutes_over_target = s.minutes_over_target;
+  report.scaling_actions = s.scaling_actions;
+  report.underprovisioned_fraction =
+      s.samples > 0 ? static_cast<double>(s.underprovisioned_samples) / s.samples : 0;
+  report.series.push_back(std::move(s));
+  return report;
+}
+
+namespace {
+
+std::string Num(double v) {
+  if (!std::isfinite(v)) return "null";
+  return absl::StrFormat("%.6g", v);
+}
+
+std::string Quote(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += absl::StrFormat("\\u%04x", c);
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string ReplayReport::ToJson() const {
+  const bool v = !replica_trace;
+  auto vertical = [&](double x) { return v ? Num(x) : std::string("null"); };
+  auto horizontal = [&](double x) { return v ? std::string("null") : Num(x); };
+  std::vector<std::string> series_json;
+  for (const SeriesReport& s : series) {
+    std::string fields = absl::StrCat("{\"name\":", Quote(s.name), ",\"samples\":", s.samples);
+    if (v) {
+      absl::StrAppend(&fields, ",\"relative_slack_cpu\":", Num(s.relative_slack_cpu),
+                      ",\"relative_slack_memory\":", Num(s.relative_slack_memory),
+                      ",\"oom_events\":", s.oom_events,
+                      ",\"underprovisioned_samples\":", s.underprovisioned_samples,
+                      ",\"changes\":", s.changes);
+    } else {
+      absl::StrAppend(&fields, ",\"replica_hours\":", Num(s.replica_hours),
+                      ",\"minutes_over_target\":", Num(s.minutes_over_target),
+                      ",\"scaling_actions\":", s.scaling_actions,
+                      ",\"relative_slack_replicas\":", Num(s.relative_slack_replicas));
+    }
+    series_json.push_back(fields + "}");
+  }
+  return absl::StrCat(
+      "{\"policy\":", Quote(policy), ",\"trace\":", Quote(trace), ",\"samples\":", samples,
+      ",\"relative_slack_cpu\":", vertical(relative_slack_cpu),
+      ",\"relative_slack_memory\":", vertical(relative_slack_memory),
+      ",\"relative_slack_cpu_sum\":", vertical(relative_slack_cpu_sum),
+      ",\"relative_slack_memory_sum\":", vertical(relative_slack_memory_sum),
+      ",\"oom_events\":", oom_events,
+      ",\"underprovisioned_fraction\":", Num(underprovisioned_fraction),
+      ",\"changes\":", changes, ",\"replica_hours\":", horizontal(replica_hours),
+      ",\"minutes_over_target\":", horizontal(minutes_over_target),
+      ",\"scaling_actions\":", v ? std::string("null") : absl::StrCat(scaling_actions),
+      ",\"relative_slack_replicas\":", horizontal(relative_slack_replicas),
+      ",\"series\":[", absl::StrJoin(series_json, ","), "]}");
+}
+
+}  // namespace evoscale::load_model

@@ -1,0 +1,493 @@
+#include "service/autoscaler_core.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "service/internal/recommenders.h"
+
+namespace evoscale::service {
+
+using ::absl::InvalidArgumentError;
+using ::absl::StrCat;
+using ::absl::StrFormat;
+
+namespace {
+double ToUnixSecondsDouble(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoch()); }
+}  // namespace
+
+struct AutoscalerCore::WorkloadState {
+  struct Instance {
+    int64_t id = 0;
+    double last_timestamp = -std::numeric_limits<double>::infinity();
+  };
+
+  int64_t id = 0;
+  v1::Workload workload;
+  int64_t sample_count = 0;
+  absl::flat_hash_map<std::string, Instance> instances;
+  std::unique_ptr<load_model::ResourceRecommender> resources;      // CPU and memory
+  std::unique_ptr<load_model::ResourceRecommender> gpu_memory;     // GPU memory as "memory"
+  std::unique_ptr<load_model::ReplicaRecommender> replicas;
+  bool has_gpu_memory = false;
+  double newest_timestamp = 0;
+
+  // The replica-load window being filled: samples of all instances within
+  // [window_start, window_start + kLoadWindowSeconds).
+  double window_start = -1;
+  std::set<int64_t> window_instances;
+  double window_gpu_util = 0, window_cpu = 0, window_qps = 0, window_latency = 0;
+  int window_samples = 0, window_gpu_samples = 0, window_latency_samples = 0;
+  load_model::ReplicaRecommendation last_replicas;
+  int current_replicas = 0;
+
+  void CloseWindow() {
+    if (window_samples == 0) return;
+    const int n = static_cast<int>(window_instances.size());
+    load_model::LoadSample ls;
+    ls.time = absl::FromUnixSeconds(0) + absl::Seconds(window_start + kLoadWindowSeconds);
+    ls.replicas = n;
+    if (window_gpu_samples > 0) {
+      ls.utilization = window_gpu_util / window_gpu_samples;
+    } else {
+      // CPU-bound serving: utilisation of the recommended CPU request.
+      const double request = resources->Recommend(ls.time).cpu_cores.target;
+      ls.utilization = request > 0 ? window_cpu / window_samples / request : 0;
+    }
+    // Offered load: the instances' mean QPS within the window, summed over instances.
+    ls.qps = window_qps / window_samples * n;
+    ls.latency_ms = window_latency_samples > 0 ? window_latency / window_latency_samples : -1;
+    replicas->AddSample(ls);
+    current_replicas = n;
+    last_replicas = replicas->Recommend(ls.time, n);
+    window_instances.clear();
+    window_gpu_util = window_cpu = window_qps = window_latency = 0;
+    window_samples = window_gpu_samples = window_latency_samples = 0;
+  }
+
+  void Feed(const TelemetryRow& r) {
+    const absl::Time t = absl::FromUnixSeconds(0) + absl::Seconds(r.timestamp);
+    load_model::UsageSample u;
+    u.time = t;
+    u.cpu_cores = r.cpu_cores;
+    u.memory_bytes = r.memory_bytes;
+    u.load = r.qps > 0 ? r.qps : -1;
+    resources->AddSample(u);
+    if (r.oom) resources->RecordOom(t, r.memory_bytes);
+    if (r.gpu_memory_bytes > 0) {
+      has_gpu_memory = true;
+      load_model::UsageSample g;
+      g.time = t;
+      g.memory_bytes = r.gpu_memory_bytes;
+      gpu_memory->AddSample(g);
+    }
+    newest_timestamp = std::max(newest_timestamp, r.timestamp);
+    ++sample_count;
+
+    const double start = std::floor(r.timestamp / kLoadWindowSeconds) * kLoadWindowSeconds;
+    if (start > window_start) {
+      CloseWindow();
+      window_start = start;
+    }
+    window_instances.insert(r.instance_id);
+    ++window_samples;
+    window_cpu += r.cpu_cores;
+    window_qps += r.qps;
+    if (r.gpu_utilization > 0) {
+      window_gpu_util += r.gpu_utilization;
+      ++window_gpu_samples;
+    }
+    if (r.latency_ms > 0) {
+      window_latency += r.latency_ms;
+      ++window_latency_samples;
+    }
+  }
+
+  v1::Recommendation Recommendation(absl::Time now) {
+    v1::Recommendation out;
+    out.set_workload(workload.name());
+    out.set_policy(std::string(load_model::PolicyName(PolicyOf(workload))));
+    load_model::ResourceRecommendation r = resources->Recommend(now);
+    auto set = [](const load_model::ResourceEstimate& e, v1::ResourceBounds* b) {
+      b->set_target(e.target);
+      b->set_lower_bound(e.lower_bound);
+      b->set_upper_bound(e.upper_bound);
+    };
+    set(r.cpu_cores, out.mutable_cpu_cores());
+    set(r.memory_bytes, out.mutable_memory_bytes());
+    if (has_gpu_memory) set(gpu_memory->Recommend(now).memory_bytes, out.mutable_gpu_memory_bytes());
+    int replicas = last_replicas.replicas > 0 ? last_replicas.replicas : current_replicas;
+    if (workload.min_replicas() > 0) replicas = std::max(replicas, workload.min_replicas());
+    if (workload.max_replicas() > 0) replicas = std::min(replicas, workload.max_replicas());
+    out.set_replicas(replicas);
+    // Confidence in [0, 1]: a week of evidence is full confidence.
+    out.set_confidence(std::min(1.0, r.confidence / 7.0));
+    std::string explanation = r.explanation;
+    if (!last_replicas.explanation.empty()) {
+      absl::StrAppend(&explanation, explanation.empty() ? "" : "; ", last_replicas.explanation);
+    }
+    out.set_explanation(explanation);
+    out.set_timestamp(newest_timestamp);
+    return out;
+  }
+};
+
+AutoscalerCore::AutoscalerCore(TelemetryStore* store, Clock* clock, RetentionPolicy retention)
+    : store_(store), clock_(clock), retention_(retention) {}
+
+AutoscalerCore::~AutoscalerCore() = default;
+
+absl::StatusOr<std::unique_ptr<AutoscalerCore>> AutoscalerCore::Create(TelemetryStore* store,
+                                                                       Clock* clock,
+                                                                       RetentionPolicy retention) {
+  std::unique_ptr<AutoscalerCore> core(new AutoscalerCore(store, clock, retention));
+  if (absl::Status st = core->Load(); !st.ok()) return st;
+  return core;
+}
+
+std::unique_ptr<AutoscalerCore::WorkloadState> AutoscalerCore::NewState(int64_t id,
+                                                                        const v1::Workload& w) {
+  auto s = std::make_unique<WorkloadState>();
+  s->id = id;
+  s->workload = w;
+  s->resources = MakeResourceRecommender(w);
+  s->gpu_memory = MakeResourceRecommender(w);
+  s->replicas = MakeReplicaRecommender(w);
+  return s;
+}
+
+absl::Status AutoscalerCore::Load() {
+  absl::StatusOr<std::vector<StoredWorkload>> workloads = store_->LoadWorkloads();
+  if (!workloads.ok()) return workloads.status();
+  absl::StatusOr<std::vector<StoredInstance>> instances = store_->LoadInstances();
+  if (!instances.ok()) return instances.status();
+  absl::MutexLock lock(&mu_);
+  std::map<int64_t, WorkloadState*> by_id;
+  for (const StoredWorkload& w : *workloads) {
+    auto state = NewState(w.id, w.workload);
+    by_id[w.id] = state.get();
+    next_workload_id_ = std::max(next_workload_id_, w.id + 1);
+    workloads_[w.workload.name()] = std::move(state);
+  }
+  std::map<int64_t, std::pair<WorkloadState*, WorkloadState::Instance*>> instance_by_id;
+  for (const StoredInstance& in : *instances) {
+    auto it = by_id.find(in.workload_id);
+    if (it == by_id.end()) continue;  // cannot happen: foreign key
+    WorkloadState::Instance& inst = it->second->instances[in.name];
+    inst.id = in.id;
+    instance_by_id[in.id] = {it->second, &inst};
+    next_instance_id_ = std::max(next_instance_id_, in.id + 1);
+  }
+  return store_->ScanSamples([&](const TelemetryRow& r) {
+    auto it = instance_by_id.find(r.instance_id);
+    if (it == instance_by_id.end()) return;
+    auto [state, inst] = it->second;
+    state->Feed(r);
+    inst->last_timestamp = std::max(inst->last_timestamp, r.timestamp);
+  });
+}
+
+absl::Status AutoscalerCore::ValidateWorkload(const v1::Workload& w) {
+  const std::string& n = w.name();
+  if (n.empty()) return InvalidArgumentError("workload.name: must not be empty");
+  if (n.size() > kMaxWorkloadNameLength) {
+    return InvalidArgumentError(StrCat("workload.name: longer than ", kMaxWorkloadNameLength));
+  }
+  auto ok_char = [](char c) {
+    return absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-' || c == '.' || c == '/';
+  };
+  if (!std::all_of(n.begin(), n.end(), ok_char) || !absl::ascii_isalnum(n.front()) ||
+      !absl::ascii_isalnum(n.back())) {
+    return InvalidArgumentError(StrCat(
+        "workload.name: \"", n,
+        "\" must be lower-case letters, digits, '-', '.' and '/', starting and ending with a "
+        "letter or digit"));
+  }
+  if (!v1::Workload::Kind_IsValid(w.kind())) {
+    return InvalidArgumentError(StrCat("workload.kind: unknown kind ", w.kind()));
+  }
+  if (!v1::Workload::Policy_IsValid(w.policy())) {
+    return InvalidArgumentError(StrCat("workload.policy: unknown policy ", w.policy()));
+  }
+  if (!(w.target_utilization() >= 0 && w.target_utilization() <= 1)) {
+    return InvalidArgumentError(StrFormat(
+        "workload.target_utilization: %g must be in (0, 1] (or 0 for the default)",
+        w.target_utilization()));
+  }
+  if (w.min_replicas() < 0) return InvalidArgumentError("workload.min_replicas: must be >= 0");
+  if (w.max_replicas() < 0) return InvalidArgumentError("workload.max_replicas: must be >= 0");
+  if (w.max_replicas() > 0 && w.min_replicas() > w.max_replicas()) {
+    return InvalidArgumentError(StrFormat("workload.min_replicas: %d must be <= max_replicas %d",
+                                          w.min_replicas(), w.max_replicas()));
+  }
+  if (!(w.latency_slo_ms() >= 0) || !std::isfinite(w.latency_slo_ms())) {
+    return InvalidArgumentError("workload.latency_slo_ms: must be finite and >= 0");
+  }
+  if (!(w.replica_capacity_qps() >= 0) || !std::isfinite(w.replica_capacity_qps())) {
+    return InvalidArgumentError("workload.replica_capacity_qps: must be finite and >= 0");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Workload> AutoscalerCore::PutWorkload(const v1::PutWorkloadRequest& req) {
+  if (absl::Status st = ValidateWorkload(req.workload()); !st.ok()) return st;
+  absl::MutexLock lock(&mu_);
+  auto it = workloads_.find(req.workload().name());
+  const int64_t id = it == workloads_.end() ? next_workload_id_ : it->second->id;
+  if (absl::Status st = store_->PutWorkload(id, req.workload()); !st.ok()) return st;
+  if (it == workloads_.end()) {
+    ++next_workload_id_;
+    workloads_[req.workload().name()] = NewState(id, req.workload());
+    it = workloads_.find(req.workload().name());
+  } else if (PolicyOf(it->second->workload) != PolicyOf(req.workload())) {
+    // A new policy starts from the workload's history, as after a restart.
+    auto fresh = NewState(id, req.workload());
+    fresh->instances = std::move(it->second->instances);
+    it->second = std::move(fresh);
+    ++version_;
+  } else {
+    it->second->workload = req.workload();
+  }
+  v1::Workload out = it->second->workload;
+  out.set_sample_count(it->second->sample_count);
+  return out;
+}
+
+absl::StatusOr<v1::Workload> AutoscalerCore::GetWorkload(const v1::GetWorkloadRequest& req) {
+  absl::MutexLock lock(&mu_);
+  auto it = workloads_.find(req.name());
+  if (it == workloads_.end()) {
+    return absl::NotFoundError(StrCat("workload \"", req.name(), "\" not found"));
+  }
+  v1::Workload out = it->second->workload;
+  out.set_sample_count(it->second->sample_count);
+  return out;
+}
+
+v1::ListWorkloadsResponse AutoscalerCore::ListWorkloads() {
+  absl::MutexLock lock(&mu_);
+  v1::ListWorkloadsResponse resp;
+  for (const auto& [name, s] : workloads_) {
+    v1::Workload* w = resp.add_workloads();
+    *w = s->workload;
+    w->set_sample_count(s->sample_count);
+  }
+  return resp;
+}
+
+absl::Status AutoscalerCore::Ingest(const v1::TelemetryBatch& batch,
+                                    v1::ReportTelemetryResponse* resp) {
+  if (batch.samples_size() > kMaxSamplesPerBatch) {
+    return InvalidArgumentError(StrFormat("samples: %d samples in one batch; at most %d",
+                                          batch.samples_size(), kMaxSamplesPerBatch));
+  }
+  const double now = ToUnixSecondsDouble(clock_->Now());
+  absl::MutexLock lock(&mu_);
+  std::vector<TelemetryRow> rows;
+  rows.reserve(batch.samples_size());
+  std::vector<WorkloadState*> row_workload;
+  row_workload.reserve(batch.samples_size());
+  std::vector<StoredInstance> new_instances;
+  // Instances' newest timestamps as this batch would leave them (applied after the write).
+  absl::flat_hash_map<int64_t, double> pending_last;
+  absl::flat_hash_map<std::string, int64_t> pending_new_ids;  // "workload\0instance" -> id
+  std::map<std::string, int64_t> rejected;
+  int64_t next_instance_id = next_instance_id_;
+
+  for (int i = 0; i < batch.samples_size(); ++i) {
+    const v1::TelemetrySample& s = batch.samples(i);
+    auto reject = [&](const char* reason, const std::string& msg) {
+      ++rejected[reason];
+      if (resp->errors_size() < kMaxReportedErrors) {
+        resp->add_errors(StrFormat("samples[%d]: %s", i, msg));
+      }
+    };
+    auto wit = workloads_.find(s.workload());
+    if (wit == workloads_.end()) {
+      reject("unknown_workload", StrCat("workload: unknown workload \"", s.workload(),
+                                        "\"; create it with PutWorkload"));
+      continue;
+    }
+    if (s.instance().empty() || s.instance().size() > kMaxInstanceNameLength) {
+      reject("bad_field", StrCat("instance: must be 1 to ", kMaxInstanceNameLength, " bytes"));
+      continue;
+    }
+    const struct {
+      const char* name;
+      double value;
+    } fields[] = {{"timestamp", s.timestamp()},   {"cpu_cores", s.cpu_cores()},
+                  {"memory_bytes", s.memory_bytes()}, {"gpu_utilization", s.gpu_utilization()},
+                  {"gpu_memory_bytes", s.gpu_memory_bytes()}, {"qps", s.qps()},
+                  {"latency_ms", s.latency_ms()}};
+    const char* bad = nullptr;
+    double bad_value = 0;
+    bool bad_negative = false;
+    for (const auto& f : fields) {
+      if (!std::isfinite(f.value) || f.value < 0) {
+        bad = f.name;
+        bad_value = f.value;
+        bad_negative = std::isfinite(f.value);
+        break;
+      }
+    }
+    if (bad != nullptr) {
+      reject(bad_negative ? "negative" : "not_finite",
+             StrFormat("%s: %g is %s", bad, bad_value, bad_negative ? "negative" : "not finite"));
+      continue;
+    }
+    if (s.timestamp() == 0) {
+      reject("bad_field", "timestamp: must be set (unix seconds)");
+      continue;
+    }
+    if (s.gpu_utilization() > 1) {
+      reject("bad_field", StrFormat("gpu_utilization: %g must be in [0, 1]", s.gpu_utilization()));
+      continue;
+    }
+    if (s.timestamp() > now + kMaxFutureSkewSeconds) {
+      reject("future", StrFormat("timestamp: %.3f is %.0f s ahead of the server's clock",
+                                 s.timestamp(), s.timestamp() - now));
+      continue;
+    }
+    WorkloadState* w = wit->second.get();
+    int64_t instance_id;
+    double last;
+    auto iit = w->instances.find(s.instance());
+    if (iit != w->instances.end()) {
+      instance_id = iit->second.id;
+      last = iit->second.last_timestamp;
+    } else {
+      const std::string key = StrCat(s.workload(), std::string(1, '\0'), s.instance());
+      auto [pit, inserted] = pending_new_ids.try_emplace(key, next_instance_id);
+      if (inserted) {
+        new_instances.push_back({next_instance_id, w->id, s.instance()});
+        ++next_instance_id;
+      }
+      instance_id = pit->second;
+      last = -std::numeric_limits<double>::infinity();
+    }
+    if (auto pl = pending_last.find(instance_id); pl != pending_last.end()) last = pl->second;
+    if (s.timestamp() == last) {
+      reject("duplicate", StrFormat("timestamp: %.3f repeats the last sample of instance \"%s\"",
+                                    s.timestamp(), s.instance()));
+      continue;
+    }
+    if (s.timestamp() < last) {
+      reject("out_of_order",
+             StrFormat("timestamp: %.3f is older than the last sample %.3f of instance \"%s\"",
+                       s.timestamp(), last, s.instance()));
+      continue;
+    }
+    pending_last[instance_id] = s.timestamp();
+    TelemetryRow r;
+    r.instance_id = instance_id;
+    r.timestamp = s.timestamp();
+    r.cpu_cores = s.cpu_cores();
+    r.memory_bytes = s.memory_bytes();
+    r.gpu_utilization = s.gpu_utilization();
+    r.gpu_memory_bytes = s.gpu_memory_bytes();
+    r.qps = s.qps();
+    r.latency_ms = s.latency_ms();
+    r.oom = s.oom();
+    rows.push_back(r);
+    row_workload.push_back(w);
+  }
+
+  if (absl::Status st = store_->Append(new_instances, rows); !st.ok()) return st;
+
+  // Stored: apply to memory.
+  next_instance_id_ = next_instance_id;
+  for (const StoredInstance& in : new_instances) {
+    for (auto& [name, w] : workloads_) {
+      if (w->id == in.workload_id) w->instances[in.name].id = in.id;
+    }
+  }
+  for (auto& [name, w] : workloads_) {
+    for (auto& [iname, inst] : w->instances) {
+      if (auto pl = pending_last.find(inst.id); pl != pending_last.end()) {
+        inst.last_timestamp = pl->second;
+      }
+    }
+  }
+  for (size_t i = 0; i < rows.size(); ++i) row_workload[i]->Feed(rows[i]);
+  int64_t rejected_count = 0;
+  for (const auto& [reason, n] : rejected) {
+    (*resp->mutable_rejected_by_reason())[reason] += n;
+    rejected_total_[reason] += n;
+    rejected_count += n;
+  }
+  resp->set_accepted(resp->accepted() + static_cast<int64_t>(rows.size()));
+  resp->set_rejected(resp->rejected() + rejected_count);
+  accepted_total_ += static_cast<int64_t>(rows.size());
+  if (!rows.empty()) ++version_;
+  if (++ingests_since_compact_ >= 256) {
+    ingests_since_compact_ = 0;
+    store_->Compact(retention_, now).IgnoreError();  // retried at the next interval
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Recommendation> AutoscalerCore::GetRecommendation(
+    const v1::GetRecommendationRequest& req) {
+  const absl::Time now = clock_->Now();
+  absl::MutexLock lock(&mu_);
+  auto it = workloads_.find(req.workload());
+  if (it == workloads_.end()) {
+    return absl::NotFoundError(StrCat("workload \"", req.workload(), "\" not found"));
+  }
+  WorkloadState& w = *it->second;
+  // Recommend as of the newest sample when telemetry is historical (a replayed trace).
+  const absl::Time at = w.sample_count > 0
+                            ? std::min(now, absl::FromUnixSeconds(0) + absl::Seconds(w.newest_timestamp))
+                            : now;
+  return w.Recommendation(at);
+}
+
+std::vector<v1::Recommendation> AutoscalerCore::AllRecommendations() {
+  std::vector<std::string> names;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [name, w] : workloads_) names.push_back(name);
+  }
+  std::vector<v1::Recommendation> out;
+  for (const std::string& name : names) {
+    v1::GetRecommendationRequest req;
+    req.set_workload(name);
+    if (absl::StatusOr<v1::Recommendation> r = GetRecommendation(req); r.ok()) {
+      out.push_back(*std::move(r));
+    }
+  }
+  return out;
+}
+
+uint64_t AutoscalerCore::version() {
+  absl::MutexLock lock(&mu_);
+  return version_;
+}
+
+uint64_t AutoscalerCore::AwaitChange(uint64_t seen, absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto changed = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return version_ > seen; };
+  mu_.AwaitWithDeadline(absl::Condition(&changed), deadline);
+  return version_;
+}
+
+absl::StatusOr<int64_t> AutoscalerCore::Compact() {
+  return store_->Compact(retention_, ToUnixSecondsDouble(clock_->Now()));
+}
+
+int64_t AutoscalerCore::accepted_total() {
+  absl::MutexLock lock(&mu_);
+  return accepted_total_;
+}
+
+std::map<std::string, int64_t> AutoscalerCore::rejected_by_reason_total() {
+  absl::MutexLock lock(&mu_);
+  return rejected_total_;
+}
+
+}  // namespace evoscale::service

@@ -1,0 +1,95 @@
+// AutoscalerCore: the AutoscalerService's logic, independent of gRPC. Telemetry is validated
+// sample by sample, stored in one transaction per batch, and fed to each workload's load
+// models, which answer recommendations.
+#ifndef EVOSCALE_SERVICE_AUTOSCALER_CORE_H_
+#define EVOSCALE_SERVICE_AUTOSCALER_CORE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "evoscale/v1/autoscaler.pb.h"
+#include "load_model/recommender.h"
+#include "service/clock.h"
+#include "service/telemetry_store.h"
+
+namespace evoscale::service {
+
+inline constexpr int kMaxSamplesPerBatch = 100000;
+inline constexpr int kMaxWorkloadNameLength = 253;
+inline constexpr int kMaxInstanceNameLength = 253;
+inline constexpr int kMaxReportedErrors = 10;
+// Samples stamped further ahead of the server's clock than this are rejected.
+inline constexpr double kMaxFutureSkewSeconds = 300;
+// Samples of all instances within one window make one replica-load observation.
+inline constexpr double kLoadWindowSeconds = 60;
+
+// Thread-safe.
+class AutoscalerCore {
+ public:
+  // Loads workloads and replays stored telemetry into fresh load models. `store` and `clock`
+  // must outlive the core.
+  static absl::StatusOr<std::unique_ptr<AutoscalerCore>> Create(TelemetryStore* store,
+                                                                Clock* clock,
+                                                                RetentionPolicy retention = {});
+  ~AutoscalerCore();
+
+  absl::StatusOr<v1::Workload> PutWorkload(const v1::PutWorkloadRequest& req);
+  absl::StatusOr<v1::Workload> GetWorkload(const v1::GetWorkloadRequest& req);
+  v1::ListWorkloadsResponse ListWorkloads();
+
+  // Validates every sample of `batch`, stores the accepted ones in one transaction and feeds
+  // them to the load models; adds to the counters in `resp`. A storage error rejects the
+  // whole batch (nothing stored, nothing fed) and is returned.
+  absl::Status Ingest(const v1::TelemetryBatch& batch, v1::ReportTelemetryResponse* resp);
+
+  absl::StatusOr<v1::Recommendation> GetRecommendation(const v1::GetRecommendationRequest& req);
+  // Every workload's current recommendation (for the Prometheus gauges).
+  std::vector<v1::Recommendation> AllRecommendations();
+
+  // A counter that grows whenever any workload takes new samples.
+  uint64_t version();
+  // Waits until version() > `seen` or `deadline`; returns the version then.
+  uint64_t AwaitChange(uint64_t seen, absl::Time deadline);
+
+  // Folds and drops old samples by the retention policy. Called every few ingests; exposed
+  // for tests and maintenance.
+  absl::StatusOr<int64_t> Compact();
+
+  int64_t accepted_total();
+  std::map<std::string, int64_t> rejected_by_reason_total();
+
+ private:
+  struct WorkloadState;
+  AutoscalerCore(TelemetryStore* store, Clock* clock, RetentionPolicy retention);
+  absl::Status Load();
+  static absl::Status ValidateWorkload(const v1::Workload& w);
+  static std::unique_ptr<WorkloadState> NewState(int64_t id, const v1::Workload& w);
+
+  TelemetryStore* const store_;
+  Clock* const clock_;
+  const RetentionPolicy retention_;
+
+  // Ingest holds mu_ across validation, the store write and the model update, so samples of
+  // one workload are applied in the order they were accepted.
+  absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<WorkloadState>> workloads_ ABSL_GUARDED_BY(mu_);
+  int64_t next_workload_id_ ABSL_GUARDED_BY(mu_) = 1;
+  int64_t next_instance_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t accepted_total_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t ingests_since_compact_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, int64_t> rejected_total_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace evoscale::service
+
+#endif  // EVOSCALE_SERVICE_AUTOSCALER_CORE_H_

@@ -1,0 +1,117 @@
+#include "service/internal/sqlite.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace evoscale::service::internal {
+
+absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what) {
+  const char* msg = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  absl::StatusCode code = absl::StatusCode::kInternal;
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      code = absl::StatusCode::kUnavailable;
+      break;
+    case SQLITE_FULL:
+      code = absl::StatusCode::kResourceExhausted;
+      break;
+    case SQLITE_NOTADB:
+    case SQLITE_CORRUPT:
+      code = absl::StatusCode::kDataLoss;
+      break;
+    case SQLITE_CANTOPEN:
+    case SQLITE_PERM:
+    case SQLITE_READONLY:
+      code = absl::StatusCode::kFailedPrecondition;
+      break;
+    default:
+      break;
+  }
+  return absl::Status(code, absl::StrCat("sqlite: ", what, ": ", msg));
+}
+
+std::string ColumnBlob(sqlite3_stmt* s, int i) {
+  const void* p = sqlite3_column_blob(s, i);
+  int n = sqlite3_column_bytes(s, i);
+  return p == nullptr ? std::string() : std::string(static_cast<const char*>(p), n);
+}
+
+absl::Status Exec(sqlite3* db, const char* sql) {
+  char* err = nullptr;
+  int rc = sqlite3_exec(db, sql, nullptr, nullptr, &err);
+  sqlite3_free(err);
+  if (rc != SQLITE_OK) return SqliteError(db, rc, "exec");
+  return absl::OkStatus();
+}
+
+int SchemaVersion(sqlite3* db) {
+  sqlite3_stmt* s = nullptr;
+  if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &s, nullptr) != SQLITE_OK) return -1;
+  int v = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int(s, 0) : -1;
+  sqlite3_finalize(s);
+  return v;
+}
+
+namespace {
+
+absl::Status Setup(sqlite3* db, Durability durability, absl::Span<const char* const> migrations) {
+  sqlite3_busy_timeout(db, 5000);
+  // journal_mode answers a row; read it to check WAL really took (not on every file system).
+  sqlite3_stmt* s = nullptr;
+  int rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode=WAL", -1, &s, nullptr);
+  if (rc != SQLITE_OK) return SqliteError(db, rc, "set WAL mode");
+  rc = sqlite3_step(s);
+  std::string mode =
+      rc == SQLITE_ROW ? reinterpret_cast<const char*>(sqlite3_column_text(s, 0)) : "";
+  sqlite3_finalize(s);
+  if (rc != SQLITE_ROW) return SqliteError(db, rc, "set WAL mode");
+  if (mode != "wal") {
+    return absl::FailedPreconditionError(
+        absl::StrCat("WAL journal mode is not available (got \"", mode, "\")"));
+  }
+  absl::Status st = Exec(db, durability == Durability::kPowerLoss ? "PRAGMA synchronous=FULL"
+                                                                  : "PRAGMA synchronous=NORMAL");
+  if (st.ok()) st = Exec(db, "PRAGMA foreign_keys=ON");
+  if (!st.ok()) return st;
+
+  const int version = SchemaVersion(db);
+  const int latest = static_cast<int>(migrations.size());
+  if (version < 0) return SqliteError(db, sqlite3_errcode(db), "read schema version");
+  if (version > latest) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "schema version %d is newer than this binary's %d", version, latest));
+  }
+  for (int v = version; v < latest; ++v) {
+    st = Exec(db, "BEGIN IMMEDIATE");
+    if (!st.ok()) return st;
+    st = Exec(db, migrations[v]);
+    if (st.ok()) st = Exec(db, absl::StrFormat("PRAGMA user_version=%d", v + 1).c_str());
+    if (st.ok()) st = Exec(db, "COMMIT");
+    if (!st.ok()) {
+      Exec(db, "ROLLBACK").IgnoreError();
+      return absl::Status(st.code(),
+                          absl::StrFormat("migrate schema %d -> %d: %s", v, v + 1, st.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<sqlite3*> OpenDatabase(const std::string& path, Durability durability,
+                                      absl::Span<const char* const> migrations) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                           nullptr);
+  absl::Status st = rc == SQLITE_OK ? Setup(db, durability, migrations)
+                                    : SqliteError(db, rc, "open");
+  if (!st.ok()) {
+    sqlite3_close(db);
+    return absl::Status(st.code(), absl::StrCat("database \"", path, "\": ", st.message()));
+  }
+  return db;
+}
+
+}  // namespace evoscale::service::internal

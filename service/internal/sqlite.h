@@ -1,0 +1,54 @@
+// Small helpers shared by the SQLite stores: status conversion, statement reset, opening a
+// database in WAL mode and migrating its schema.
+#ifndef EVOSCALE_SERVICE_INTERNAL_SQLITE_H_
+#define EVOSCALE_SERVICE_INTERNAL_SQLITE_H_
+
+#include <sqlite3.h>
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "service/store.h"
+
+namespace evoscale::service::internal {
+
+// Wraps an SQLite result code (and the connection's message) into a Status whose code says
+// what a caller can do: BUSY → UNAVAILABLE, FULL → RESOURCE_EXHAUSTED, NOTADB/CORRUPT →
+// DATA_LOSS, CANTOPEN/PERM/READONLY → FAILED_PRECONDITION, else INTERNAL.
+absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what);
+
+// Resets a statement and its bindings when it goes out of scope.
+class StmtReset {
+ public:
+  explicit StmtReset(sqlite3_stmt* s) : s_(s) {}
+  ~StmtReset() {
+    sqlite3_reset(s_);
+    sqlite3_clear_bindings(s_);
+  }
+  StmtReset(const StmtReset&) = delete;
+  StmtReset& operator=(const StmtReset&) = delete;
+
+ private:
+  sqlite3_stmt* s_;
+};
+
+std::string ColumnBlob(sqlite3_stmt* s, int i);
+
+// Runs SQL that returns no rows.
+absl::Status Exec(sqlite3* db, const char* sql);
+
+// Opens `path` (creating it), sets WAL mode, the durability and foreign keys, and applies
+// `migrations[v]` for each schema version v from the file's PRAGMA user_version up to
+// migrations.size(), each in its own transaction. The caller owns the returned connection.
+absl::StatusOr<sqlite3*> OpenDatabase(const std::string& path, Durability durability,
+                                      absl::Span<const char* const> migrations);
+
+// Reads PRAGMA user_version; -1 on error.
+int SchemaVersion(sqlite3* db);
+
+}  // namespace evoscale::service::internal
+
+#endif  // EVOSCALE_SERVICE_INTERNAL_SQLITE_H_

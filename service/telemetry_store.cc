@@ -1,0 +1,279 @@
+#include "service/telemetry_store.h"
+
+#include <sqlite3.h>
+
+#include <cmath>
+#include <initializer_list>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "service/internal/sqlite.h"
+
+namespace evoscale::service {
+namespace {
+
+using internal::ColumnBlob;
+using internal::SqliteError;
+using internal::StmtReset;
+
+constexpr const char* kMigrations[] = {
+    // 0 -> 1
+    R"sql(
+    CREATE TABLE workloads(
+      id INTEGER PRIMARY KEY,
+      name TEXT NOT NULL UNIQUE,
+      body BLOB NOT NULL);
+    CREATE TABLE instances(
+      id INTEGER PRIMARY KEY,
+      workload_id INTEGER NOT NULL REFERENCES workloads(id) ON DELETE CASCADE,
+      name TEXT NOT NULL,
+      UNIQUE(workload_id, name));
+    CREATE TABLE samples(
+      instance_id INTEGER NOT NULL,
+      resolution INTEGER NOT NULL,
+      ts REAL NOT NULL,
+      cpu REAL NOT NULL, mem REAL NOT NULL, gpu_util REAL NOT NULL, gpu_mem REAL NOT NULL,
+      qps REAL NOT NULL, latency REAL NOT NULL, oom INTEGER NOT NULL,
+      PRIMARY KEY(resolution, ts, instance_id)) WITHOUT ROWID;
+    )sql",
+};
+static_assert(std::size(kMigrations) == TelemetryStore::kSchemaVersion);
+
+class Transaction {
+ public:
+  explicit Transaction(sqlite3* db) : db_(db) {}
+  absl::Status Begin() { return internal::Exec(db_, "BEGIN IMMEDIATE"); }
+  absl::Status Commit() {
+    absl::Status st = internal::Exec(db_, "COMMIT");
+    if (st.ok()) done_ = true;
+    return st;
+  }
+  ~Transaction() {
+    if (!done_) internal::Exec(db_, "ROLLBACK").IgnoreError();
+  }
+
+ private:
+  sqlite3* db_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<TelemetryStore>> TelemetryStore::Open(const std::string& path,
+                                                                    Durability durability) {
+  absl::StatusOr<sqlite3*> db = internal::OpenDatabase(path, durability, kMigrations);
+  if (!db.ok()) return db.status();
+  std::unique_ptr<TelemetryStore> store(new TelemetryStore(*db));
+  if (absl::Status st = store->Init(durability); !st.ok()) {
+    return absl::Status(st.code(), absl::StrCat("database \"", path, "\": ", st.message()));
+  }
+  return store;
+}
+
+TelemetryStore::~TelemetryStore() {
+  absl::MutexLock lock(&mu_);
+  for (sqlite3_stmt* s : {put_workload_, put_instance_, put_sample_}) sqlite3_finalize(s);
+  sqlite3_close(db_);
+}
+
+absl::Status TelemetryStore::Exec(const char* sql) { return internal::Exec(db_, sql); }
+
+absl::Status TelemetryStore::Init(Durability) {
+  absl::MutexLock lock(&mu_);
+  // Samples arrive in time order and the key leads with time, so inserts append to the
+  // rightmost pages; a larger page cache and fewer checkpoints keep those pages hot.
+  for (const char* pragma : {"PRAGMA cache_size=-65536", "PRAGMA wal_autocheckpoint=16384",
+                             "PRAGMA mmap_size=268435456"}) {
+    if (absl::Status st = Exec(pragma); !st.ok()) return st;
+  }
+  struct {
+    sqlite3_stmt** stmt;
+    const char* sql;
+  } const statements[] = {
+      {&put_workload_,
+       "INSERT INTO workloads(id, name, body) VALUES(?1, ?2, ?3) "
+       "ON CONFLICT(id) DO UPDATE SET body=?3"},
+      {&put_instance_, "INSERT INTO instances(id, workload_id, name) VALUES(?1, ?2, ?3)"},
+      {&put_sample_,
+       "INSERT INTO samples(instance_id, resolution, ts, cpu, mem, gpu_util, gpu_mem, qps, "
+       "latency, oom) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"},
+  };
+  for (const auto& [stmt, sql] : statements) {
+    int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, stmt, nullptr);
+    if (rc != SQLITE_OK) return SqliteError(db_, rc, absl::StrCat("prepare \"", sql, "\""));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TelemetryStore::PutWorkload(int64_t id, const v1::Workload& workload) {
+  absl::MutexLock lock(&mu_);
+  v1::Workload copy = workload;
+  copy.clear_sample_count();
+  const std::string body = copy.SerializeAsString();
+  StmtReset reset(put_workload_);
+  sqlite3_bind_int64(put_workload_, 1, id);
+  sqlite3_bind_text(put_workload_, 2, workload.name().data(), workload.name().size(),
+                    SQLITE_STATIC);
+  sqlite3_bind_blob(put_workload_, 3, body.data(), body.size(), SQLITE_STATIC);
+  int rc = sqlite3_step(put_workload_);
+  if (rc != SQLITE_DONE) return SqliteError(db_, rc, "put workload");
+  return absl::OkStatus();
+}
+
+absl::Status TelemetryStore::Append(absl::Span<const StoredInstance> new_instances,
+                                    absl::Span<const TelemetryRow> rows) {
+  if (new_instances.empty() && rows.empty()) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  Transaction tx(db_);
+  if (absl::Status st = tx.Begin(); !st.ok()) return st;
+  for (const StoredInstance& in : new_instances) {
+    StmtReset reset(put_instance_);
+    sqlite3_bind_int64(put_instance_, 1, in.id);
+    sqlite3_bind_int64(put_instance_, 2, in.workload_id);
+    sqlite3_bind_text(put_instance_, 3, in.name.data(), in.name.size(), SQLITE_STATIC);
+    int rc = sqlite3_step(put_instance_);
+    if (rc != SQLITE_DONE) return SqliteError(db_, rc, "put instance");
+  }
+  for (const TelemetryRow& r : rows) {
+    StmtReset reset(put_sample_);
+    sqlite3_bind_int64(put_sample_, 1, r.instance_id);
+    sqlite3_bind_int(put_sample_, 2, r.resolution);
+    sqlite3_bind_double(put_sample_, 3, r.timestamp);
+    sqlite3_bind_double(put_sample_, 4, r.cpu_cores);
+    sqlite3_bind_double(put_sample_, 5, r.memory_bytes);
+    sqlite3_bind_double(put_sample_, 6, r.gpu_utilization);
+    sqlite3_bind_double(put_sample_, 7, r.gpu_memory_bytes);
+    sqlite3_bind_double(put_sample_, 8, r.qps);
+    sqlite3_bind_double(put_sample_, 9, r.latency_ms);
+    sqlite3_bind_int(put_sample_, 10, r.oom ? 1 : 0);
+    int rc = sqlite3_step(put_sample_);
+    if (rc != SQLITE_DONE) return SqliteError(db_, rc, "put sample");
+  }
+  return tx.Commit();
+}
+
+absl::StatusOr<int64_t> TelemetryStore::Compact(const RetentionPolicy& policy, double now) {
+  absl::MutexLock lock(&mu_);
+  const double raw_cutoff = now - policy.raw_retention_seconds;
+  const double bucket_cutoff = now - policy.bucket_retention_seconds;
+  Transaction tx(db_);
+  if (absl::Status st = tx.Begin(); !st.ok()) return st;
+  // Fold old raw samples into buckets; a bucket that exists already is merged (max of peaks,
+  // the later mean wins for means: buckets are folded once their whole width is old).
+  const std::string fold = absl::StrCat(
+      "INSERT INTO samples(instance_id, resolution, ts, cpu, mem, gpu_util, gpu_mem, qps, "
+      "latency, oom) SELECT instance_id, ", static_cast<int>(policy.bucket_seconds),
+      ", CAST(ts / ?1 AS INTEGER) * ?1, avg(cpu), max(mem), avg(gpu_util), max(gpu_mem), "
+      "avg(qps), avg(latency), max(oom) FROM samples WHERE resolution = 0 AND ts < ?2 "
+      "GROUP BY instance_id, CAST(ts / ?1 AS INTEGER) "
+      "ON CONFLICT(resolution, ts, instance_id) DO UPDATE SET "
+      "cpu = excluded.cpu, mem = max(mem, excluded.mem), gpu_util = excluded.gpu_util, "
+      "gpu_mem = max(gpu_mem, excluded.gpu_mem), qps = excluded.qps, "
+      "latency = excluded.latency, oom = max(oom, excluded.oom)");
+  int64_t removed = 0;
+  auto run = [&](const std::string& sql, std::initializer_list<double> params) -> absl::Status {
+    sqlite3_stmt* s = nullptr;
+    int rc = sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr);
+    if (rc != SQLITE_OK) return SqliteError(db_, rc, "compact");
+    int i = 0;
+    for (double p : params) sqlite3_bind_double(s, ++i, p);
+    rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE) return SqliteError(db_, rc, "compact");
+    return absl::OkStatus();
+  };
+  // Only whole buckets are folded: the raw cutoff is rounded down to a bucket boundary.
+  const double aligned = std::floor(raw_cutoff / policy.bucket_seconds) * policy.bucket_seconds;
+  if (absl::Status st = run(fold, {policy.bucket_seconds, aligned}); !st.ok()) return st;
+  if (absl::Status st = run("DELETE FROM samples WHERE resolution = 0 AND ts < ?1", {aligned});
+      !st.ok()) {
+    return st;
+  }
+  removed += sqlite3_changes(db_);
+  if (absl::Status st = run("DELETE FROM samples WHERE resolution > 0 AND ts < ?1", {bucket_cutoff});
+      !st.ok()) {
+    return st;
+  }
+  removed += sqlite3_changes(db_);
+  if (absl::Status st = tx.Commit(); !st.ok()) return st;
+  return removed;
+}
+
+absl::StatusOr<std::vector<StoredWorkload>> TelemetryStore::LoadWorkloads() {
+  absl::MutexLock lock(&mu_);
+  std::vector<StoredWorkload> out;
+  sqlite3_stmt* s = nullptr;
+  int rc = sqlite3_prepare_v2(db_, "SELECT id, body FROM workloads ORDER BY id", -1, &s, nullptr);
+  if (rc != SQLITE_OK) return SqliteError(db_, rc, "load workloads");
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    StoredWorkload w;
+    w.id = sqlite3_column_int64(s, 0);
+    if (!w.workload.ParseFromString(ColumnBlob(s, 1))) {
+      sqlite3_finalize(s);
+      return absl::DataLossError(absl::StrCat("workload ", w.id, ": unreadable record"));
+    }
+    out.push_back(std::move(w));
+  }
+  sqlite3_finalize(s);
+  if (rc != SQLITE_DONE) return SqliteError(db_, rc, "load workloads");
+  return out;
+}
+
+absl::StatusOr<std::vector<StoredInstance>> TelemetryStore::LoadInstances() {
+  absl::MutexLock lock(&mu_);
+  std::vector<StoredInstance> out;
+  sqlite3_stmt* s = nullptr;
+  int rc = sqlite3_prepare_v2(db_, "SELECT id, workload_id, name FROM instances ORDER BY id", -1,
+                              &s, nullptr);
+  if (rc != SQLITE_OK) return SqliteError(db_, rc, "load instances");
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    StoredInstance in;
+    in.id = sqlite3_column_int64(s, 0);
+    in.workload_id = sqlite3_column_int64(s, 1);
+    in.name = reinterpret_cast<const char*>(sqlite3_column_text(s, 2));
+    out.push_back(std::move(in));
+  }
+  sqlite3_finalize(s);
+  if (rc != SQLITE_DONE) return SqliteError(db_, rc, "load instances");
+  return out;
+}
+
+absl::Status TelemetryStore::ScanSamples(const std::function<void(const TelemetryRow&)>& fn) {
+  absl::MutexLock lock(&mu_);
+  sqlite3_stmt* s = nullptr;
+  int rc = sqlite3_prepare_v2(
+      db_,
+      "SELECT instance_id, resolution, ts, cpu, mem, gpu_util, gpu_mem, qps, latency, oom "
+      "FROM samples ORDER BY ts, instance_id",
+      -1, &s, nullptr);
+  if (rc != SQLITE_OK) return SqliteError(db_, rc, "scan samples");
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    TelemetryRow r;
+    r.instance_id = sqlite3_column_int64(s, 0);
+    r.resolution = sqlite3_column_int(s, 1);
+    r.timestamp = sqlite3_column_double(s, 2);
+    r.cpu_cores = sqlite3_column_double(s, 3);
+    r.memory_bytes = sqlite3_column_double(s, 4);
+    r.gpu_utilization = sqlite3_column_double(s, 5);
+    r.gpu_memory_bytes = sqlite3_column_double(s, 6);
+    r.qps = sqlite3_column_double(s, 7);
+    r.latency_ms = sqlite3_column_double(s, 8);
+    r.oom = sqlite3_column_int(s, 9) != 0;
+    fn(r);
+  }
+  sqlite3_finalize(s);
+  if (rc != SQLITE_DONE) return SqliteError(db_, rc, "scan samples");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> TelemetryStore::CountSamples() {
+  absl::MutexLock lock(&mu_);
+  sqlite3_stmt* s = nullptr;
+  int rc = sqlite3_prepare_v2(db_, "SELECT count(*) FROM samples", -1, &s, nullptr);
+  if (rc != SQLITE_OK) return SqliteError(db_, rc, "count samples");
+  int64_t n = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
+  sqlite3_finalize(s);
+  return n;
+}
+
+}  // namespace evoscale::service

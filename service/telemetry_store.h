@@ -1,0 +1,103 @@
+// Durable telemetry for the autoscaler: workloads, their instances and samples, in an SQLite
+// file of its own (WAL), beside the study database. It is separate so that a stream of
+// hundreds of thousands of samples a second never holds the lock that study writes need.
+//
+// Bounded: raw samples older than `raw_retention` are folded into `bucket_seconds` buckets
+// (mean CPU/GPU/QPS/latency, peak memory and GPU memory, any OOM), and buckets older than
+// `bucket_retention` are deleted, by Compact().
+#ifndef EVOSCALE_SERVICE_TELEMETRY_STORE_H_
+#define EVOSCALE_SERVICE_TELEMETRY_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "evoscale/v1/autoscaler.pb.h"
+#include "service/store.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace evoscale::service {
+
+// One validated sample as stored.
+struct TelemetryRow {
+  int64_t instance_id = 0;
+  double timestamp = 0;  // unix seconds
+  double cpu_cores = 0;
+  double memory_bytes = 0;
+  double gpu_utilization = 0;
+  double gpu_memory_bytes = 0;
+  double qps = 0;
+  double latency_ms = 0;
+  bool oom = false;
+  int32_t resolution = 0;  // 0 = raw; else the bucket width in seconds
+};
+
+struct StoredInstance {
+  int64_t id = 0;
+  int64_t workload_id = 0;
+  std::string name;
+};
+
+struct StoredWorkload {
+  int64_t id = 0;
+  v1::Workload workload;
+};
+
+struct RetentionPolicy {
+  double raw_retention_seconds = 2 * 86400.0;
+  double bucket_seconds = 300;
+  double bucket_retention_seconds = 35 * 86400.0;
+};
+
+// Thread-safe: calls are serialised on one connection by an internal mutex.
+class TelemetryStore {
+ public:
+  static absl::StatusOr<std::unique_ptr<TelemetryStore>> Open(const std::string& path,
+                                                              Durability durability);
+  ~TelemetryStore();
+  TelemetryStore(const TelemetryStore&) = delete;
+  TelemetryStore& operator=(const TelemetryStore&) = delete;
+
+  static constexpr int kSchemaVersion = 1;
+
+  absl::Status PutWorkload(int64_t id, const v1::Workload& workload);
+
+  // Appends `rows` and registers `new_instances`, in one transaction: all or nothing.
+  absl::Status Append(absl::Span<const StoredInstance> new_instances,
+                      absl::Span<const TelemetryRow> rows);
+
+  // Folds and deletes by `policy`, relative to `now` (unix seconds). Returns rows removed.
+  absl::StatusOr<int64_t> Compact(const RetentionPolicy& policy, double now);
+
+  absl::StatusOr<std::vector<StoredWorkload>> LoadWorkloads();
+  absl::StatusOr<std::vector<StoredInstance>> LoadInstances();
+  // Calls `fn` for every stored row of a workload's instances in timestamp order (buckets and
+  // raw rows interleaved by time).
+  absl::Status ScanSamples(const std::function<void(const TelemetryRow&)>& fn);
+
+  absl::StatusOr<int64_t> CountSamples();
+
+ private:
+  explicit TelemetryStore(sqlite3* db) : db_(db) {}
+  absl::Status Init(Durability durability);
+  absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Mutex mu_;
+  sqlite3* const db_;  // owned
+  sqlite3_stmt* put_workload_ ABSL_GUARDED_BY(mu_) = nullptr;
+  sqlite3_stmt* put_instance_ ABSL_GUARDED_BY(mu_) = nullptr;
+  sqlite3_stmt* put_sample_ ABSL_GUARDED_BY(mu_) = nullptr;
+};
+
+}  // namespace evoscale::service
+
+#endif  // EVOSCALE_SERVICE_TELEMETRY_STORE_H_

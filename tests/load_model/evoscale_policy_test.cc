@@ -1,0 +1,92 @@
+#include "load_model/evoscale_policy.h"
+
+#include <cmath>
+
+#include "gtest/gtest.h"
+#include "load_model/vpa.h"
+
+namespace evoscale::load_model {
+namespace {
+
+const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);
+
+TEST(EvoscaleResourceTest, CoversASteadyNoisyLoadWithLessSlackThanTheVpa) {
+  EvoscaleResourceRecommender evo;
+  VpaRecommender vpa;
+  int evo_over = 0, vpa_over = 0, scored = 0;
+  double evo_slack = 0, vpa_slack = 0;
+  for (int i = 0; i < 3 * 288; ++i) {  // Three days of 5-minute samples.
+    const absl::Time t = kT0 + absl::Minutes(5 * i);
+    const double cpu = 1.0 + 0.1 * std::sin(i * 0.7) + 0.05 * std::sin(i * 2.3);
+    if (i >= 288) {
+      const double e = evo.Recommend(t).cpu_cores.target;
+      const double v = vpa.Recommend(t).cpu_cores.target;
+      ++scored;
+      evo_over += cpu > e;
+      vpa_over += cpu > v;
+      evo_slack += (e - cpu) / e;
+      vpa_slack += (v - cpu) / v;
+    }
+    UsageSample s;
+    s.time = t;
+    s.cpu_cores = cpu;
+    s.memory_bytes = 1e9;
+    evo.AddSample(s);
+    vpa.AddSample(s);
+  }
+  EXPECT_LT(evo_over, scored / 50);
+  EXPECT_LE(vpa_over, evo_over);  // The VPA's p90 x 1.15 covers this signal too...
+  EXPECT_LT(evo_slack, 0.9 * vpa_slack);  // ...with more slack.
+}
+
+TEST(EvoscaleResourceTest, OomRaisesTheMemoryRecommendation) {
+  EvoscaleResourceRecommender rec;
+  for (int i = 0; i < 100; ++i) {
+    UsageSample s;
+    s.time = kT0 + absl::Minutes(5 * i);
+    s.cpu_cores = 0.5;
+    s.memory_bytes = 1e9;
+    rec.AddSample(s);
+  }
+  const absl::Time now = kT0 + absl::Minutes(500);
+  const double before = rec.Recommend(now).memory_bytes.target;
+  rec.RecordOom(now, before);
+  const ResourceRecommendation after = rec.Recommend(now + absl::Minutes(1));
+  EXPECT_GE(after.memory_bytes.target, std::max(before * 1.2, before + 100.0 * (1 << 20)));
+  EXPECT_NE(after.explanation.find("OOM"), std::string::npos);
+}
+
+TEST(EvoscaleReplicaTest, FollowsDemandUpAndDown) {
+  EvoscaleReplicaOptions o;
+  o.target_utilization = 0.5;
+  EvoscaleReplicaRecommender rec(o);
+  int replicas = 2;
+  for (int i = 0; i < 200; ++i) {
+    const double demand = i < 100 ? 1.0 : 10.0;  // Busy replicas.
+    LoadSample s;
+    s.time = kT0 + absl::Minutes(i);
+    s.replicas = replicas;
+    s.utilization = demand / replicas;
+    s.qps = demand * 2;
+    rec.AddSample(s);
+    replicas = rec.Recommend(s.time, replicas).replicas;
+    if (i == 99) {
+      EXPECT_LE(replicas, 4);
+    }
+  }
+  EXPECT_GE(replicas, 20);  // 10 busy at 50% target.
+  EXPECT_LE(replicas, 26);
+  for (int i = 200; i < 300; ++i) {
+    LoadSample s;
+    s.time = kT0 + absl::Minutes(i);
+    s.replicas = replicas;
+    s.utilization = 1.0 / replicas;
+    s.qps = 2;
+    rec.AddSample(s);
+    replicas = rec.Recommend(s.time, replicas).replicas;
+  }
+  EXPECT_LE(replicas, 4);
+}
+
+}  // namespace
+}  // namespace evoscale::load_model

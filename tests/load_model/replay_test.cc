@@ -1,0 +1,119 @@
+#include "load_model/replay.h"
+
+#include <filesystem>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace evoscale::load_model {
+namespace {
+
+const std::string kTraces = std::string(EVOSCALE_SOURCE_DIR) + "/../shared/data/traces";
+
+TEST(ReplayTest, ParsesBindingNames) {
+  EXPECT_EQ(*ParsePolicy("vpa"), Policy::kVpa);
+  EXPECT_EQ(*ParsePolicy("hpa"), Policy::kHpa);
+  EXPECT_EQ(*ParsePolicy("evoscale"), Policy::kEvoscale);
+  EXPECT_EQ(ParsePolicy("keda").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*ParseTraceKind("alibaba-genai"), TraceKind::kAlibabaGenAi);
+  EXPECT_EQ(*ParseTraceKind("azure-llm"), TraceKind::kAzureLlm);
+  EXPECT_NE(ParseTraceKind("google").status().message().find("\"google\""), std::string::npos);
+}
+
+TEST(ReplayTest, PolicyMustFitTheTrace) {
+  ReplayOptions o;
+  o.trace = TraceKind::kBitbrains;
+  o.policy = Policy::kHpa;
+  o.path = "/nonexistent";
+  EXPECT_EQ(Replay(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.trace = TraceKind::kAlibabaGenAi;
+  o.policy = Policy::kVpa;
+  EXPECT_EQ(Replay(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.policy = Policy::kHpa;
+  EXPECT_EQ(Replay(o).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ReplayTest, OnlineReplayOfASyntheticVm) {
+  VmTrace vm;
+  vm.name = "synthetic";
+  for (int i = 0; i < 2 * 288; ++i) {
+    VmSample s;
+    s.time = absl::FromUnixSeconds(1'000'000) + absl::Minutes(5 * i);
+    s.cpu_cores = 0.5;
+    s.cpu_capacity_cores = 2;
+    s.memory_bytes = i == 400 ? 4e9 : 1e9;  // One spike: an OOM for any sane policy.
+    vm.samples.push_back(s);
+  }
+  VpaRecommender vpa;
+  const SeriesReport r = ReplayVm(vm, vpa, absl::Hours(24));
+  EXPECT_EQ(r.samples, 288);
+  EXPECT_EQ(r.oom_events, 1);
+  EXPECT_EQ(r.underprovisioned_samples, 0);
+  // VPA's target is 0.511135 * 1.15 for a flat 0.5 cores.
+  EXPECT_NEAR(r.relative_slack_cpu, 1 - 0.5 / (0.511135 * 1.15), 1e-4);
+}
+
+TEST(ReplayTest, JsonCarriesTheDesignFields) {
+  ReplayReport r;
+  r.policy = "hpa";
+  r.trace = "alibaba-genai";
+  r.replica_trace = true;
+  r.replica_hours = 12.5;
+  const std::string json = r.ToJson();
+  for (const char* field :
+       {"\"policy\":\"hpa\"", "\"relative_slack_cpu\":null", "\"relative_slack_memory\":null",
+        "\"oom_events\":0", "\"underprovisioned_fraction\":0", "\"changes\":0",
+        "\"replica_hours\":12.5", "\"minutes_over_target\":0", "\"scaling_actions\":0"}) {
+    EXPECT_NE(json.find(field), std::string::npos) << field << " in " << json;
+  }
+}
+
+class RealTraceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(kTraces + "/bitbrains-rnd-2013-7/1.csv") ||
+        !std::filesystem::exists(kTraces + "/alibaba-genai-2026/pod_gpu_duty_cycle_anon.csv")) {
+      GTEST_SKIP() << "shared traces not found under " << kTraces;
+    }
+  }
+};
+
+// Issue 5, "must show" 1, the parts that hold: less CPU slack than the VPA by >= 25%, no
+// more OOM events, no larger share of under-provisioned samples. (Memory slack is about
+// level with the VPA's; see bench/load_model/README.md.)
+TEST_F(RealTraceTest, BitbrainsEvoscaleVersusVpa) {
+  ReplayOptions o;
+  o.trace = TraceKind::kBitbrains;
+  o.path = kTraces + "/bitbrains-rnd-2013-7";
+  o.policy = Policy::kVpa;
+  const absl::StatusOr<ReplayReport> vpa = Replay(o);
+  ASSERT_TRUE(vpa.ok()) << vpa.status();
+  o.policy = Policy::kEvoscale;
+  const absl::StatusOr<ReplayReport> evo = Replay(o);
+  ASSERT_TRUE(evo.ok()) << evo.status();
+  ASSERT_EQ(vpa->series.size(), 10u);
+  EXPECT_LE(evo->relative_slack_cpu_sum, 0.75 * vpa->relative_slack_cpu_sum);
+  EXPECT_LE(evo->relative_slack_memory_sum, vpa->relative_slack_memory_sum);
+  EXPECT_LE(evo->oom_events, vpa->oom_events);
+  EXPECT_LE(evo->underprovisioned_fraction, vpa->underprovisioned_fraction);
+}
+
+// Issue 5, "must show" 2, the part that holds: fewer replica-hours than the HPA with no
+// more minutes over target (about 5% fewer, not the 15% the issue asks for).
+TEST_F(RealTraceTest, AlibabaEvoscaleVersusHpa) {
+  ReplayOptions o;
+  o.trace = TraceKind::kAlibabaGenAi;
+  o.path = kTraces + "/alibaba-genai-2026";
+  o.policy = Policy::kHpa;
+  const absl::StatusOr<ReplayReport> hpa = Replay(o);
+  ASSERT_TRUE(hpa.ok()) << hpa.status();
+  o.policy = Policy::kEvoscale;
+  const absl::StatusOr<ReplayReport> evo = Replay(o);
+  ASSERT_TRUE(evo.ok()) << evo.status();
+  EXPECT_GT(hpa->replica_hours, 0);
+  EXPECT_LT(evo->replica_hours, hpa->replica_hours);
+  EXPECT_LE(evo->minutes_over_target, hpa->minutes_over_target);
+}
+
+}  // namespace
+}  // namespace evoscale::load_model
