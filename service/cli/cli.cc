@@ -35,6 +35,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
 #include "grpcpp/grpcpp.h"
+#include "load_model/replay.h"
 #include "service/cli/kubernetes.h"
 
 namespace evoscale::cli {
@@ -809,6 +810,48 @@ absl::Status RunRecommend(const Invocation& invocation) {
   return absl::OkStatus();
 }
 
+absl::Status RunReplay(const Invocation& invocation) {
+  if (absl::Status s = CheckArgCount(invocation, 0, 0, ""); !s.ok()) return s;
+  const std::string* trace = invocation.flag("trace");
+  const std::string* path = invocation.flag("path");
+  if (trace == nullptr) return UsageError("flag --trace: required (bitbrains, alibaba-genai, azure-llm)");
+  if (path == nullptr) return UsageError("flag --path: required (the trace file or folder)");
+  load_model::ReplayOptions options;
+  absl::StatusOr<load_model::TraceKind> kind = load_model::ParseTraceKind(*trace);
+  if (!kind.ok()) return UsageError(absl::StrCat("flag --trace: ", kind.status().message()));
+  options.trace = *kind;
+  options.path = *path;
+  const std::string policy_name =
+      invocation.flag("policy") != nullptr ? *invocation.flag("policy") : "evoscale";
+  absl::StatusOr<load_model::Policy> policy = load_model::ParsePolicy(policy_name);
+  if (!policy.ok()) return UsageError(absl::StrCat("flag --policy: ", policy.status().message()));
+  options.policy = *policy;
+  absl::StatusOr<load_model::ReplayReport> report = load_model::Replay(options);
+  if (!report.ok()) return UsageError(absl::StrCat("replay: ", report.status().message()));
+  if (invocation.global().json) {
+    invocation.out() << report->ToJson() << "\n";
+    return absl::OkStatus();
+  }
+  std::vector<std::vector<std::string>> rows;
+  if (report->replica_trace) {
+    rows = {{"replica_hours", FormatNumber(report->replica_hours)},
+            {"minutes_over_target", FormatNumber(report->minutes_over_target)},
+            {"scaling_actions", absl::StrCat(report->scaling_actions)},
+            {"relative_slack_replicas", FormatNumber(report->relative_slack_replicas)}};
+  } else {
+    rows = {{"relative_slack_cpu (sum over series)", FormatNumber(report->relative_slack_cpu_sum)},
+            {"relative_slack_memory (sum over series)",
+             FormatNumber(report->relative_slack_memory_sum)},
+            {"oom_events", absl::StrCat(report->oom_events)},
+            {"underprovisioned_fraction", FormatNumber(report->underprovisioned_fraction)},
+            {"changes", absl::StrCat(report->changes)}};
+  }
+  rows.push_back({"scored samples", absl::StrCat(report->samples)});
+  invocation.out() << "policy " << report->policy << " on " << report->trace << "\n"
+                   << FormatTable({"FIGURE", "VALUE"}, rows);
+  return absl::OkStatus();
+}
+
 const std::vector<Command>& Commands() {
   static const auto* const kCommands = new std::vector<Command>{
       {"study create",
@@ -861,6 +904,12 @@ const std::vector<Command>& Commands() {
        "ScaledObject.",
        {"output", "prometheus-url"},
        RunRecommend},
+      {"replay",
+       "--trace bitbrains|alibaba-genai|azure-llm --path PATH [--policy evoscale|vpa|hpa]",
+       "Replay a trace through an autoscaling policy, offline, and report slack, OOMs and "
+       "replica-hours.",
+       {"trace", "path", "policy"},
+       RunReplay},
   };
   return *kCommands;
 }

@@ -1,11 +1,13 @@
 // End-to-end: the real `evoscale` CLI against the real evoscaled, both as child processes.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -169,6 +171,35 @@ TEST_F(CliE2eTest, TokensAreCheckedByRole) {
   CliResult writer_delete = Cli({"--token", "writer-0123456789abcdef", "study", "delete", "1"});
   EXPECT_EQ(writer_delete.exit_code, 1);
   EXPECT_THAT(writer_delete.err, HasSubstr("PERMISSION_DENIED"));
+}
+
+TEST(CliReplayTest, ReplaysBitbrainsThroughEachPolicyAsJson) {
+  const std::string traces = std::string(EVOSCALE_SOURCE_DIR) + "/../shared/data/traces";
+  if (access((traces + "/bitbrains-rnd-2013-7/1.csv").c_str(), R_OK) != 0) {
+    GTEST_SKIP() << "../shared/data is absent: no Bitbrains trace to replay";
+  }
+  TempDir dir;
+  for (const std::string policy : {"evoscale", "vpa"}) {
+    const std::string out = absl::StrCat(dir.path(), "/", policy, ".json");
+    const std::string cmd =
+        absl::StrCat(BinDir(), "/evoscale replay --trace bitbrains --path ", traces,
+                     "/bitbrains-rnd-2013-7/1.csv --policy ", policy, " --json >", out);
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    const std::string json = ReadFile(out);
+    for (const char* field : {"\"relative_slack_cpu\":", "\"relative_slack_memory\":",
+                              "\"oom_events\":", "\"underprovisioned_fraction\":",
+                              "\"changes\":"}) {
+      EXPECT_THAT(json, HasSubstr(field)) << policy;
+    }
+    EXPECT_THAT(json, HasSubstr(absl::StrCat("\"policy\":\"", policy, "\"")));
+  }
+  // A policy that does not apply to the trace is a usage error that names it.
+  const std::string err = dir.path() + "/err";
+  const std::string bad = BinDir() + "/evoscale replay --trace bitbrains --path " + traces +
+                          "/bitbrains-rnd-2013-7 --policy hpa 2>" + err;
+  const int status = std::system(bad.c_str());
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  EXPECT_THAT(ReadFile(err), HasSubstr("hpa"));
 }
 
 }  // namespace
