@@ -50,10 +50,11 @@ class CliE2eTest : public ::testing::Test {
   }
 
   CliResult Cli(const std::vector<std::string>& args) {
-    std::string cmd = Quote(BinDir() + "/evoscale") + " --server " + server_->grpc_address();
-    for (const auto& a : args) cmd += " " + Quote(a);
+    std::string cmd =
+        absl::StrCat(Quote(BinDir() + "/evoscale"), " --server ", server_->grpc_address());
+    for (const auto& a : args) absl::StrAppend(&cmd, " ", Quote(a));
     const std::string out = dir_.path() + "/out", err = dir_.path() + "/err";
-    cmd += " >" + Quote(out) + " 2>" + Quote(err) + " </dev/null";
+    absl::StrAppend(&cmd, " >", Quote(out), " 2>", Quote(err), " </dev/null");
     CliResult r;
     int status = std::system(cmd.c_str());
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
