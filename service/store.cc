@@ -29,6 +29,12 @@ constexpr const char* kMigrations[] = {
       body BLOB NOT NULL,
       PRIMARY KEY(study_id, id)) WITHOUT ROWID;
     )sql",
+    // 1 -> 2: study ids are never reused, even after the newest study is deleted.
+    R"sql(
+    CREATE TABLE counters(name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+    INSERT INTO counters(name, value)
+      SELECT 'next_study_id', coalesce(max(id), 0) + 1 FROM studies;
+    )sql",
 };
 static_assert(std::size(kMigrations) == Store::kSchemaVersion);
 
@@ -77,7 +83,8 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
 
 Store::~Store() {
   absl::MutexLock lock(&mu_);
-  for (sqlite3_stmt* s : {put_study_, delete_study_, put_trial_, begin_, commit_, rollback_}) {
+  for (sqlite3_stmt* s :
+       {put_study_, bump_study_id_, delete_study_, put_trial_, begin_, commit_, rollback_}) {
     sqlite3_finalize(s);
   }
   sqlite3_close(db_);
@@ -92,6 +99,8 @@ absl::Status Store::Prepare() {
       {&put_study_,
        "INSERT INTO studies(id, display_name, state, body) VALUES(?1, ?2, ?3, ?4) "
        "ON CONFLICT(id) DO UPDATE SET display_name=?2, state=?3, body=?4"},
+      {&bump_study_id_,
+       "UPDATE counters SET value = max(value, ?1 + 1) WHERE name = 'next_study_id'"},
       {&delete_study_, "DELETE FROM studies WHERE id=?1"},
       {&put_trial_,
        "INSERT INTO trials(study_id, id, state, client_id, completion_seq, body) "
@@ -106,6 +115,19 @@ absl::Status Store::Prepare() {
     if (rc != SQLITE_OK) return SqliteError(db_, rc, absl::StrCat("prepare \"", sql, "\""));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> Store::NextStudyId() {
+  absl::MutexLock lock(&mu_);
+  sqlite3_stmt* s = nullptr;
+  int rc = sqlite3_prepare_v2(db_, "SELECT value FROM counters WHERE name = 'next_study_id'", -1,
+                              &s, nullptr);
+  if (rc != SQLITE_OK) return SqliteError(db_, rc, "read next study id");
+  rc = sqlite3_step(s);
+  const int64_t next = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 1;
+  sqlite3_finalize(s);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return SqliteError(db_, rc, "read next study id");
+  return next;
 }
 
 int Store::schema_version() {
@@ -132,6 +154,10 @@ absl::Status Store::Write(const WriteBatch& batch) {
         sqlite3_bind_int(put_study_, 3, op.state);
         sqlite3_bind_blob(put_study_, 4, op.body.data(), op.body.size(), SQLITE_STATIC);
         st = step_done(put_study_, "put study");
+        if (st.ok()) {
+          sqlite3_bind_int64(bump_study_id_, 1, op.study_id);
+          st = step_done(bump_study_id_, "bump study id");
+        }
         break;
       case WriteBatch::Op::kDeleteStudy:
         sqlite3_bind_int64(delete_study_, 1, op.study_id);
@@ -186,10 +212,10 @@ absl::StatusOr<std::vector<StoredStudy>> Store::LoadAll() {
     StoredTrial t;
     t.completion_seq = sqlite3_column_int64(s, 2);
     if (!t.trial.ParseFromString(ColumnBlob(s, 3))) {
+      const int64_t trial_id = sqlite3_column_int64(s, 1);
       sqlite3_finalize(s);
-      return absl::DataLossError(absl::StrCat("study ", study_id, " trial ",
-                                              sqlite3_column_int64(s, 1),
-                                              ": unreadable record"));
+      return absl::DataLossError(
+          absl::StrCat("study ", study_id, " trial ", trial_id, ": unreadable record"));
     }
     t.trial.set_name(absl::StrCat("studies/", study_id, "/trials/", t.trial.id()));
     studies[si].trials.push_back(std::move(t));

@@ -77,13 +77,16 @@ class Store {
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   // Applies the batch in one transaction. On error nothing is written.
   absl::Status Write(const WriteBatch& batch);
 
   // Reads every study with its trials. Cost: the whole database.
   absl::StatusOr<std::vector<StoredStudy>> LoadAll();
+
+  // The id the next new study gets: above every id ever used, deleted studies included.
+  absl::StatusOr<int64_t> NextStudyId();
 
   int schema_version();
 
@@ -95,6 +98,7 @@ class Store {
   sqlite3* const db_;  // owned
   // Prepared once; protected by mu_.
   sqlite3_stmt* put_study_ ABSL_GUARDED_BY(mu_) = nullptr;
+  sqlite3_stmt* bump_study_id_ ABSL_GUARDED_BY(mu_) = nullptr;
   sqlite3_stmt* delete_study_ ABSL_GUARDED_BY(mu_) = nullptr;
   sqlite3_stmt* put_trial_ ABSL_GUARDED_BY(mu_) = nullptr;
   sqlite3_stmt* begin_ ABSL_GUARDED_BY(mu_) = nullptr;

@@ -116,9 +116,15 @@ bool IsFinal(v1::Trial::State s) {
   return s == v1::Trial::SUCCEEDED || s == v1::Trial::INFEASIBLE || s == v1::Trial::FAILED;
 }
 
+// Ids are canonical decimal: digits only, no sign, spaces or leading zeros, so one study has
+// one name.
 absl::StatusOr<int64_t> ParseId(absl::string_view s) {
   int64_t id;
-  if (!absl::SimpleAtoi(s, &id) || id <= 0) return InvalidArgumentError("");
+  if (s.empty() || s.size() > 18 || s[0] == '0' ||
+      !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+      !absl::SimpleAtoi(s, &id)) {
+    return InvalidArgumentError("");
+  }
   return id;
 }
 
@@ -180,6 +186,17 @@ const search::MetricConfig& PrimaryMetric(const search::ProblemStatement& p) {
   return p.metrics.front();
 }
 
+// A final measurement must carry every metric of the study.
+absl::Status RequireMetrics(const search::ProblemStatement& problem, const v1::Measurement& m,
+                            absl::string_view path) {
+  for (const search::MetricConfig& metric : problem.metrics) {
+    if (!m.metrics().contains(metric.name)) {
+      return InvalidArgumentError(StrCat(path, ".metrics: missing metric \"", metric.name, "\""));
+    }
+  }
+  return absl::OkStatus();
+}
+
 const char* TrialStateName(v1::Trial::State s) {
   return v1::Trial::State_Name(s).c_str();
 }
@@ -195,7 +212,10 @@ absl::StatusOr<std::unique_ptr<StudyCore>> StudyCore::Create(Store* store, Clock
 absl::Status StudyCore::Load() {
   absl::StatusOr<std::vector<StoredStudy>> stored = store_->LoadAll();
   if (!stored.ok()) return stored.status();
+  absl::StatusOr<int64_t> next_id = store_->NextStudyId();
+  if (!next_id.ok()) return next_id.status();
   absl::MutexLock lock(&mu_);
+  next_study_id_ = *next_id;
   for (StoredStudy& s : *stored) {
     auto state = std::make_shared<StudyState>(s.id);
     absl::MutexLock study_lock(&state->mu);
@@ -503,6 +523,9 @@ absl::StatusOr<v1::Trial> StudyCore::CreateTrial(const v1::CreateTrialRequest& r
   const bool completed = fm.metrics_size() > 0;
   if (completed) {
     if (absl::Status st = ValidateMeasurement(fm, "trial.final_measurement"); !st.ok()) return st;
+    if (absl::Status st = RequireMetrics(s.problem, fm, "trial.final_measurement"); !st.ok()) {
+      return st;
+    }
   }
   const int64_t max_trials = s.study.spec().max_trials();
   if (max_trials > 0 && static_cast<int64_t>(s.trials.size()) >= max_trials) {
@@ -626,11 +649,8 @@ absl::StatusOr<v1::Trial> StudyCore::CompleteTrial(const v1::CompleteTrialReques
       return InvalidArgumentError(
           "final_measurement.metrics: empty, and the trial has no measurement to use instead");
     }
-    for (const search::MetricConfig& m : state->problem.metrics) {
-      if (!fm.metrics().contains(m.name)) {
-        return InvalidArgumentError(
-            StrCat("final_measurement.metrics: missing metric \"", m.name, "\""));
-      }
+    if (absl::Status st = RequireMetrics(state->problem, fm, "final_measurement"); !st.ok()) {
+      return st;
     }
     n.set_state(v1::Trial::SUCCEEDED);
     *n.mutable_final_measurement() = std::move(fm);

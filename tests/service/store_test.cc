@@ -1,0 +1,306 @@
+// Tests of service/store.h on real SQLite files in a temp dir.
+#include "service/store.h"
+
+#include <sqlite3.h>
+
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "evoscale/v1/study.pb.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "tests/service/test_support.h"
+
+namespace evoscale::service {
+namespace {
+
+using ::absl::StatusCode;
+using ::evoscale::service::testing::ScopedTempDir;
+using ::evoscale::service::testing::StatusIs;
+using ::google::protobuf::util::MessageDifferencer;
+using ::testing::AllOf;
+using ::testing::Eq;
+using ::testing::HasSubstr;
+
+template <typename M>
+M ParseText(const std::string& text) {
+  M m;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &m)) << text;
+  return m;
+}
+
+v1::Study DemoStudy() {
+  return ParseText<v1::Study>(R"pb(
+    display_name: "demo"
+    state: ACTIVE
+    spec {
+      metrics { name: "loss" goal: MINIMIZE }
+      parameters {
+        name: "x"
+        double_spec { min: 0 max: 1 }
+      }
+      max_trials: 10
+    }
+    create_time { seconds: 1700000000 }
+  )pb");
+}
+
+v1::Trial DemoTrial(int64_t id, v1::Trial::State state) {
+  v1::Trial t = ParseText<v1::Trial>(R"pb(
+    parameters { name: "x" double_value: 0.25 }
+    client_id: "worker-1"
+  )pb");
+  t.set_id(id);
+  t.set_state(state);
+  if (state == v1::Trial::SUCCEEDED)
+    (*t.mutable_final_measurement()->mutable_metrics())["loss"] = 0.5;
+  return t;
+}
+
+// Runs one statement on its own connection (as another process would).
+void ExecSql(const std::string& path, const char* sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK) << path;
+  char* err = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(db);
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Store> OpenStore() {
+    absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(path_, Durability::kProcessCrash);
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? *std::move(store) : nullptr;
+  }
+
+  std::vector<StoredStudy> LoadAll(Store& store) {
+    absl::StatusOr<std::vector<StoredStudy>> all = store.LoadAll();
+    EXPECT_TRUE(all.ok()) << all.status();
+    return all.ok() ? *std::move(all) : std::vector<StoredStudy>{};
+  }
+
+  ScopedTempDir dir_;
+  const std::string path_ = dir_.File("store.db");
+};
+
+TEST_F(StoreTest, OpenCreatesTheLatestSchema) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->schema_version(), 2);
+  EXPECT_EQ(Store::kSchemaVersion, 2);
+  EXPECT_TRUE(LoadAll(*store).empty());
+}
+
+TEST_F(StoreTest, OpensAVersion1DatabaseAndMigratesItKeepingItsStudies) {
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db,
+                           "CREATE TABLE studies(id INTEGER PRIMARY KEY, display_name TEXT NOT "
+                           "NULL, state INTEGER NOT NULL, body BLOB NOT NULL);"
+                           "CREATE TABLE trials(study_id INTEGER NOT NULL REFERENCES studies(id) "
+                           "ON DELETE CASCADE, id INTEGER NOT NULL, state INTEGER NOT NULL, "
+                           "client_id TEXT NOT NULL, completion_seq INTEGER NOT NULL, body BLOB "
+                           "NOT NULL, PRIMARY KEY(study_id, id)) WITHOUT ROWID;"
+                           "INSERT INTO studies VALUES(5, 'old', 1, x'');"
+                           "PRAGMA user_version=1;",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->schema_version(), 2);
+  std::vector<StoredStudy> all = LoadAll(*store);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].study.name(), "studies/5");
+  absl::StatusOr<int64_t> next = store->NextStudyId();
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(*next, 6);
+}
+
+TEST_F(StoreTest, ReopenKeepsSchemaVersion) {
+  OpenStore().reset();
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->schema_version(), 2);
+}
+
+TEST_F(StoreTest, WrittenBatchLoadsBackWithNamesFilledIn) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  WriteBatch batch;
+  batch.PutStudy(7, DemoStudy());
+  batch.PutTrial(7, DemoTrial(1, v1::Trial::ACTIVE), 0);
+  batch.PutTrial(7, DemoTrial(2, v1::Trial::SUCCEEDED), 1);
+  ASSERT_TRUE(store->Write(batch).ok());
+
+  std::vector<StoredStudy> all = LoadAll(*store);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].id, 7);
+  v1::Study want_study = DemoStudy();
+  want_study.set_name("studies/7");
+  EXPECT_TRUE(MessageDifferencer::Equals(all[0].study, want_study)) << all[0].study.DebugString();
+  ASSERT_EQ(all[0].trials.size(), 2u);
+  v1::Trial want1 = DemoTrial(1, v1::Trial::ACTIVE);
+  want1.set_name("studies/7/trials/1");
+  v1::Trial want2 = DemoTrial(2, v1::Trial::SUCCEEDED);
+  want2.set_name("studies/7/trials/2");
+  EXPECT_TRUE(MessageDifferencer::Equals(all[0].trials[0].trial, want1));
+  EXPECT_TRUE(MessageDifferencer::Equals(all[0].trials[1].trial, want2));
+  EXPECT_EQ(all[0].trials[0].completion_seq, 0);
+  EXPECT_EQ(all[0].trials[1].completion_seq, 1);
+}
+
+TEST_F(StoreTest, WrittenBatchSurvivesReopen) {
+  {
+    std::unique_ptr<Store> store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    WriteBatch batch;
+    batch.PutStudy(1, DemoStudy());
+    batch.PutTrial(1, DemoTrial(1, v1::Trial::SUCCEEDED), 1);
+    ASSERT_TRUE(store->Write(batch).ok());
+  }
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  std::vector<StoredStudy> all = LoadAll(*store);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].study.display_name(), "demo");
+  ASSERT_EQ(all[0].trials.size(), 1u);
+  EXPECT_EQ(all[0].trials[0].trial.state(), v1::Trial::SUCCEEDED);
+  EXPECT_EQ(all[0].trials[0].completion_seq, 1);
+}
+
+TEST_F(StoreTest, PutOverwritesStudyAndTrial) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  WriteBatch first;
+  first.PutStudy(1, DemoStudy());
+  first.PutTrial(1, DemoTrial(1, v1::Trial::ACTIVE), 0);
+  ASSERT_TRUE(store->Write(first).ok());
+  WriteBatch second;
+  v1::Study renamed = DemoStudy();
+  renamed.set_display_name("renamed");
+  renamed.set_state(v1::Study::COMPLETED);
+  second.PutStudy(1, renamed);
+  second.PutTrial(1, DemoTrial(1, v1::Trial::SUCCEEDED), 1);
+  ASSERT_TRUE(store->Write(second).ok());
+
+  std::vector<StoredStudy> all = LoadAll(*store);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].study.display_name(), "renamed");
+  EXPECT_EQ(all[0].study.state(), v1::Study::COMPLETED);
+  ASSERT_EQ(all[0].trials.size(), 1u);
+  EXPECT_EQ(all[0].trials[0].trial.state(), v1::Trial::SUCCEEDED);
+  EXPECT_EQ(all[0].trials[0].completion_seq, 1);
+}
+
+TEST_F(StoreTest, DeleteStudyRemovesItsTrials) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  WriteBatch batch;
+  batch.PutStudy(1, DemoStudy());
+  batch.PutTrial(1, DemoTrial(1, v1::Trial::ACTIVE), 0);
+  batch.PutStudy(2, DemoStudy());
+  batch.PutTrial(2, DemoTrial(1, v1::Trial::ACTIVE), 0);
+  ASSERT_TRUE(store->Write(batch).ok());
+  WriteBatch del;
+  del.DeleteStudy(1);
+  ASSERT_TRUE(store->Write(del).ok());
+
+  std::vector<StoredStudy> all = LoadAll(*store);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].id, 2);
+  EXPECT_EQ(all[0].trials.size(), 1u);
+}
+
+TEST_F(StoreTest, FailingBatchWritesNothing) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  WriteBatch good;
+  good.PutStudy(1, DemoStudy());
+  good.PutTrial(1, DemoTrial(1, v1::Trial::ACTIVE), 0);
+  ASSERT_TRUE(store->Write(good).ok());
+
+  // Earlier ops of the batch are valid on their own; the last one breaks the foreign key.
+  WriteBatch bad;
+  bad.PutStudy(2, DemoStudy());
+  bad.PutTrial(1, DemoTrial(1, v1::Trial::SUCCEEDED), 1);
+  bad.PutTrial(1, DemoTrial(2, v1::Trial::ACTIVE), 0);
+  bad.PutTrial(99, DemoTrial(1, v1::Trial::ACTIVE), 0);
+  EXPECT_THAT(store->Write(bad), StatusIs(StatusCode::kInternal,
+                                          Eq("sqlite: put trial: FOREIGN KEY constraint failed")));
+
+  std::vector<StoredStudy> all = LoadAll(*store);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].id, 1);
+  ASSERT_EQ(all[0].trials.size(), 1u);
+  EXPECT_EQ(all[0].trials[0].trial.state(), v1::Trial::ACTIVE);
+  EXPECT_EQ(all[0].trials[0].completion_seq, 0);
+
+  // The transaction was rolled back: the store takes the next batch.
+  WriteBatch next;
+  next.PutStudy(2, DemoStudy());
+  EXPECT_TRUE(store->Write(next).ok());
+  EXPECT_EQ(LoadAll(*store).size(), 2u);
+}
+
+TEST_F(StoreTest, EmptyBatchIsOk) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_TRUE(store->Write(WriteBatch()).ok());
+}
+
+TEST_F(StoreTest, UnreadableTrialRecordIsDataLoss) {
+  {
+    std::unique_ptr<Store> store = OpenStore();
+    ASSERT_NE(store, nullptr);
+    WriteBatch batch;
+    batch.PutStudy(3, DemoStudy());
+    batch.PutTrial(3, DemoTrial(1, v1::Trial::ACTIVE), 0);
+    ASSERT_TRUE(store->Write(batch).ok());
+  }
+  ExecSql(path_, "UPDATE trials SET body = x'ffffffff'");
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  EXPECT_THAT(store->LoadAll().status(),
+              StatusIs(StatusCode::kDataLoss, Eq("study 3 trial 1: unreadable record")));
+}
+
+TEST_F(StoreTest, GarbageFileIsDataLossNamingThePath) {
+  {
+    std::ofstream out(path_, std::ios::binary);
+    out << std::string(8192, '\xab');
+  }
+  EXPECT_THAT(Store::Open(path_, Durability::kProcessCrash).status(),
+              StatusIs(StatusCode::kDataLoss, AllOf(HasSubstr("database \"" + path_ + "\""),
+                                                    HasSubstr("file is not a database"))));
+}
+
+TEST_F(StoreTest, NewerSchemaIsFailedPrecondition) {
+  ExecSql(path_, "PRAGMA user_version=99");
+  EXPECT_THAT(
+      Store::Open(path_, Durability::kPowerLoss).status(),
+      StatusIs(StatusCode::kFailedPrecondition,
+               Eq(absl::StrCat("database \"", path_, "\": schema version 99 is newer than this "
+                               "binary's ", Store::kSchemaVersion))));
+}
+
+TEST_F(StoreTest, MissingDirectoryIsFailedPreconditionNamingThePath) {
+  const std::string path = dir_.File("no/such/dir/store.db");
+  EXPECT_THAT(
+      Store::Open(path, Durability::kProcessCrash).status(),
+      StatusIs(StatusCode::kFailedPrecondition,
+               AllOf(HasSubstr("\"" + path + "\""), HasSubstr("unable to open database file"))));
+}
+
+}  // namespace
+}  // namespace evoscale::service
