@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "search/internal/evolutionary_designers.h"
 #include "search/internal/random_designers.h"
 #include "search/types.h"
 
@@ -52,13 +53,20 @@ constexpr SettingSpec kMutationRate{
 constexpr SettingSpec kCrossoverRate{
     "crossover_rate", "must be a number in [0, 1]",
     [](absl::string_view v) { return NumberIn(v, 0, /*lo_open=*/false, 1); }};
+constexpr SettingSpec kLocalSearchRate{
+    "local_search_rate", "must be a number in [0, 1]",
+    [](absl::string_view v) { return NumberIn(v, 0, /*lo_open=*/false, 1); }};
+constexpr SettingSpec kInitialStep{
+    "initial_step", "must be a number in (0, 1]",
+    [](absl::string_view v) { return NumberIn(v, 0, /*lo_open=*/true, 1); }};
 constexpr SettingSpec kGridPoints{"grid_points", "must be an integer in [2, 1000]",
                                   [](absl::string_view v) { return IntegerIn(v, 2, 1000); }};
 
 std::vector<SettingSpec> KnownSettings(Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::kGenetic:
-      return {kPopulationSize, kMutationRate, kCrossoverRate, kTournamentSize};
+      return {kPopulationSize, kMutationRate,    kCrossoverRate,
+              kTournamentSize, kLocalSearchRate, kInitialStep};
     case Algorithm::kRegularizedEvolution:
       return {kPopulationSize, kTournamentSize, kMutationRate};
     case Algorithm::kNsga2:
@@ -134,12 +142,11 @@ absl::StatusOr<std::unique_ptr<Designer>> CreateDesigner(const ProblemStatement&
       return internal::NewGridDesigner(problem.space, grid_points);
     }
     case Algorithm::kGenetic:
+      return internal::NewGeneticDesigner(problem);
     case Algorithm::kRegularizedEvolution:
+      return internal::NewRegularizedEvolutionDesigner(problem);
     case Algorithm::kNsga2:
-      // Placeholder until the GA issue lands: the evolutionary algorithms (GENETIC is the
-      // default) explore with QUASI_RANDOM so that studies work today. Their settings are
-      // already validated above. The GA issue replaces these three cases.
-      return internal::NewQuasiRandomDesigner(problem.space, problem.seed);
+      return internal::NewNsga2Designer(problem);
   }
   return absl::UnimplementedError(
       absl::StrCat("algorithm ", static_cast<int>(problem.algorithm), " has no designer"));

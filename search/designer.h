@@ -41,8 +41,8 @@ absl::Status ValidateAlgorithmSettings(Algorithm algorithm,
                                        const std::map<std::string, std::string>& settings);
 
 // Makes the designer for `problem.algorithm`. The problem must be valid (service/ validates
-// it). GENETIC, REGULARIZED_EVOLUTION and NSGA2 are served by QUASI_RANDOM until the
-// genetic-algorithm issue lands.
+// it). GENETIC, REGULARIZED_EVOLUTION and NSGA2 keep state rebuilt from the completed trials
+// (search/internal/evolution.h); RANDOM, QUASI_RANDOM and GRID are stateless.
 absl::StatusOr<std::unique_ptr<Designer>> CreateDesigner(const ProblemStatement& problem);
 
 }  // namespace evoscale::search

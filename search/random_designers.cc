@@ -78,45 +78,18 @@ class RandomDesigner final : public SequenceDesigner {
 class QuasiRandomDesigner final : public SequenceDesigner {
  public:
   QuasiRandomDesigner(const SearchSpace& space, uint64_t seed)
-      : SequenceDesigner(space), bases_(FirstPrimes(static_cast<int>(flat_.size()))) {
-    // A stream no trial index reaches, so these draws are independent of RANDOM's.
-    SplitMix64 rng(StreamSeed(seed, std::numeric_limits<uint64_t>::max()));
-    digit_maps_.reserve(bases_.size());
-    shifts_.reserve(bases_.size());
-    for (int base : bases_) {
-      // A random permutation of the non-zero digits (0 stays 0 so that the implicit
-      // trailing zeros of every index stay zero). It breaks the strong correlation between
-      // the leading points of neighbouring high-prime dimensions.
-      std::vector<int> digit_map(base);
-      for (int d = 0; d < base; ++d) digit_map[d] = d;
-      for (int d = base - 1; d > 1; --d) {
-        const auto other = 1 + static_cast<int>(rng.NextBelow(static_cast<uint64_t>(d)));
-        std::swap(digit_map[d], digit_map[other]);
-      }
-      digit_maps_.push_back(std::move(digit_map));
-      shifts_.push_back(rng.NextUnit());
-    }
-  }
+      : SequenceDesigner(space), halton_(static_cast<int>(flat_.size()), seed) {}
 
  private:
-  // The first points of a Halton sequence are the most regular; skip them.
-  static constexpr uint64_t kSkippedPoints = 16;
-
   std::optional<ParameterDict> PointAt(uint64_t index) const override {
+    const std::vector<double> unit = halton_.Point(index);
     std::vector<ParameterValue> values;
     values.reserve(flat_.size());
-    for (size_t d = 0; d < flat_.size(); ++d) {
-      const double x =
-          ScrambledRadicalInverse(index + kSkippedPoints, bases_[d], digit_maps_[d]) + shifts_[d];
-      values.push_back(ValueAtUnit(flat_[d].config, x - std::floor(x)));
-    }
+    for (size_t d = 0; d < flat_.size(); ++d) values.push_back(ValueAtUnit(flat_[d].config, unit[d]));
     return AssembleActive(flat_, values);
   }
 
-  // Constant after construction; one entry per coordinate.
-  const std::vector<int> bases_;              // the first primes
-  std::vector<std::vector<int>> digit_maps_;  // digit scrambling, map[0] == 0
-  std::vector<double> shifts_;                // Cranley-Patterson rotation in [0, 1)
+  const HaltonSequence halton_;  // constant after construction
 };
 
 class GridDesigner final : public SequenceDesigner {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -198,6 +199,37 @@ double ScrambledRadicalInverse(uint64_t index, int base, absl::Span<const int> d
     factor *= inv_base;
   }
   return std::min(result, std::nextafter(1.0, 0.0));
+}
+
+HaltonSequence::HaltonSequence(int dims, uint64_t seed) : bases_(FirstPrimes(dims)) {
+  // A stream no trial index reaches, so these draws are independent of RANDOM's.
+  SplitMix64 rng(StreamSeed(seed, std::numeric_limits<uint64_t>::max()));
+  digit_maps_.reserve(bases_.size());
+  shifts_.reserve(bases_.size());
+  for (int base : bases_) {
+    // A random permutation of the non-zero digits (0 stays 0 so that the implicit trailing
+    // zeros of every index stay zero). It breaks the strong correlation between the leading
+    // points of neighbouring high-prime dimensions.
+    std::vector<int> digit_map(base);
+    for (int d = 0; d < base; ++d) digit_map[d] = d;
+    for (int d = base - 1; d > 1; --d) {
+      const auto other = 1 + static_cast<int>(rng.NextBelow(static_cast<uint64_t>(d)));
+      std::swap(digit_map[d], digit_map[other]);
+    }
+    digit_maps_.push_back(std::move(digit_map));
+    shifts_.push_back(rng.NextUnit());
+  }
+}
+
+std::vector<double> HaltonSequence::Point(uint64_t index) const {
+  std::vector<double> point;
+  point.reserve(bases_.size());
+  for (size_t d = 0; d < bases_.size(); ++d) {
+    const double x =
+        ScrambledRadicalInverse(index + kSkippedPoints, bases_[d], digit_maps_[d]) + shifts_[d];
+    point.push_back(x - std::floor(x));
+  }
+  return point;
 }
 
 }  // namespace evoscale::search::internal

@@ -77,6 +77,28 @@ std::vector<int> FirstPrimes(int n);
 // (digit_map has `base` entries and digit_map[0] == 0, so trailing zeros stay zero).
 double ScrambledRadicalInverse(uint64_t index, int base, absl::Span<const int> digit_map);
 
+// A scrambled Halton sequence in [0, 1)^dims: per-dimension digit permutations and a
+// Cranley-Patterson shift, both derived from `seed`. Point(i) is a pure function of
+// (dims, seed, i). The leading points of a Halton sequence are the most regular, so point 0
+// is the sequence's point kSkippedPoints. Cheap to copy; O(sum of the first `dims` primes)
+// memory. Thread-compatible.
+class HaltonSequence {
+ public:
+  static constexpr uint64_t kSkippedPoints = 16;
+
+  HaltonSequence(int dims, uint64_t seed);
+
+  int dims() const { return static_cast<int>(bases_.size()); }
+  // Point `index`, one coordinate in [0, 1) per dimension.
+  std::vector<double> Point(uint64_t index) const;
+
+ private:
+  // Constant after construction; one entry per dimension.
+  std::vector<int> bases_;                    // the first primes
+  std::vector<std::vector<int>> digit_maps_;  // digit scrambling, map[0] == 0
+  std::vector<double> shifts_;                // Cranley-Patterson rotation in [0, 1)
+};
+
 }  // namespace evoscale::search::internal
 
 #endif  // EVOSCALE_SEARCH_INTERNAL_SAMPLING_H_

@@ -247,23 +247,6 @@ TEST_P(EveryDesignerTest, SameSeedAndTrialIndexGiveSameSuggestions) {
   EXPECT_EQ(third[0], first[2]);
 }
 
-TEST_P(EveryDesignerTest, UpdateDoesNotChangeSuggestions) {
-  const ProblemStatement problem = Problem(GetParam(), MixedSpace(), /*seed=*/7);
-  absl::StatusOr<std::unique_ptr<Designer>> designer = CreateDesigner(problem);
-  ASSERT_TRUE(designer.ok()) << designer.status();
-  absl::StatusOr<std::vector<ParameterDict>> before = (*designer)->Suggest(3, 4);
-  ASSERT_TRUE(before.ok()) << before.status();
-  Trial done;
-  done.id = 1;
-  done.parameters = (*before)[0];
-  done.status = TrialStatus::kSucceeded;
-  done.final_measurement.metrics["auc"] = 0.7;
-  (*designer)->Update({done}, {});
-  absl::StatusOr<std::vector<ParameterDict>> after = (*designer)->Suggest(3, 4);
-  ASSERT_TRUE(after.ok()) << after.status();
-  EXPECT_EQ(*before, *after);
-}
-
 TEST_P(EveryDesignerTest, NegativeCountIsInvalidArgument) {
   absl::StatusOr<std::unique_ptr<Designer>> designer =
       CreateDesigner(Problem(GetParam(), MixedSpace()));
@@ -309,6 +292,32 @@ INSTANTIATE_TEST_SUITE_P(AllAlgorithms, EveryDesignerTest,
                          ::testing::Values(Algorithm::kRandom, Algorithm::kQuasiRandom,
                                            Algorithm::kGrid, Algorithm::kGenetic,
                                            Algorithm::kRegularizedEvolution, Algorithm::kNsga2),
+                         AlgorithmTestName);
+
+// The stateless designers ignore history; the evolutionary ones are tested in their own
+// files.
+class StatelessDesignerTest : public ::testing::TestWithParam<Algorithm> {};
+
+TEST_P(StatelessDesignerTest, UpdateDoesNotChangeSuggestions) {
+  const ProblemStatement problem = Problem(GetParam(), MixedSpace(), /*seed=*/7);
+  absl::StatusOr<std::unique_ptr<Designer>> designer = CreateDesigner(problem);
+  ASSERT_TRUE(designer.ok()) << designer.status();
+  absl::StatusOr<std::vector<ParameterDict>> before = (*designer)->Suggest(3, 4);
+  ASSERT_TRUE(before.ok()) << before.status();
+  Trial done;
+  done.id = 1;
+  done.parameters = (*before)[0];
+  done.status = TrialStatus::kSucceeded;
+  done.final_measurement.metrics["auc"] = 0.7;
+  (*designer)->Update({done}, {});
+  absl::StatusOr<std::vector<ParameterDict>> after = (*designer)->Suggest(3, 4);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(*before, *after);
+}
+
+INSTANTIATE_TEST_SUITE_P(RandomQuasiRandomAndGrid, StatelessDesignerTest,
+                         ::testing::Values(Algorithm::kRandom, Algorithm::kQuasiRandom,
+                                           Algorithm::kGrid),
                          AlgorithmTestName);
 
 // --- Random and quasi-random sampling ----------------------------------------------------
@@ -525,7 +534,8 @@ TEST(ValidateAlgorithmSettingsTest, UnknownKeyNamesTheKnownOnes) {
                 R"(known: population_size, mutation_rate, crossover_rate)");
   ExpectInvalid(Algorithm::kGenetic, {{"populationsize", "30"}},
                 R"(settings["populationsize"]: unknown setting for GENETIC; )"
-                R"(known: population_size, mutation_rate, crossover_rate, tournament_size)");
+                R"(known: population_size, mutation_rate, crossover_rate, tournament_size, )"
+                R"(local_search_rate, initial_step)");
 }
 
 TEST(ValidateAlgorithmSettingsTest, BadValuesNameTheKeyTheRuleAndTheValue) {

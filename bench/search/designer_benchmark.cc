@@ -1,0 +1,98 @@
+// Cost of one suggestion as a study grows: a 10-D study (the same box as
+// ../shared/bench/hpo/optuna_latency.py) is fed N completed trials, then each iteration
+// asks one suggestion and tells its result (Update + Suggest, what the service does per
+// SuggestTrials with one new completion). Compare with optuna_latency.py's ms per ask+tell.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "benchmark/benchmark.h"
+#include "search/designer.h"
+#include "search/internal/sampling.h"
+#include "search/types.h"
+
+namespace evoscale::search {
+namespace {
+
+constexpr int kDims = 10;
+
+ProblemStatement Problem(Algorithm algorithm) {
+  ProblemStatement problem;
+  for (int i = 0; i < kDims; ++i) {
+    problem.space.parameters.push_back({.name = absl::StrCat("x", i),
+                                        .type = ParameterType::kDouble,
+                                        .min = -5.0,
+                                        .max = 5.0});
+  }
+  problem.metrics = {{.name = "f", .goal = Goal::kMinimize}};
+  problem.algorithm = algorithm;
+  problem.seed = 0;
+  return problem;
+}
+
+Trial Completed(int64_t id, ParameterDict parameters) {
+  Trial t;
+  t.id = id;
+  double f = 0;
+  for (const auto& [name, value] : parameters) f += std::get<double>(value) * std::get<double>(value);
+  t.parameters = std::move(parameters);
+  t.status = TrialStatus::kSucceeded;
+  t.final_measurement.metrics["f"] = f;
+  return t;
+}
+
+void BM_AskTell(benchmark::State& state, Algorithm algorithm) {
+  const int64_t completed = state.range(0);
+  std::unique_ptr<Designer> designer = *CreateDesigner(Problem(algorithm));
+  // History: uniform random points, fed in one Update as after a restart.
+  std::vector<Trial> history;
+  internal::SplitMix64 rng(1);
+  for (int64_t id = 1; id <= completed; ++id) {
+    ParameterDict p;
+    for (int i = 0; i < kDims; ++i) p[absl::StrCat("x", i)] = -5.0 + 10.0 * rng.NextUnit();
+    history.push_back(Completed(id, std::move(p)));
+  }
+  designer->Update(history, {});
+  int64_t next = completed;
+  std::vector<Trial> told;
+  for (auto _ : state) {
+    designer->Update(told, {});
+    std::vector<ParameterDict> asked = *designer->Suggest(1, next);
+    told.assign(1, Completed(++next, std::move(asked[0])));
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_RebuildFromHistory(benchmark::State& state, Algorithm algorithm) {
+  const int64_t completed = state.range(0);
+  std::vector<Trial> history;
+  internal::SplitMix64 rng(1);
+  for (int64_t id = 1; id <= completed; ++id) {
+    ParameterDict p;
+    for (int i = 0; i < kDims; ++i) p[absl::StrCat("x", i)] = -5.0 + 10.0 * rng.NextUnit();
+    history.push_back(Completed(id, std::move(p)));
+  }
+  for (auto _ : state) {
+    std::unique_ptr<Designer> designer = *CreateDesigner(Problem(algorithm));
+    designer->Update(history, {});
+    benchmark::DoNotOptimize(designer->Suggest(1, completed));
+  }
+}
+
+BENCHMARK_CAPTURE(BM_AskTell, genetic, Algorithm::kGenetic)->Arg(100)->Arg(1000)->Arg(10000);
+BENCHMARK_CAPTURE(BM_AskTell, regularized_evolution, Algorithm::kRegularizedEvolution)
+    ->Arg(10000);
+BENCHMARK_CAPTURE(BM_AskTell, nsga2, Algorithm::kNsga2)->Arg(10000);
+BENCHMARK_CAPTURE(BM_AskTell, random, Algorithm::kRandom)->Arg(10000);
+BENCHMARK_CAPTURE(BM_RebuildFromHistory, genetic, Algorithm::kGenetic)
+    ->Arg(10000)
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace evoscale::search
+
+BENCHMARK_MAIN();

@@ -1,0 +1,251 @@
+// GENETIC: an asynchronous steady-state genetic algorithm with a memetic CMA-ES step.
+//
+// - The first population_size trials are quasi-random (the QUASI_RANDOM designer's Halton
+//   points for the same seed).
+// - Every completed trial competes for a place in the population at once (no generation
+//   barrier): it replaces the worst member when it is better (elitism: the best never
+//   leaves). Failed, infeasible and unrankable trials are worst and never breed.
+// - An offspring is, with probability local_search_rate, a draw from a CMA-ES model of the
+//   region around the elite (the memetic step; categorical genes come from a tournament
+//   winner), and otherwise a GA child: two tournament parents, SBX / uniform crossover with
+//   probability crossover_rate, then per-gene mutation whose Gaussian step follows the 1/5
+//   success rule (a success is a trial that enters the population).
+// - Diversity: pending trials and this call's suggestions repel new candidates (spread
+//   radius tied to the model's step size), duplicates of tried or pending points are
+//   redrawn, and on stagnation (the model's step collapses or the best stops improving) the
+//   model restarts around another member of the elite with its initial step.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "Eigen/Dense"
+#include "search/designer.h"
+#include "search/internal/cma.h"
+#include "search/internal/evolution.h"
+#include "search/internal/evolutionary_designers.h"
+#include "search/internal/fitness.h"
+#include "search/internal/genome.h"
+#include "search/internal/sampling.h"
+#include "search/types.h"
+
+namespace evoscale::search::internal {
+namespace {
+
+struct GeneticOptions {
+  int population_size = 0;
+  double mutation_rate = 0;
+  double crossover_rate = 0;
+  int tournament_size = 0;
+  double local_search_rate = 0;
+  double initial_step = 0;
+};
+
+GeneticOptions ReadOptions(const ProblemStatement& problem, size_t genes) {
+  const auto& s = problem.settings;
+  const double n = std::max<double>(1, static_cast<double>(genes));
+  GeneticOptions o;
+  // Small enough to start breeding early in a study of a few hundred trials, large enough to
+  // cover the space once.
+  o.population_size = static_cast<int>(SettingOr(s, "population_size", std::clamp(2 * n, 10.0, 40.0)));
+  o.mutation_rate = SettingOr(s, "mutation_rate", 1 / n);
+  o.crossover_rate = SettingOr(s, "crossover_rate", 0.9);
+  o.tournament_size = static_cast<int>(SettingOr(s, "tournament_size", 2));
+  o.local_search_rate = SettingOr(s, "local_search_rate", 0.5);
+  o.initial_step = SettingOr(s, "initial_step", 0.08);
+  return o;
+}
+
+// A restart stream no trial index reaches.
+constexpr uint64_t kRestartStream = std::numeric_limits<uint64_t>::max() - 1;
+// SBX distribution index. This large, each child gene stays very close to one parent's (in
+// effect uniform crossover with a slight blend), which keeps good coordinates of separable
+// problems intact; tuned on the peer functions (bench/search).
+constexpr double kSbxEta = 1000;
+// Share of numeric mutations that redraw the gene uniformly (escapes from a basin).
+constexpr double kUniformShare = 0.2;
+// Bounds of the GA's mutation step (genome space).
+constexpr double kMinMutationStep = 0.01;
+constexpr double kMaxMutationStep = 0.2;
+// Pending points repel candidates within this share of the model's typical sample distance.
+constexpr double kSpread = 0.3;
+
+class GeneticDesigner final : public EvolutionaryDesigner {
+ public:
+  GeneticDesigner(const ProblemStatement& problem, const GeneticOptions& options)
+      : EvolutionaryDesigner(problem, /*single_objective=*/true, options.population_size),
+        options_(options),
+        seed_(problem.seed) {
+    for (size_t g = 0; g < codec().size(); ++g) {
+      if (!codec().fixed(g) && codec().kind(g) != GeneKind::kCategorical) {
+        numeric_genes_.push_back(g);
+      }
+    }
+    if (!numeric_genes_.empty()) cma_.emplace(static_cast<int>(numeric_genes_.size()));
+    mutation_scale_ = std::clamp(options_.initial_step, kMinMutationStep, kMaxMutationStep);
+    stagnation_limit_ = cma_.has_value() ? std::max(40, 6 * cma_->lambda()) : 0;
+  }
+
+ private:
+  struct Member {
+    Genome genome;
+    Fitness fitness;
+    int64_t order = 0;  // completion order, for stable tie-breaking
+  };
+
+  bool Ready() const override { return population_.size() >= 2; }
+
+  double SpreadRadius() const override {
+    if (!cma_.has_value() || !cma_->initialized()) return 0;
+    return kSpread * cma_->TypicalStdDev() * std::sqrt(static_cast<double>(numeric_genes_.size()));
+  }
+
+  void Observe(const Genome& genome, const Fitness& fitness) override {
+    const bool full = static_cast<int>(population_.size()) >= options_.population_size;
+    // The 1/5 success rule on the GA's mutation step: a success is a trial better than the
+    // population's median member (beating the worst is too easy early on).
+    if (full) {
+      int worse_members = 0;
+      for (const Member& m : population_) worse_members += Better(fitness, m.fitness);
+      const bool success = 2 * worse_members > static_cast<int>(population_.size());
+      mutation_scale_ *= std::exp(success ? 0.8 / 3 : -0.2 / 3);
+      mutation_scale_ = std::clamp(mutation_scale_, kMinMutationStep, kMaxMutationStep);
+    }
+    if (!full) {
+      population_.push_back({genome, fitness, observed()});
+    } else {
+      size_t worst = 0;
+      for (size_t i = 1; i < population_.size(); ++i) {
+        if (Ranks(population_[i], population_[worst])) worst = i;
+      }
+      if (Better(fitness, population_[worst].fitness)) {
+        population_[worst] = {genome, fitness, observed()};
+      }
+    }
+    if (!fitness.failed && (best_.failed || Better(fitness, best_))) {
+      best_ = fitness;
+      since_improvement_ = 0;
+    } else {
+      ++since_improvement_;
+    }
+    if (!cma_.has_value()) return;
+    if (!cma_->initialized()) {
+      if (observed() >= options_.population_size) RestartModel(/*around_best=*/true);
+      return;
+    }
+    cma_->Tell(Numeric(genome), fitness);
+    if (cma_->MaxStdDev() < 1e-7 || since_improvement_ > stagnation_limit_) {
+      ++restarts_;
+      since_improvement_ = 0;
+      RestartModel(/*around_best=*/false);
+    }
+  }
+
+  Genome Propose(SplitMix64& rng) const override {
+    if (cma_.has_value() && cma_->initialized() && rng.NextUnit() < options_.local_search_rate) {
+      Genome child = Tournament(rng).genome;
+      const Eigen::VectorXd x = cma_->Sample(rng);
+      for (size_t k = 0; k < numeric_genes_.size(); ++k) {
+        child[numeric_genes_[k]] = ReflectIntoUnit(x[static_cast<Eigen::Index>(k)]);
+      }
+      for (size_t g = 0; g < codec().size(); ++g) {
+        if (codec().kind(g) == GeneKind::kCategorical && rng.NextUnit() < options_.mutation_rate) {
+          MutateGene(codec(), g, mutation_scale_, kUniformShare, rng, child);
+        }
+      }
+      return child;
+    }
+    const Member& first = Tournament(rng);
+    Genome child = first.genome;
+    if (rng.NextUnit() < options_.crossover_rate) {
+      child = Crossover(codec(), first.genome, Tournament(rng).genome, kSbxEta, rng);
+    }
+    Mutate(codec(), options_.mutation_rate, mutation_scale_, kUniformShare,
+           /*at_least_one=*/child == first.genome, rng, child);
+    return child;
+  }
+
+  // True when `a` ranks worse than `b` (ties: the older is worse, so the population ages).
+  static bool Ranks(const Member& a, const Member& b) {
+    if (Better(b.fitness, a.fitness)) return true;
+    if (Better(a.fitness, b.fitness)) return false;
+    return a.order < b.order;
+  }
+
+  const Member& Tournament(SplitMix64& rng) const {
+    const Member* winner = &population_[rng.NextBelow(population_.size())];
+    for (int k = 1; k < options_.tournament_size; ++k) {
+      const Member& contender = population_[rng.NextBelow(population_.size())];
+      if (Ranks(*winner, contender)) winner = &contender;
+    }
+    return *winner;
+  }
+
+  Eigen::VectorXd Numeric(const Genome& genome) const {
+    Eigen::VectorXd x(static_cast<Eigen::Index>(numeric_genes_.size()));
+    for (size_t k = 0; k < numeric_genes_.size(); ++k) {
+      x[static_cast<Eigen::Index>(k)] = genome[numeric_genes_[k]];
+    }
+    return x;
+  }
+
+  // Centres the model on the recombined elite (first start) or on a tournament winner from
+  // a stream of its own (restarts), with the initial step.
+  void RestartModel(bool around_best) {
+    const Member* centre = &population_[0];
+    if (around_best) {
+      for (const Member& m : population_) {
+        if (Ranks(*centre, m)) centre = &m;
+      }
+    } else {
+      SplitMix64 rng(StreamSeed(seed_, kRestartStream - static_cast<uint64_t>(restarts_)));
+      centre = &Tournament(rng);
+    }
+    Eigen::VectorXd mean = Numeric(centre->genome);
+    if (around_best) {
+      // The first model starts at the log-weighted recombination of the better half of the
+      // quasi-random population, CMA-ES's own recombination.
+      std::vector<const Member*> ranked;
+      for (const Member& m : population_) ranked.push_back(&m);
+      std::stable_sort(ranked.begin(), ranked.end(),
+                       [](const Member* a, const Member* b) { return Ranks(*b, *a); });
+      const size_t mu = std::max<size_t>(1, ranked.size() / 2);
+      mean.setZero();
+      double weight_sum = 0;
+      for (size_t i = 0; i < mu; ++i) {
+        const double w = std::log(static_cast<double>(mu) + 0.5) - std::log(i + 1.0);
+        mean += w * Numeric(ranked[i]->genome);
+        weight_sum += w;
+      }
+      mean /= weight_sum;
+    }
+    cma_->Reset(mean, options_.initial_step);
+  }
+
+  // Constant after construction.
+  const GeneticOptions options_;
+  const uint64_t seed_;
+  std::vector<size_t> numeric_genes_;  // the model's coordinates: non-fixed numeric genes
+  int64_t stagnation_limit_ = 0;
+
+  // A function of the completed trials in completion order (see evolution.h).
+  std::vector<Member> population_;
+  std::optional<CmaModel> cma_;
+  Fitness best_;
+  int64_t since_improvement_ = 0;
+  double mutation_scale_ = 0;
+  int64_t restarts_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Designer> NewGeneticDesigner(const ProblemStatement& problem) {
+  const GeneticOptions options = ReadOptions(problem, GenomeCodec(problem.space).size());
+  return std::make_unique<GeneticDesigner>(problem, options);
+}
+
+}  // namespace evoscale::search::internal
