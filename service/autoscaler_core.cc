@@ -471,9 +471,17 @@ uint64_t AutoscalerCore::version() {
 
 uint64_t AutoscalerCore::AwaitChange(uint64_t seen, absl::Time deadline) {
   absl::MutexLock lock(&mu_);
-  auto changed = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return version_ > seen; };
+  const uint64_t interrupts = interrupts_;
+  auto changed = [this, seen, interrupts]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return version_ > seen || interrupts_ != interrupts;
+  };
   mu_.AwaitWithDeadline(absl::Condition(&changed), deadline);
   return version_;
+}
+
+void AutoscalerCore::Interrupt() {
+  absl::MutexLock lock(&mu_);
+  ++interrupts_;
 }
 
 absl::StatusOr<int64_t> AutoscalerCore::Compact() {

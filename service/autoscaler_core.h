@@ -57,8 +57,10 @@ class AutoscalerCore {
 
   // A counter that grows whenever any workload takes new samples.
   uint64_t version();
-  // Waits until version() > `seen` or `deadline`; returns the version then.
+  // Waits until version() > `seen`, `deadline`, or Interrupt(); returns the version then.
   uint64_t AwaitChange(uint64_t seen, absl::Time deadline);
+  // Wakes every AwaitChange() now (for shutdown).
+  void Interrupt();
 
   // Folds and drops old samples by the retention policy. Called every few ingests; exposed
   // for tests and maintenance.
@@ -85,6 +87,7 @@ class AutoscalerCore {
   int64_t next_workload_id_ ABSL_GUARDED_BY(mu_) = 1;
   int64_t next_instance_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t interrupts_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t accepted_total_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t ingests_since_compact_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int64_t> rejected_total_ ABSL_GUARDED_BY(mu_);

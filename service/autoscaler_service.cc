@@ -191,6 +191,7 @@ void AutoscalerServiceImpl::Shutdown() {
     if (stopping_) return;
     stopping_ = true;
   }
+  core_->Interrupt();
   if (notifier_.joinable()) notifier_.join();
 }
 
