@@ -483,10 +483,9 @@ absl::StatusOr<v1::SuggestTrialsResponse> StudyCore::SuggestTrials(
       out.push_back(std::move(n));
     }
   }
-  v1::Study next_study = s.study;
-  if (out.empty() && exhausted && next_study.state() == v1::Study::ACTIVE) {
-    next_study.set_state(v1::Study::COMPLETED);
-  }
+  // The budget is spent and nothing is left to hand out: the study is done.
+  const bool completes_study =
+      out.empty() && exhausted && s.study.state() == v1::Study::ACTIVE;
   WriteBatch batch;
   int64_t seq = s.next_completion_seq();
   std::vector<int64_t> failed_seq;
@@ -495,14 +494,18 @@ absl::StatusOr<v1::SuggestTrialsResponse> StudyCore::SuggestTrials(
     batch.PutTrial(s.id, f, seq++);
   }
   for (const v1::Trial& t : out) batch.PutTrial(s.id, t, 0);
-  if (next_study.state() != s.study.state()) batch.PutStudy(s.id, next_study);
+  if (completes_study) {
+    v1::Study completed = s.study;
+    completed.set_state(v1::Study::COMPLETED);
+    batch.PutStudy(s.id, completed);
+  }
   if (absl::Status st = store_->Write(batch); !st.ok()) {
     if (designer_used) s.RebuildDesigner().IgnoreError();
     return st;
   }
   for (size_t i = 0; i < failed.size(); ++i) s.Apply(failed[i], failed_seq[i]);
   for (const v1::Trial& t : out) s.Apply(t, 0);
-  s.study = std::move(next_study);
+  if (completes_study) s.study.set_state(v1::Study::COMPLETED);
   v1::SuggestTrialsResponse resp;
   resp.mutable_trials()->Reserve(static_cast<int>(out.size()));
   for (v1::Trial& t : out) *resp.add_trials() = std::move(t);
