@@ -41,6 +41,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "evoscale/v1/study.grpc.pb.h"
+#include "grpcpp/alarm.h"
 #include "grpcpp/grpcpp.h"
 #include "tests/e2e/evoscaled_process.h"
 
@@ -52,6 +53,11 @@ ABSL_FLAG(std::string, durability, "process",
 ABSL_FLAG(std::string, db_dir, "",
           "directory for the child's database (default: a fresh directory under $TMPDIR)");
 ABSL_FLAG(std::string, clients, "1,16,64", "comma-separated client counts, one round each");
+ABSL_FLAG(double, rate, 0,
+          "pairs per second offered by all clients together, paced (open loop): each client "
+          "starts its pairs on a fixed schedule and latency counts from the scheduled start, so "
+          "a late generator cannot hide queueing; 0 = closed loop as fast as possible. Needs "
+          "the async driver (--client_threads > 0)");
 ABSL_FLAG(double, seconds, 5, "measured seconds per round");
 ABSL_FLAG(double, warmup, 0.5, "unmeasured seconds at the start of each round");
 ABSL_FLAG(int, preload, 10000, "completed trials created before the first round");
@@ -314,35 +320,51 @@ void RunSyncClient(v1::StudyService::Stub* stub, const std::string& study,
 // generator spends less of the shared CPUs on threads and context switches.
 class AsyncDriver {
  public:
-  AsyncDriver(const std::string* study, const Window* w, ClientLog* log) : study_(study), w_(w), log_(log) {}
+  // `rate` > 0: all `total_clients` clients together offer `rate` pairs/s, paced.
+  AsyncDriver(const std::string* study, const Window* w, ClientLog* log, double rate = 0,
+              int total_clients = 1)
+      : study_(study), w_(w), log_(log), rate_(rate), total_clients_(total_clients) {}
 
-  void AddClient(v1::StudyService::Stub* stub, const std::string& client_id) {
+  // `index` is the client's number among all clients (staggers the paced schedules).
+  void AddClient(v1::StudyService::Stub* stub, const std::string& client_id, int index = 0) {
     auto c = std::make_unique<Client>();
     c->stub = stub;
     c->sreq = SuggestRequest(*study_, client_id);
+    c->index = index;
     clients_.push_back(std::move(c));
   }
 
   void Run(const absl::Notification* go) {
     go->WaitForNotification();
     size_t running = 0;
-    for (auto& c : clients_) running += StartSuggest(c.get(), Clock::now()) ? 1 : 0;
+    const Clock::time_point start = Clock::now();
+    for (auto& c : clients_) {
+      if (rate_ > 0) {
+        const Clock::duration interval = Interval();
+        c->next = start + interval * c->index / total_clients_;
+        running += Schedule(c.get()) ? 1 : 0;
+      } else {
+        running += StartSuggest(c.get(), start) ? 1 : 0;
+      }
+    }
     void* tag = nullptr;
     bool ok = false;
     while (running > 0 && cq_.Next(&tag, &ok)) {
       Client* c = static_cast<Client*>(tag);
       const Clock::time_point now = Clock::now();
       bool more = false;
-      if (c->phase == Phase::kSuggest) {
+      if (c->phase == Phase::kWait) {
+        more = StartSuggest(c, c->next);
+      } else if (c->phase == Phase::kSuggest) {
         c->t1 = now;
         if (OnSuggested(c->status, c->sresp, c->t0, c->t1, *w_, log_)) {
           more = StartComplete(c);
         } else {
-          more = StartSuggest(c, now);
+          more = Next(c, now);
         }
       } else {
         OnCompleted(c->status, c->t0, c->t1, now, *w_, log_);
-        more = StartSuggest(c, now);
+        more = Next(c, now);
       }
       if (!more) --running;
     }
@@ -352,9 +374,12 @@ class AsyncDriver {
   }
 
  private:
-  enum class Phase { kSuggest, kComplete };
+  enum class Phase { kWait, kSuggest, kComplete };
   struct Client {
     v1::StudyService::Stub* stub = nullptr;
+    int index = 0;
+    Clock::time_point next;  // paced: the scheduled start of the next pair
+    grpc::Alarm alarm;
     v1::SuggestTrialsRequest sreq;
     Phase phase = Phase::kSuggest;
     std::unique_ptr<grpc::ClientContext> ctx;
@@ -367,7 +392,34 @@ class AsyncDriver {
     Clock::time_point t0, t1;
   };
 
-  // Starts the next pair unless the window has closed; returns whether a call is in flight.
+  Clock::duration Interval() const {
+    return std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(total_clients_ / rate_));
+  }
+
+  // After a pair: the next one at once (closed loop) or at its scheduled time (paced).
+  bool Next(Client* c, Clock::time_point now) {
+    if (rate_ <= 0) return StartSuggest(c, now);
+    c->next += Interval();
+    return Schedule(c);
+  }
+
+  // Paced: starts the pair now if its time has come (its latency still counts from the
+  // schedule), else sets an alarm for it.
+  bool Schedule(Client* c) {
+    const Clock::time_point now = Clock::now();
+    if (c->next >= w_->stop) return false;
+    if (c->next <= now) return StartSuggest(c, c->next);
+    c->phase = Phase::kWait;
+    c->alarm.Set(&cq_,
+                 std::chrono::system_clock::now() +
+                     std::chrono::duration_cast<std::chrono::system_clock::duration>(c->next - now),
+                 c);
+    return true;
+  }
+
+  // Starts the pair that began (or was scheduled) at `now` unless the window has closed;
+  // returns whether a call is in flight.
   bool StartSuggest(Client* c, Clock::time_point now) {
     if (now >= w_->stop) return false;
     c->phase = Phase::kSuggest;
@@ -396,6 +448,8 @@ class AsyncDriver {
   const std::string* const study_;
   const Window* const w_;
   ClientLog* const log_;
+  const double rate_;
+  const int total_clients_;
   grpc::CompletionQueue cq_;
   std::vector<std::unique_ptr<Client>> clients_;
 };
@@ -535,6 +589,7 @@ struct RoundConfig {
   int client_threads = 0;
   double seconds = 5;
   double warmup = 0.5;
+  double rate = 0;           // > 0: paced, pairs/s over all clients
   pid_t server_pid = -1;     // > 0: sample its CPU use
   std::string http_address;  // non-empty: scrape its /metrics
 };
@@ -558,11 +613,12 @@ RoundResult RunRound(const std::vector<std::unique_ptr<v1::StudyService::Stub>>&
   workers.reserve(threads);
   if (r.client_threads > 0) {
     for (int t = 0; t < threads; ++t) {
-      drivers.push_back(std::make_unique<AsyncDriver>(&cfg.study, &w, &logs[t]));
+      drivers.push_back(
+          std::make_unique<AsyncDriver>(&cfg.study, &w, &logs[t], cfg.rate, cfg.clients));
     }
     for (int i = 0; i < cfg.clients; ++i) {
       drivers[i % threads]->AddClient(stubs[i % stubs.size()].get(),
-                                      absl::StrCat("bench-", cfg.clients, "-", i));
+                                      absl::StrCat("bench-", cfg.clients, "-", i), i);
     }
     for (auto& d : drivers) workers.emplace_back(&AsyncDriver::Run, d.get(), &go);
   } else {
@@ -662,6 +718,11 @@ int Run() {
   cfg.seconds = absl::GetFlag(FLAGS_seconds);
   cfg.warmup = std::max(0.0, absl::GetFlag(FLAGS_warmup));
   cfg.client_threads = std::max(0, absl::GetFlag(FLAGS_client_threads));
+  cfg.rate = absl::GetFlag(FLAGS_rate);
+  if (cfg.rate < 0 || (cfg.rate > 0 && cfg.client_threads == 0)) {
+    std::fprintf(stderr, "service_bench: --rate must be >= 0 and needs --client_threads > 0\n");
+    return 2;
+  }
   if (cfg.seconds <= 0) {
     std::fprintf(stderr, "service_bench: --seconds must be > 0\n");
     return 2;
@@ -726,6 +787,14 @@ int Run() {
       cfg.client_threads > 0
           ? absl::StrCat("driven by ", cfg.client_threads, " thread(s) with the async API").c_str()
           : "one thread each with the synchronous API");
+  if (cfg.rate > 0) {
+    std::fprintf(text,
+                 "load: paced (open loop), %.0f pairs/s offered over all clients; latency counts "
+                 "from each pair's scheduled start\n",
+                 cfg.rate);
+  } else {
+    std::fprintf(text, "load: closed loop, each client starts its next pair when one ends\n");
+  }
 
   absl::StatusOr<std::string> study = CreateBenchStudy(*stubs[0]);
   if (!study.ok()) {

@@ -78,10 +78,17 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
   if (absl::Status st = store->Prepare(); !st.ok()) {
     return absl::Status(st.code(), absl::StrCat("database \"", path, "\": ", st.message()));
   }
+  absl::StatusOr<std::unique_ptr<internal::Checkpointer>> checkpointer =
+      internal::Checkpointer::Start(path, absl::Milliseconds(500));
+  if (!checkpointer.ok()) return checkpointer.status();
+  store->checkpointer_ = *std::move(checkpointer);
   return store;
 }
 
+Store::Store(sqlite3* db) : db_(db) {}
+
 Store::~Store() {
+  checkpointer_.reset();
   absl::MutexLock lock(&mu_);
   for (sqlite3_stmt* s :
        {put_study_, bump_study_id_, delete_study_, put_trial_, begin_, commit_, rollback_}) {
@@ -92,6 +99,8 @@ Store::~Store() {
 
 absl::Status Store::Prepare() {
   absl::MutexLock lock(&mu_);
+  // Checkpoints run on the Checkpointer's thread, never inside a request's commit.
+  if (absl::Status st = internal::Exec(db_, "PRAGMA wal_autocheckpoint=0"); !st.ok()) return st;
   struct {
     sqlite3_stmt** stmt;
     const char* sql;

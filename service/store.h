@@ -19,6 +19,9 @@ struct sqlite3;
 struct sqlite3_stmt;
 
 namespace evoscale::service {
+namespace internal {
+class Checkpointer;
+}  // namespace internal
 
 // How a commit reaches the disk.
 enum class Durability {
@@ -91,9 +94,10 @@ class Store {
   int schema_version();
 
  private:
-  explicit Store(sqlite3* db) : db_(db) {}
+  explicit Store(sqlite3* db);
   absl::Status Prepare();
 
+  std::unique_ptr<internal::Checkpointer> checkpointer_;  // started after the schema is ready
   absl::Mutex mu_;
   sqlite3* const db_;  // owned
   // Prepared once; protected by mu_.

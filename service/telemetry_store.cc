@@ -67,10 +67,17 @@ absl::StatusOr<std::unique_ptr<TelemetryStore>> TelemetryStore::Open(const std::
   if (absl::Status st = store->Init(durability); !st.ok()) {
     return absl::Status(st.code(), absl::StrCat("database \"", path, "\": ", st.message()));
   }
+  absl::StatusOr<std::unique_ptr<internal::Checkpointer>> checkpointer =
+      internal::Checkpointer::Start(path, absl::Milliseconds(500));
+  if (!checkpointer.ok()) return checkpointer.status();
+  store->checkpointer_ = *std::move(checkpointer);
   return store;
 }
 
+TelemetryStore::TelemetryStore(sqlite3* db) : db_(db) {}
+
 TelemetryStore::~TelemetryStore() {
+  checkpointer_.reset();
   absl::MutexLock lock(&mu_);
   for (sqlite3_stmt* s : {put_workload_, put_instance_, put_sample_}) sqlite3_finalize(s);
   sqlite3_close(db_);
@@ -82,7 +89,8 @@ absl::Status TelemetryStore::Init(Durability) {
   absl::MutexLock lock(&mu_);
   // Samples arrive in time order and the key leads with time, so inserts append to the
   // rightmost pages; a larger page cache and fewer checkpoints keep those pages hot.
-  for (const char* pragma : {"PRAGMA cache_size=-65536", "PRAGMA wal_autocheckpoint=16384",
+  // Checkpoints run on the Checkpointer's thread, not inside an ingest's commit.
+  for (const char* pragma : {"PRAGMA cache_size=-65536", "PRAGMA wal_autocheckpoint=0",
                              "PRAGMA mmap_size=268435456"}) {
     if (absl::Status st = Exec(pragma); !st.ok()) return st;
   }

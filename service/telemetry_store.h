@@ -87,10 +87,11 @@ class TelemetryStore {
   absl::StatusOr<int64_t> CountSamples();
 
  private:
-  explicit TelemetryStore(sqlite3* db) : db_(db) {}
+  explicit TelemetryStore(sqlite3* db);
   absl::Status Init(Durability durability);
   absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  std::unique_ptr<internal::Checkpointer> checkpointer_;
   absl::Mutex mu_;
   sqlite3* const db_;  // owned
   sqlite3_stmt* put_workload_ ABSL_GUARDED_BY(mu_) = nullptr;

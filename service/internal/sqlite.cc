@@ -114,4 +114,44 @@ absl::StatusOr<sqlite3*> OpenDatabase(const std::string& path, Durability durabi
   return db;
 }
 
+absl::StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Start(const std::string& path,
+                                                                  absl::Duration interval) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    absl::Status st = SqliteError(db, rc, "open for checkpoints");
+    sqlite3_close(db);
+    return st;
+  }
+  sqlite3_busy_timeout(db, 100);
+  return std::unique_ptr<Checkpointer>(new Checkpointer(db, interval));
+}
+
+Checkpointer::Checkpointer(sqlite3* db, absl::Duration interval)
+    : db_(db), interval_(interval), thread_([this] { Loop(); }) {}
+
+Checkpointer::~Checkpointer() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  thread_.join();
+  sqlite3_close(db_);
+}
+
+void Checkpointer::Loop() {
+  for (;;) {
+    bool stop;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&stop_), interval_);
+      stop = stop_;
+    }
+    // PASSIVE copies what it can without waiting for anyone; a busy database simply waits
+    // for the next round.
+    sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+    if (stop) return;
+  }
+}
+
 }  // namespace evoscale::service::internal

@@ -5,11 +5,15 @@
 
 #include <sqlite3.h>
 
+#include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "service/store.h"
 
@@ -48,6 +52,27 @@ absl::StatusOr<sqlite3*> OpenDatabase(const std::string& path, Durability durabi
 
 // Reads PRAGMA user_version; -1 on error.
 int SchemaVersion(sqlite3* db);
+
+// Checkpoints a WAL database from a thread and connection of its own, so that no request pays
+// for copying the WAL back into the database (and its fsync) inside its commit. The owner
+// turns automatic checkpoints off on its own connection. A passive checkpoint never blocks
+// writers. Thread-safe; stops (after a last checkpoint) when destroyed.
+class Checkpointer {
+ public:
+  static absl::StatusOr<std::unique_ptr<Checkpointer>> Start(const std::string& path,
+                                                            absl::Duration interval);
+  ~Checkpointer();
+
+ private:
+  Checkpointer(sqlite3* db, absl::Duration interval);
+  void Loop();
+
+  sqlite3* const db_;  // owned, used only by the thread
+  const absl::Duration interval_;
+  absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
 
 }  // namespace evoscale::service::internal
 
