@@ -7,21 +7,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
-#include "service/grpc_status.h"
+#include "service/internal/rpc.h"
 
 namespace evoscale::service {
 namespace {
 
-template <typename T>
-absl::Status Assign(absl::StatusOr<T> result, T* out) {
-  if (!result.ok()) return result.status();
-  *out = *std::move(result);
-  return absl::OkStatus();
-}
-
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
+using internal::Assign;
+using internal::SecondsSince;
 
 }  // namespace
 
@@ -129,24 +121,14 @@ class AutoscalerServiceImpl::Watcher : public grpc::ServerWriteReactor<v1::Recom
 };
 
 absl::Status AutoscalerServiceImpl::Authorize(grpc::CallbackServerContext* ctx, Role role) {
-  if (!auth_->enabled()) return absl::OkStatus();
-  auto it = ctx->client_metadata().find("authorization");
-  absl::string_view header;
-  if (it != ctx->client_metadata().end()) header = absl::string_view(it->second.data(), it->second.size());
-  return auth_->Check(header, role);
+  return internal::Authorize(ctx, *auth_, role);
 }
 
 template <typename Fn>
 grpc::ServerUnaryReactor* AutoscalerServiceImpl::Handle(grpc::CallbackServerContext* ctx,
                                                         const char* method, Role role,
                                                         Fn&& fn) {
-  const auto start = std::chrono::steady_clock::now();
-  absl::Status status = Authorize(ctx, role);
-  if (status.ok()) status = fn();
-  metrics_->RecordRpc(method, StatusCodeName(status.code()), SecondsSince(start));
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
+  return internal::HandleUnary(ctx, method, role, *auth_, *metrics_, std::forward<Fn>(fn));
 }
 
 AutoscalerServiceImpl::AutoscalerServiceImpl(AutoscalerCore* core, const TokenAuth* auth,

@@ -1,48 +1,20 @@
 #include "service/study_service.h"
 
-#include <chrono>
 #include <string>
 #include <utility>
 
 #include "absl/status/statusor.h"
-#include "service/grpc_status.h"
+#include "service/internal/rpc.h"
 
 namespace evoscale::service {
-namespace {
 
-template <typename T>
-absl::Status Assign(absl::StatusOr<T> result, T* out) {
-  if (!result.ok()) return result.status();
-  *out = *std::move(result);
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-template <typename Fn>
-grpc::ServerUnaryReactor* StudyServiceImpl::Handle(grpc::CallbackServerContext* ctx,
-                                                   const char* method, Role role, Fn&& fn) {
-  const auto start = std::chrono::steady_clock::now();
-  absl::Status status;
-  if (auth_->enabled()) {
-    auto it = ctx->client_metadata().find("authorization");
-    absl::string_view header;
-    if (it != ctx->client_metadata().end()) header = absl::string_view(it->second.data(), it->second.size());
-    status = auth_->Check(header, role);
-  }
-  if (status.ok()) status = fn();
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  metrics_->RecordRpc(method, StatusCodeName(status.code()), seconds);
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
+using internal::Assign;
 
 #define EVOSCALE_RPC(Method, Request, Response, RoleNeeded, Body)                      \
   grpc::ServerUnaryReactor* StudyServiceImpl::Method(                                 \
       grpc::CallbackServerContext* ctx, const v1::Request* req, v1::Response* resp) { \
-    return Handle(ctx, #Method, RoleNeeded, [&]() -> absl::Status { Body });          \
+    return internal::HandleUnary(ctx, #Method, RoleNeeded, *auth_, *metrics_,         \
+                                 [&]() -> absl::Status { Body });                    \
   }
 
 EVOSCALE_RPC(CreateStudy, CreateStudyRequest, Study, Role::kWriter,

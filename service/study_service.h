@@ -57,10 +57,6 @@ class StudyServiceImpl final : public v1::StudyService::CallbackService {
                                               v1::ListOptimalTrialsResponse* resp) override;
 
  private:
-  template <typename Fn>
-  grpc::ServerUnaryReactor* Handle(grpc::CallbackServerContext* ctx, const char* method,
-                                   Role role, Fn&& fn);
-
   StudyCore* const core_;
   const TokenAuth* const auth_;
   ServiceMetrics* const metrics_;
