@@ -103,14 +103,35 @@ ResourceRecommendation EvoscaleResourceRecommender::Recommend(absl::Time now) {
 
 EvoscaleReplicaRecommender::EvoscaleReplicaRecommender(EvoscaleReplicaOptions options)
     : options_(options),
-      model_(6, options.regression_forgetting, 1e-3),
+      model_(4 + std::max(options.demand_lags, 1) + std::max(options.qps_lags, 1),
+             options.regression_forgetting, 1e-3),
       seasonal_(options.seasonal) {}
 
+double EvoscaleReplicaRecommender::ErrorScale(double forecast) const {
+  return options_.error_scale_exponent == 0
+             ? 1.0
+             : std::pow(std::max(forecast, 0.0) + 1.0, options_.error_scale_exponent);
+}
+
 Eigen::VectorXd EvoscaleReplicaRecommender::Features(absl::Time next_time) const {
-  Eigen::VectorXd x(6);
+  const int nd = std::max(options_.demand_lags, 1), nq = std::max(options_.qps_lags, 1);
+  Eigen::VectorXd x(4 + nd + nq);
   const double seasonal =
       seasonal_.seasonal_ready() ? seasonal_.Forecast(next_time) : level_demand_;
-  x << 1.0, demand_, level_demand_, qps_, level_qps_, seasonal;
+  int k = 0;
+  x[k++] = 1.0;
+  // Lags not yet seen repeat the oldest one seen.
+  for (int i = 0; i < nd; ++i) {
+    x[k++] = demand_lags_.empty()
+                 ? 0.0
+                 : demand_lags_[std::min<size_t>(i, demand_lags_.size() - 1)];
+  }
+  for (int i = 0; i < nq; ++i) {
+    x[k++] = qps_lags_.empty() ? 0.0 : qps_lags_[std::min<size_t>(i, qps_lags_.size() - 1)];
+  }
+  x[k++] = level_demand_;
+  x[k++] = level_qps_;
+  x[k++] = seasonal;
   return x;
 }
 
@@ -127,7 +148,7 @@ void EvoscaleReplicaRecommender::AddSample(const LoadSample& sample) {
     const double forecast = model_.effective_samples() >= kMinFitSamples
                                 ? std::max(model_.Predict(x), 0.0)
                                 : std::max(demand_, level_demand_);
-    errors_.push_back(demand - forecast);
+    errors_.push_back((demand - forecast) / ErrorScale(forecast));
     while (static_cast<int>(errors_.size()) > options_.error_window) errors_.pop_front();
     model_.Update(x, demand);
   }
@@ -136,6 +157,14 @@ void EvoscaleReplicaRecommender::AddSample(const LoadSample& sample) {
   level_qps_ = has_sample_ ? level_qps_ + alpha * (qps - level_qps_) : qps;
   demand_ = demand;
   qps_ = qps;
+  demand_lags_.push_front(demand);
+  while (static_cast<int>(demand_lags_.size()) > std::max(options_.demand_lags, 1)) {
+    demand_lags_.pop_back();
+  }
+  qps_lags_.push_front(qps);
+  while (static_cast<int>(qps_lags_.size()) > std::max(options_.qps_lags, 1)) {
+    qps_lags_.pop_back();
+  }
   if (level_qps_ > 1e-9) {
     const double s = level_demand_ / level_qps_;  // Busy replica-seconds per request.
     service_time_s_ = service_time_s_ == 0 ? s : service_time_s_ + 0.05 * (s - service_time_s_);
@@ -167,7 +196,7 @@ ReplicaRecommendation EvoscaleReplicaRecommender::Recommend(absl::Time now,
     std::vector<double> e(errors_.begin(), errors_.end());
     const size_t k = std::min(e.size() - 1, static_cast<size_t>(options_.demand_quantile * e.size()));
     std::nth_element(e.begin(), e.begin() + k, e.end());
-    headroom = std::max(e[k], 0.0);
+    headroom = std::max(e[k], 0.0) * ErrorScale(forecast);
   } else {
     headroom = std::max(demand_, level_demand_) * 0.5;
   }

@@ -32,10 +32,11 @@ struct EvoscaleResourceOptions {
   double min_cpu_cores = 0.001;
   double min_memory_bytes = 16.0 * 1024 * 1024;
   // Cost per sample: overrun_weight x [usage > limit] + (limit - usage)+ / limit, decayed
-  // with cost_half_life. The ratio sets how much slack one overrun is worth.
+  // with cost_half_life. The ratio sets how much slack one overrun is worth. Chosen on
+  // Bitbrains VMs 1-5 (VMs 6-10 held out; bench/load_model/README.md).
   double cpu_overrun_weight = 8.0;
   double memory_overrun_weight = 60.0;
-  absl::Duration cost_half_life = absl::Hours(48);
+  absl::Duration cost_half_life = absl::Hours(168);
   // Another model must beat the current one by this fraction of its cost to take over.
   double switch_margin = 0.05;
   // OOM: the memory limit stays >= max(+100 MiB, x1.2) of the killed limit for this long.
@@ -78,10 +79,19 @@ struct EvoscaleReplicaOptions {
   double target_utilization = 0.6;  // Per-replica capacity is this share of one replica.
   int min_replicas = 1;
   int max_replicas = 10000;
-  // Replicas cover this quantile of the one-step-ahead demand forecast.
+  // Replicas cover this quantile of the one-step-ahead demand forecast. This, the
+  // stabilisation window and the regressors were chosen on the first half of the Alibaba
+  // GenAI trace (the second half held out; bench/load_model/README.md).
   double demand_quantile = 0.75;
   int error_window = 480;            // Samples of forecast error kept for the quantile.
   double regression_forgetting = 0.99;
+  // Regressors: the last `demand_lags` demands and `qps_lags` QPS values (plus a constant,
+  // the demand and QPS levels and the seasonal forecast).
+  int demand_lags = 1;
+  int qps_lags = 1;
+  // Forecast errors are kept relative to (forecast + 1)^error_scale_exponent, so that the
+  // headroom scales with the load (0: absolute errors; 0.5: Poisson-like noise).
+  double error_scale_exponent = 0;
   // Latency check: mean M/M/c queue wait at most this many service times (0: off). The
   // service time per request comes from the load model (demand / QPS).
   double max_queue_wait_in_service_times = 1.0;
@@ -106,7 +116,11 @@ class EvoscaleReplicaRecommender : public ReplicaRecommender {
   const EvoscaleReplicaOptions options_;
   OnlineLinearRegression model_;  // Next-step demand from the features below.
   SeasonalForecaster seasonal_;
-  std::deque<double> errors_;     // demand - forecast, most recent last.
+  double ErrorScale(double forecast) const;
+
+  std::deque<double> errors_;     // (demand - forecast) / ErrorScale, most recent last.
+  std::deque<double> demand_lags_;  // Most recent first.
+  std::deque<double> qps_lags_;
   bool has_sample_ = false;
   absl::Time last_time_;
   absl::Duration step_ = absl::Minutes(1);  // Typical sample spacing.

@@ -134,7 +134,8 @@ SeriesReport ReplayVm(const VmTrace& vm, ResourceRecommender& recommender,
 }
 
 SeriesReport ReplayReplicas(const ReplicaTrace& trace, ReplicaRecommender& recommender,
-                            double target_utilization, int min_replicas, int max_replicas) {
+                            double target_utilization, int min_replicas, int max_replicas,
+                            absl::Time scored_from, absl::Time scored_until) {
   SeriesReport r;
   r.name = trace.name;
   if (trace.steps.empty()) return r;
@@ -156,9 +157,11 @@ SeriesReport ReplayReplicas(const ReplicaTrace& trace, ReplicaRecommender& recom
     const int next = std::clamp(recommender.Recommend(prev.time, replicas).replicas,
                                 std::max(min_replicas, 0), max_replicas);
     const double dt = absl::ToDoubleSeconds(s.time - prev.time);
-    ++r.samples;
-    if (next != replicas) ++r.scaling_actions;
+    const bool changed = next != replicas;
     replicas = next;
+    if (s.time < scored_from || s.time >= scored_until) continue;
+    ++r.samples;
+    if (changed) ++r.scaling_actions;
     r.replica_hours += replicas * dt / 3600.0;
     const bool over = replicas > 0 ? s.demand / replicas > target_utilization : s.demand > 0;
     if (over) {

@@ -102,8 +102,13 @@ absl::StatusOr<ReplayReport> Replay(const ReplayOptions& options);
 // The replay loops on data already in memory (for tests, benches and services).
 SeriesReport ReplayVm(const VmTrace& vm, ResourceRecommender& recommender,
                       absl::Duration warmup);
+// Every step drives the policy; only steps at or after `scored_from` (and before
+// `scored_until`) are scored, so that a held-out part of a trace can be reported from the
+// same online run.
 SeriesReport ReplayReplicas(const ReplicaTrace& trace, ReplicaRecommender& recommender,
-                            double target_utilization, int min_replicas, int max_replicas);
+                            double target_utilization, int min_replicas, int max_replicas,
+                            absl::Time scored_from = absl::InfinitePast(),
+                            absl::Time scored_until = absl::InfiniteFuture());
 
 // The recommenders Replay uses for `options.policy`; nullptr where the policy does not
 // apply (vpa has no replica recommender, hpa no resource recommender).

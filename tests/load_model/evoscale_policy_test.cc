@@ -88,5 +88,32 @@ TEST(EvoscaleReplicaTest, FollowsDemandUpAndDown) {
   EXPECT_LE(replicas, 4);
 }
 
+// More regressors and load-scaled errors still follow the demand.
+TEST(EvoscaleReplicaTest, LagsAndScaledErrorsFollowDemand) {
+  EvoscaleReplicaOptions o;
+  o.target_utilization = 0.5;
+  o.demand_lags = 3;
+  o.qps_lags = 2;
+  o.error_scale_exponent = 0.5;
+  EvoscaleReplicaRecommender rec(o);
+  int replicas = 2;
+  for (int i = 0; i < 300; ++i) {
+    const double demand = i < 150 ? 2.0 + 0.3 * std::sin(i) : 8.0 + 0.3 * std::sin(i);
+    LoadSample s;
+    s.time = kT0 + absl::Minutes(i);
+    s.replicas = replicas;
+    s.utilization = demand / replicas;
+    s.qps = demand * 3;
+    rec.AddSample(s);
+    replicas = rec.Recommend(s.time, replicas).replicas;
+    if (i == 149) {
+      EXPECT_GE(replicas, 4);  // 1.7-2.3 busy at 50% (lags can predict the sine).
+      EXPECT_LE(replicas, 8);
+    }
+  }
+  EXPECT_GE(replicas, 17);  // ~8.3 busy at 50%.
+  EXPECT_LE(replicas, 24);
+}
+
 }  // namespace
 }  // namespace evoscale::load_model

@@ -53,6 +53,34 @@ TEST(ReplayTest, OnlineReplayOfASyntheticVm) {
   EXPECT_NEAR(r.relative_slack_cpu, 1 - 0.5 / (0.511135 * 1.15), 1e-4);
 }
 
+// A held-out part is scored from the same online run: the halves add up to the whole.
+TEST(ReplayTest, ReplicaScoringWindowSplitsTheRun) {
+  ReplicaTrace trace;
+  const absl::Time t0 = absl::FromUnixSeconds(1'700'000'000);
+  for (int i = 0; i < 120; ++i) {
+    ReplicaStep s;
+    s.time = t0 + absl::Minutes(i);
+    s.demand = 3.0 + 2.0 * ((i / 7) % 3);
+    s.qps = 2 * s.demand;
+    trace.steps.push_back(s);
+  }
+  const absl::Time mid = trace.steps[60].time;
+  auto run = [&](absl::Time from, absl::Time until) {
+    HpaController hpa;
+    return ReplayReplicas(trace, hpa, 0.6, 1, 100, from, until);
+  };
+  const SeriesReport all = run(absl::InfinitePast(), absl::InfiniteFuture());
+  const SeriesReport first = run(absl::InfinitePast(), mid);
+  const SeriesReport second = run(mid, absl::InfiniteFuture());
+  EXPECT_EQ(all.samples, 119);
+  EXPECT_EQ(first.samples + second.samples, all.samples);
+  EXPECT_EQ(second.samples, 60);
+  EXPECT_NEAR(first.replica_hours + second.replica_hours, all.replica_hours, 1e-9);
+  EXPECT_NEAR(first.minutes_over_target + second.minutes_over_target, all.minutes_over_target,
+              1e-9);
+  EXPECT_EQ(first.scaling_actions + second.scaling_actions, all.scaling_actions);
+}
+
 TEST(ReplayTest, JsonCarriesTheDesignFields) {
   ReplayReport r;
   r.policy = "hpa";
