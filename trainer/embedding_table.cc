@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "trainer/feature_id.h"
 
 namespace evoscale::trainer {
@@ -57,9 +58,22 @@ absl::Status EmbeddingTable::Init() {
   absl::Status status = arena_.Reserve(options_.max_rows * row_bytes_);
   if (!status.ok()) return status;
   const size_t capacity = std::max<size_t>(options_.initial_capacity, 16);
-  slots_.assign(capacity, Slot{0, kNoRow});
+  absl::StatusOr<internal::MappedBuffer> index = NewIndex(capacity);
+  if (!index.ok()) return index.status();
+  index_ = *std::move(index);
+  capacity_ = capacity;
   grow_at_ = size_t(double(capacity) * options_.max_load_factor);
   return absl::OkStatus();
+}
+
+absl::StatusOr<internal::MappedBuffer> EmbeddingTable::NewIndex(size_t capacity) {
+  internal::MappedBuffer index;
+  absl::Status status = index.Reserve(capacity * sizeof(Slot));
+  if (status.ok()) status = index.CommitAtLeast(capacity * sizeof(Slot));
+  if (!status.ok()) return status;
+  static_assert(kNoRow == 0xFFFFFFFFu);  // all-ones bytes make an empty slot
+  std::memset(index.data(), 0xFF, capacity * sizeof(Slot));
+  return index;
 }
 
 uint32_t EmbeddingTable::Find(uint64_t key) const {
@@ -115,7 +129,8 @@ void EmbeddingTable::InitializeRow(uint64_t key, uint32_t row) {
 
 uint32_t EmbeddingTable::InsertAt(uint64_t key, uint32_t tag, size_t slot, uint32_t now) {
   if (!Admit(key)) return kNoRow;
-  const uint32_t row = AllocateRow();
+  // Only after refused index growth: keep one slot empty so that every probe ends.
+  const uint32_t row = size_ + 1 < capacity_ ? AllocateRow() : kNoRow;
   if (row == kNoRow) {
     ++full_rejections_;
     return kNoRow;
@@ -123,8 +138,11 @@ uint32_t EmbeddingTable::InsertAt(uint64_t key, uint32_t tag, size_t slot, uint3
   InitializeRow(key, row);
   header(row)->last_update = now;
   if (track_changes_) dirty_rows_.push_back(row);
-  slots_[slot] = Slot{tag, row};
-  if (++size_ > grow_at_) Grow();
+  slots()[slot] = Slot{tag, row};
+  if (++size_ > grow_at_ && !Grow().ok()) {
+    // No memory for a larger index: keep probing this one, which still has free slots (a
+    // refused growth is retried at the next insertion).
+  }
   return row;
 }
 
@@ -143,10 +161,10 @@ void EmbeddingTable::FindBatch(const uint64_t* keys, size_t n, uint32_t* rows) c
     if (i < n) {
       const uint32_t tag = uint32_t(Hash(keys[i]) >> 32);
       tags[i % kRing] = tag;
-      __builtin_prefetch(&slots_[Home(tag)], 0, 3);
+      __builtin_prefetch(&slots()[Home(tag)], 0, 3);
     }
     if (i >= kPrefetchAhead && i - kPrefetchAhead < n) {
-      const Slot s = slots_[Home(tags[(i - kPrefetchAhead) % kRing])];
+      const Slot s = slots()[Home(tags[(i - kPrefetchAhead) % kRing])];
       if (s.row != kNoRow) __builtin_prefetch(header(s.row), 0, 3);
     }
     if (i >= 2 * kPrefetchAhead) {
@@ -157,18 +175,23 @@ void EmbeddingTable::FindBatch(const uint64_t* keys, size_t n, uint32_t* rows) c
   }
 }
 
-void EmbeddingTable::Grow() {
-  std::vector<Slot> old;
-  old.swap(slots_);
-  const size_t capacity = std::min<size_t>(old.size() + old.size() / 2, size_t{1} << 32);
-  slots_.assign(capacity, Slot{0, kNoRow});
+absl::Status EmbeddingTable::Grow() {
+  const size_t capacity = std::min<size_t>(capacity_ + capacity_ / 2, size_t{1} << 32);
+  absl::StatusOr<internal::MappedBuffer> grown = NewIndex(capacity);
+  if (!grown.ok()) return grown.status();
+  internal::MappedBuffer old = std::exchange(index_, *std::move(grown));
+  const Slot* old_slots = reinterpret_cast<const Slot*>(old.data());
+  const size_t old_capacity = std::exchange(capacity_, capacity);
   grow_at_ = size_t(double(capacity) * options_.max_load_factor);
-  for (const Slot& s : old) {
+  Slot* slots = this->slots();
+  for (size_t k = 0; k < old_capacity; ++k) {
+    const Slot s = old_slots[k];
     if (s.row == kNoRow) continue;
     size_t i = Home(s.tag);
-    while (slots_[i].row != kNoRow) i = Next(i);
-    slots_[i] = s;
+    while (slots[i].row != kNoRow) i = Next(i);
+    slots[i] = s;
   }
+  return absl::OkStatus();
 }
 
 void EmbeddingTable::EraseSlot(size_t slot) {
@@ -177,16 +200,16 @@ void EmbeddingTable::EraseSlot(size_t slot) {
   size_t j = slot;
   while (true) {
     j = Next(j);
-    if (slots_[j].row == kNoRow) break;
-    const size_t home = Home(slots_[j].tag);
+    if (slots()[j].row == kNoRow) break;
+    const size_t home = Home(slots()[j].tag);
     // The entry at j may move to i unless its home lies cyclically in (i, j].
     const bool stays = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);
     if (!stays) {
-      slots_[i] = slots_[j];
+      slots()[i] = slots()[j];
       i = j;
     }
   }
-  slots_[i] = Slot{0, kNoRow};
+  slots()[i] = Slot{0, kNoRow};
   --size_;
 }
 
@@ -202,7 +225,7 @@ bool EmbeddingTable::Erase(uint64_t key) {
 
 size_t EmbeddingTable::EvictOlderThan(uint32_t cutoff, std::vector<uint64_t>* evicted) {
   std::vector<uint64_t> victims;
-  for (const Slot& s : slots_) {
+  for (const Slot& s : absl::MakeConstSpan(slots(), capacity_)) {
     if (s.row != kNoRow && header(s.row)->last_update < cutoff) {
       victims.push_back(header(s.row)->key);
     }
@@ -217,11 +240,13 @@ uint32_t EmbeddingTable::Restore(uint64_t key, uint32_t last_update, const float
   size_t slot;
   uint32_t row = Probe(key, tag, &slot);
   if (row == kNoRow) {
-    row = AllocateRow();
+    row = size_ + 1 < capacity_ ? AllocateRow() : kNoRow;
     if (row == kNoRow) return kNoRow;
-    slots_[slot] = Slot{tag, row};
+    slots()[slot] = Slot{tag, row};
     header(row)->key = key;
-    if (++size_ > grow_at_) Grow();
+    if (++size_ > grow_at_ && !Grow().ok()) {
+      // As in InsertAt: the current index still has room; growth is retried later.
+    }
   }
   RowHeader* h = header(row);
   h->last_update = last_update;
@@ -248,13 +273,13 @@ void EmbeddingTable::TakeChanges(uint32_t mark, std::vector<uint32_t>* changed_r
 }
 
 void EmbeddingTable::ForEachRow(const std::function<void(uint32_t row)>& fn) const {
-  for (const Slot& s : slots_) {
+  for (const Slot& s : absl::MakeConstSpan(slots(), capacity_)) {
     if (s.row != kNoRow) fn(s.row);
   }
 }
 
 size_t EmbeddingTable::memory_bytes() const {
-  return arena_.committed() + slots_.capacity() * sizeof(Slot) +
+  return arena_.committed() + capacity_ * sizeof(Slot) +
          free_rows_.capacity() * sizeof(uint32_t) + dirty_rows_.capacity() * sizeof(uint32_t) +
          pending_.capacity() * (sizeof(uint64_t) + sizeof(uint32_t) + 1);
 }

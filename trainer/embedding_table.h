@@ -8,9 +8,10 @@
 //
 // The index is an open-addressing (linear probing) array of 8-byte slots {tag, row}, where the
 // tag is the upper half of the id's hash and also picks the home slot, so growth and deletion
-// rehash without touching the arena. It grows by 1.5x at max_load_factor. Rows never move: the
-// arena is one reserved range of address space committed as it fills, so row pointers stay valid
-// across inserts and growth.
+// rehash without touching the arena. It grows by 1.5x at max_load_factor, into a fresh anonymous
+// mapping that replaces the old one (unmapped at once, so a grown index never leaves freed pages
+// behind in the heap). Rows never move: the arena is one reserved range of address space
+// committed as it fills, so row pointers stay valid across inserts and growth.
 //
 // "Time" is the caller's logical clock (the trainer passes its step), which keeps training
 // reproducible; expiry evicts rows whose last update is older than a cutoff.
@@ -125,7 +126,7 @@ class EmbeddingTable {
   int dim() const { return dim_; }
   int state_floats() const { return state_floats_; }
   size_t size() const { return size_; }
-  size_t capacity() const { return slots_.size(); }
+  size_t capacity() const { return capacity_; }
   // Bytes one row occupies in the arena (header, embedding, state).
   size_t row_bytes() const { return row_bytes_; }
   // Bytes the embedding and optimizer state of the live rows need, without any overhead.
@@ -156,7 +157,7 @@ class EmbeddingTable {
   uint32_t Probe(uint64_t key, uint32_t tag, size_t* slot) const {
     size_t i = Home(tag);
     while (true) {
-      const Slot s = slots_[i];
+      const Slot s = slots()[i];
       if (s.row == kNoRow || (s.tag == tag && header(s.row)->key == key)) {
         *slot = i;
         return s.row;
@@ -166,12 +167,15 @@ class EmbeddingTable {
   }
   // The home slot of a tag: the tag scaled onto [0, capacity) ("fastrange"), so capacities need
   // not be powers of two and the table can grow by 1.5x, keeping the index dense.
-  size_t Home(uint32_t tag) const { return size_t((uint64_t{tag} * slots_.size()) >> 32); }
-  size_t Next(size_t i) const { return i + 1 == slots_.size() ? 0 : i + 1; }
+  size_t Home(uint32_t tag) const { return size_t((uint64_t{tag} * capacity_) >> 32); }
+  size_t Next(size_t i) const { return i + 1 == capacity_ ? 0 : i + 1; }
+  Slot* slots() const { return reinterpret_cast<Slot*>(index_.data()); }
+  // A committed index of `capacity` empty slots.
+  static absl::StatusOr<internal::MappedBuffer> NewIndex(size_t capacity);
   uint32_t InsertAt(uint64_t key, uint32_t tag, size_t slot, uint32_t now);
   uint32_t AllocateRow();
   void InitializeRow(uint64_t key, uint32_t row);
-  void Grow();
+  absl::Status Grow();
   void EraseSlot(size_t slot);
   bool Admit(uint64_t key);
 
@@ -185,7 +189,8 @@ class EmbeddingTable {
   internal::MappedBuffer arena_;
   uint32_t high_water_ = 0;          // rows ever handed out from the arena
   std::vector<uint32_t> free_rows_;  // erased rows, reused first
-  std::vector<Slot> slots_;
+  internal::MappedBuffer index_;  // (capacity_) Slots
+  size_t capacity_ = 0;
   size_t size_ = 0;
   size_t grow_at_ = 0;
   absl::flat_hash_map<uint64_t, uint32_t> pending_;  // sightings of not-yet-admitted ids
@@ -208,10 +213,10 @@ void EmbeddingTable::FindOrInsertBatch(const uint64_t* keys, size_t n, uint32_t 
     if (i < n) {
       const uint32_t tag = uint32_t(Hash(keys[i]) >> 32);
       tags[i % kRing] = tag;
-      __builtin_prefetch(&slots_[Home(tag)], 1, 3);
+      __builtin_prefetch(&slots()[Home(tag)], 1, 3);
     }
     if (i >= kAhead && i - kAhead < n) {
-      const Slot s = slots_[Home(tags[(i - kAhead) % kRing])];
+      const Slot s = slots()[Home(tags[(i - kAhead) % kRing])];
       if (s.row != kNoRow) __builtin_prefetch(header(s.row), 1, 3);
     }
     if (i >= 2 * kAhead) {

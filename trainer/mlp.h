@@ -43,7 +43,8 @@ class Mlp {
   // logits[i] for the n rows of x (n, input_size()); n <= ws.max_rows.
   void Forward(Workspace& ws, const float* x, int n, float* logits) const;
   // After Forward on the same ws and x: the gradients of sum_i dlogits[i] * logit_i into
-  // ws.grads and, if dx is not null, into dx (n, input_size()).
+  // ws.grads and, if dx is not null, into dx (n, input_size()). dx may be x itself: x is read
+  // only before dx is written.
   void Backward(Workspace& ws, const float* x, int n, const float* dlogits, float* dx) const;
   // Adam on parameters [begin, end) with the sum of the given workspaces' gradients, at Adam
   // step `t` (1-based, the same for every range of one step).

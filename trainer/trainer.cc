@@ -45,8 +45,8 @@ struct Shard {
 // One training run. Each step, every worker (Worker(t)) goes through:
 //   1. gather: look up (inserting) its shards' ids of the batch and copy their rows into x_;
 //      copy its slice's dense features                                   -> barrier A
-//   2. MLP forward/backward on its slice of the batch, into dx_          -> barrier B
-//   3. Adam on its slice of the MLP parameters; sum each of its rows' gradients from dx_ and apply
+//   2. MLP forward/backward on its slice of the batch; the input gradient replaces x_ -> barrier B
+//   3. Adam on its slice of the MLP parameters; sum each of its rows' gradients from x_ and apply
 //      the sparse optimizer; evict expired rows                          -> barrier C
 //   4. on checkpoint steps, write its shards' files                     -> barrier D
 // Barrier C's completion (OnStepEnd) runs alone: it counts the step, checks the loss, reports
@@ -115,8 +115,10 @@ class Training {
   std::vector<Mlp::Workspace*> workspace_ptrs_;
   std::unique_ptr<BatchReader> reader_;
 
-  // Batch buffers: workers write disjoint parts between barriers.
-  std::vector<float> x_, dx_, logits_, dlogits_;
+  // Batch buffers: workers write disjoint parts between barriers. x_ holds the MLP's input
+  // (batch, input) until the backward pass, which overwrites it with the input's gradient
+  // (Mlp::Backward allows dx == x); a second buffer of that size would only add to peak memory.
+  std::vector<float> x_, logits_, dlogits_;
   std::vector<double> loss_parts_;  // per worker
 
   // Written only by barrier completions (one thread, all others waiting) and before/after the
@@ -183,7 +185,6 @@ absl::Status Training::Setup() {
   for (int t = 0; t < threads_; ++t) workspaces_.push_back(mlp_->NewWorkspace(slice));
   for (auto& ws : workspaces_) workspace_ptrs_.push_back(&ws);
   x_.assign(size_t(config_.batch_size) * input_, 0.0f);
-  dx_.assign(size_t(config_.batch_size) * input_, 0.0f);
   logits_.assign(config_.batch_size, 0.0f);
   dlogits_.assign(config_.batch_size, 0.0f);
   loss_parts_.assign(threads_, 0.0);
@@ -310,7 +311,7 @@ void Training::ApplyGradients(Shard& shard, const std::vector<uint32_t>& positio
     if (local == EmbeddingTable::kNoRow) continue;
     const uint32_t p = positions[k];
     const float* src =
-        dx_.data() + size_t(p / kNumCategorical) * input_ + size_t(p % kNumCategorical) * dim_;
+        x_.data() + size_t(p / kNumCategorical) * input_ + size_t(p % kNumCategorical) * dim_;
     float* g = shard.grads.data() + size_t(local) * dim_;
     for (int d = 0; d < dim_; ++d) g[d] += src[d];
   }
@@ -352,7 +353,7 @@ void Training::Worker(int t) {
         loss += std::max(z, 0.0f) + std::log1p(std::exp(-std::fabs(z))) - y * z;
         dlogits_[i] = (1.0f / (1.0f + std::exp(-z)) - y) * scale;
       }
-      mlp_->Backward(ws, x, r1 - r0, &dlogits_[r0], &dx_[size_t(r0) * input_]);
+      mlp_->Backward(ws, x, r1 - r0, &dlogits_[r0], &x_[size_t(r0) * input_]);
     } else {
       std::fill(ws.grads.begin(), ws.grads.end(), 0.0f);
     }

@@ -20,6 +20,27 @@ double Loss(Mlp& mlp, const std::vector<float>& x, int n, const std::vector<floa
   return loss;
 }
 
+TEST(MlpTest, BackwardMayWriteTheInputGradientOverTheInput) {
+  auto created = Mlp::Create({5, 7, 3, 1}, 11, DenseAdamConfig{});
+  ASSERT_TRUE(created.ok());
+  Mlp& mlp = **created;
+  const int n = 6;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(n * 5), c(n), logits(n), dx(n * 5);
+  for (auto& v : x) v = normal(rng);
+  for (auto& v : c) v = normal(rng);
+  Mlp::Workspace separate = mlp.NewWorkspace(n);
+  mlp.Forward(separate, x.data(), n, logits.data());
+  mlp.Backward(separate, x.data(), n, c.data(), dx.data());
+  Mlp::Workspace in_place = mlp.NewWorkspace(n);
+  std::vector<float> x_then_dx = x;
+  mlp.Forward(in_place, x_then_dx.data(), n, logits.data());
+  mlp.Backward(in_place, x_then_dx.data(), n, c.data(), x_then_dx.data());
+  EXPECT_EQ(x_then_dx, dx);
+  EXPECT_EQ(in_place.grads, separate.grads);
+}
+
 TEST(MlpTest, GradientsMatchFiniteDifferences) {
   auto created = Mlp::Create({5, 7, 3, 1}, 11, DenseAdamConfig{});
   ASSERT_TRUE(created.ok());

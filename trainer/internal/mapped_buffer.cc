@@ -10,7 +10,12 @@
 
 namespace evoscale::trainer::internal {
 namespace {
-constexpr size_t kCommitStep = size_t{2} << 20;  // one transparent huge page
+constexpr size_t kHugePage = size_t{2} << 20;  // one transparent huge page
+// Commit granularity. Huge pages still back every 2 MiB-aligned range once it is wholly committed;
+// committing in small steps keeps the tail of the buffer in small pages, so resident memory ends
+// within 64 KiB of what is used instead of up to a huge page beyond it (for each table's arena
+// and index: a few MiB over a trainer's shards).
+constexpr size_t kCommitStep = size_t{64} << 10;
 }  // namespace
 
 MappedBuffer::~MappedBuffer() { Release(); }
@@ -38,7 +43,7 @@ void MappedBuffer::Release() {
 
 absl::Status MappedBuffer::Reserve(size_t reserve_bytes) {
   Release();
-  reserve_bytes = (reserve_bytes + kCommitStep - 1) / kCommitStep * kCommitStep;
+  reserve_bytes = (reserve_bytes + kHugePage - 1) / kHugePage * kHugePage;
   void* p =
       mmap(nullptr, reserve_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {

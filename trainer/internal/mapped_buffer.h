@@ -21,8 +21,8 @@ class MappedBuffer {
 
   // Reserves `reserve_bytes` of address space without committing memory (PROT_NONE).
   absl::Status Reserve(size_t reserve_bytes);
-  // Makes the first `bytes` usable (zero-filled on first touch). Grows in 2 MiB steps; never
-  // shrinks. RESOURCE_EXHAUSTED beyond the reservation or when the kernel refuses.
+  // Makes the first `bytes` usable (zero-filled on first touch). Grows in 64 KiB steps (huge
+  // pages where the kernel allows, for whole committed 2 MiB ranges); never shrinks. RESOURCE_EXHAUSTED beyond the reservation or when the kernel refuses.
   absl::Status CommitAtLeast(size_t bytes);
 
   char* data() const { return data_; }

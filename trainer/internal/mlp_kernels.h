@@ -24,7 +24,8 @@ struct MlpKernels {
   // acts[l] receives the output of layer l, (n, sizes[l+1]); acts[num_layers-1] holds logits.
   void (*forward)(const MlpView& mlp, const float* x, int n, float* const* acts);
   // Gradients of sum_i dlogits[i] * logit_i: grad_w[l], grad_b[l] (overwritten) and, if dx is
-  // not null, the input gradient (n, sizes[0]). scratch_a/b hold n * max(sizes[1..]) floats each.
+  // not null, the input gradient (n, sizes[0]), which may overwrite x (dx == x is allowed: x is
+  // last read before dx is written). scratch_a/b hold n * max(sizes[1..]) floats each.
   void (*backward)(const MlpView& mlp, const float* x, int n, const float* const* acts,
                    const float* dlogits, float* const* grad_w, float* const* grad_b, float* dx,
                    float* scratch_a, float* scratch_b);
