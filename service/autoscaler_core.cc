@@ -293,9 +293,15 @@ absl::Status AutoscalerCore::Ingest(const v1::TelemetryBatch& batch,
   std::vector<WorkloadState*> row_workload;
   row_workload.reserve(batch.samples_size());
   std::vector<StoredInstance> new_instances;
-  // Instances' newest timestamps as this batch would leave them (applied after the write).
-  absl::flat_hash_map<int64_t, double> pending_last;
-  absl::flat_hash_map<std::string, int64_t> pending_new_ids;  // "workload\0instance" -> id
+  // The instances this batch touches, by id, with their newest timestamp as the batch would
+  // leave it; applied to the workloads only once the batch is stored.
+  struct Touched {
+    WorkloadState* workload;
+    std::string name;
+    double last_timestamp;
+  };
+  absl::flat_hash_map<int64_t, Touched> touched;
+  absl::flat_hash_map<std::pair<WorkloadState*, std::string>, int64_t> new_ids;
   std::map<std::string, int64_t> rejected;
   int64_t next_instance_id = next_instance_id_;
 
@@ -355,22 +361,20 @@ absl::Status AutoscalerCore::Ingest(const v1::TelemetryBatch& batch,
     }
     WorkloadState* w = wit->second.get();
     int64_t instance_id;
-    double last;
-    auto iit = w->instances.find(s.instance());
-    if (iit != w->instances.end()) {
+    double last = -std::numeric_limits<double>::infinity();
+    if (auto iit = w->instances.find(s.instance()); iit != w->instances.end()) {
       instance_id = iit->second.id;
       last = iit->second.last_timestamp;
     } else {
-      const std::string key = StrCat(s.workload(), std::string(1, '\0'), s.instance());
-      auto [pit, inserted] = pending_new_ids.try_emplace(key, next_instance_id);
+      auto [nit, inserted] = new_ids.try_emplace({w, s.instance()}, next_instance_id);
       if (inserted) {
         new_instances.push_back({next_instance_id, w->id, s.instance()});
         ++next_instance_id;
       }
-      instance_id = pit->second;
-      last = -std::numeric_limits<double>::infinity();
+      instance_id = nit->second;
     }
-    if (auto pl = pending_last.find(instance_id); pl != pending_last.end()) last = pl->second;
+    auto [tit, first_touch] = touched.try_emplace(instance_id, Touched{w, s.instance(), last});
+    last = tit->second.last_timestamp;
     if (s.timestamp() == last) {
       reject("duplicate", StrFormat("timestamp: %.3f repeats the last sample of instance \"%s\"",
                                     s.timestamp(), s.instance()));
@@ -382,7 +386,7 @@ absl::Status AutoscalerCore::Ingest(const v1::TelemetryBatch& batch,
                        s.timestamp(), last, s.instance()));
       continue;
     }
-    pending_last[instance_id] = s.timestamp();
+    tit->second.last_timestamp = s.timestamp();
     TelemetryRow r;
     r.instance_id = instance_id;
     r.timestamp = s.timestamp();
@@ -401,17 +405,10 @@ absl::Status AutoscalerCore::Ingest(const v1::TelemetryBatch& batch,
 
   // Stored: apply to memory.
   next_instance_id_ = next_instance_id;
-  for (const StoredInstance& in : new_instances) {
-    for (auto& [name, w] : workloads_) {
-      if (w->id == in.workload_id) w->instances[in.name].id = in.id;
-    }
-  }
-  for (auto& [name, w] : workloads_) {
-    for (auto& [iname, inst] : w->instances) {
-      if (auto pl = pending_last.find(inst.id); pl != pending_last.end()) {
-        inst.last_timestamp = pl->second;
-      }
-    }
+  for (const auto& [id, t] : touched) {
+    WorkloadState::Instance& inst = t.workload->instances[t.name];
+    inst.id = id;
+    inst.last_timestamp = t.last_timestamp;
   }
   for (size_t i = 0; i < rows.size(); ++i) row_workload[i]->Feed(rows[i]);
   int64_t rejected_count = 0;
