@@ -1,33 +1,52 @@
 // Tests of the evoscale CLI (service/cli/): the pure parts, and Run() against an in-process
-// StudyService on a real socket (port 0). The end-to-end test against evoscaled is in
-// tests/e2e/.
+// evoscaled (service/server.h) on a real socket (port 0) and a SQLite file in a temp dir,
+// checking both what the CLI prints and what the server then holds. The end-to-end test of
+// the `evoscale` binary against the evoscaled binary is in tests/e2e/.
 
 #include "service/cli/cli.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
-#include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "evoscale/v1/study.grpc.pb.h"
 #include "evoscale/v1/study.pb.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "service/clock.h"
+#include "service/server.h"
+#include "tests/service/test_support.h"
 
 namespace evoscale::cli {
 namespace {
 
+using ::evoscale::service::testing::GrpcOk;
+using ::google::protobuf::util::MessageDifferencer;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 using ::testing::Pair;
+using ::testing::StartsWith;
+using ::testing::UnorderedElementsAre;
 
 std::string WriteTempFile(const std::string& name, const std::string& contents) {
   std::string path = absl::StrCat(::testing::TempDir(), "/", name);
@@ -466,177 +485,205 @@ TEST(CliRunTest, UnreadableStudyFileExits2NamingThePath) {
                                      "\": No such file or directory\n"));
 }
 
-// ---- against an in-process StudyService ----------------------------------------------------
-
-// Answers just enough of StudyService for the CLI's calls, and records what it was sent.
-class FakeStudyService final : public v1::StudyService::Service {
+// A real socket on port 0 that takes connections (the kernel completes them) but never reads
+// or answers, standing in for a server that hangs: the call can only end at its deadline.
+// evoscaled always answers a loopback call within gRPC's millisecond deadline resolution, so
+// a short --timeout against it is not reliably exceeded.
+class SilentListener {
  public:
-  grpc::Status CreateStudy(grpc::ServerContext* context, const v1::CreateStudyRequest* request,
-                           v1::Study* response) override {
-    Record(context, *request);
-    *response = request->study();
-    response->set_name("studies/1");
-    response->set_state(v1::Study::ACTIVE);
-    return grpc::Status::OK;
-  }
-  grpc::Status GetStudy(grpc::ServerContext* context, const v1::GetStudyRequest* request,
-                        v1::Study* response) override {
-    Record(context, *request);
-    if (request->name() != "studies/1") {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                          absl::StrCat("study \"", request->name(), "\" not found"));
+  SilentListener() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd_ < 0) {
+      ADD_FAILURE() << "socket: " << std::strerror(errno);
+      return;
     }
-    response->set_name("studies/1");
-    response->set_display_name("x");
-    response->set_state(v1::Study::ACTIVE);
-    response->mutable_spec()->set_max_trials(20);
-    v1::MetricSpec* metric = response->mutable_spec()->add_metrics();
-    metric->set_name("loss");
-    metric->set_goal(v1::MetricSpec::MINIMIZE);
-    return grpc::Status::OK;
-  }
-  grpc::Status ListStudies(grpc::ServerContext* context, const v1::ListStudiesRequest* request,
-                           v1::ListStudiesResponse* response) override {
-    Record(context, *request);
-    v1::Study* study = response->add_studies();
-    study->set_name("studies/1");
-    study->set_display_name("first study");
-    study->set_state(v1::Study::COMPLETED);
-    study->set_trial_count(12);
-    study->set_completed_trial_count(10);
-    study = response->add_studies();
-    study->set_name("studies/2");
-    study->set_state(v1::Study::ACTIVE);
-    return grpc::Status::OK;
-  }
-  // Two pages: trials 1 and 2, then trial 3.
-  grpc::Status ListTrials(grpc::ServerContext* context, const v1::ListTrialsRequest* request,
-                          v1::ListTrialsResponse* response) override {
-    Record(context, *request);
-    if (request->page_token().empty()) {
-      *response->add_trials() = MakeTrial(1, v1::Trial::SUCCEEDED);
-      *response->add_trials() = MakeTrial(2, v1::Trial::ACTIVE);
-      response->set_next_page_token("page-2");
-    } else if (request->page_token() == "page-2") {
-      *response->add_trials() = MakeTrial(3, v1::Trial::INFEASIBLE);
-    } else {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "page_token: unknown");
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = 0;
+    socklen_t length = sizeof(address);
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+        listen(fd_, 16) != 0 ||
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      ADD_FAILURE() << "bind/listen on 127.0.0.1:0: " << std::strerror(errno);
+      return;
     }
-    return grpc::Status::OK;
+    port_ = ntohs(address.sin_port);
   }
-  grpc::Status SuggestTrials(grpc::ServerContext* context, const v1::SuggestTrialsRequest* request,
-                             v1::SuggestTrialsResponse* response) override {
-    Record(context, *request);
-    for (int i = 0; i < request->suggestion_count(); ++i) {
-      *response->add_trials() = MakeTrial(10 + i, v1::Trial::ACTIVE);
-    }
-    response->set_study_state(v1::Study::ACTIVE);
-    return grpc::Status::OK;
+  ~SilentListener() {
+    if (fd_ >= 0) close(fd_);
   }
-  grpc::Status AddTrialMeasurement(grpc::ServerContext* context,
-                                   const v1::AddTrialMeasurementRequest* request,
-                                   v1::Trial* response) override {
-    Record(context, *request);
-    *response = MakeTrial(3, v1::Trial::ACTIVE);
-    response->clear_final_measurement();
-    *response->add_measurements() = request->measurement();
-    return grpc::Status::OK;
-  }
-  grpc::Status CompleteTrial(grpc::ServerContext* context, const v1::CompleteTrialRequest* request,
-                             v1::Trial* /*response*/) override {
-    Record(context, *request);
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        "trial \"studies/1/trials/3\" is SUCCEEDED, not ACTIVE");
-  }
-  grpc::Status CheckTrialEarlyStoppingState(
-      grpc::ServerContext* context, const v1::CheckTrialEarlyStoppingStateRequest* request,
-      v1::CheckTrialEarlyStoppingStateResponse* response) override {
-    Record(context, *request);
-    response->set_should_stop(request->trial_name() == "studies/1/trials/3");
-    return grpc::Status::OK;
-  }
+  SilentListener(const SilentListener&) = delete;
+  SilentListener& operator=(const SilentListener&) = delete;
 
-  // What the last call carried. Read only after the call returned.
-  std::string last_request() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return last_request_;
-  }
-  std::string last_authorization() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return last_authorization_;
-  }
-  std::chrono::system_clock::duration last_deadline_left() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return last_deadline_left_;
-  }
-  std::vector<std::string> page_tokens() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return page_tokens_;
-  }
-
-  static v1::Trial MakeTrial(int id, v1::Trial::State state) {
-    v1::Trial trial;
-    trial.set_name(absl::StrCat("studies/1/trials/", id));
-    trial.set_id(id);
-    trial.set_state(state);
-    v1::Parameter* lr = trial.add_parameters();
-    lr->set_name("lr");
-    lr->set_double_value(0.001 * id);
-    v1::Parameter* act = trial.add_parameters();
-    act->set_name("act");
-    act->set_string_value("relu");
-    if (state == v1::Trial::SUCCEEDED)
-      (*trial.mutable_final_measurement()->mutable_metrics())["loss"] = 0.5;
-    if (state == v1::Trial::INFEASIBLE) trial.set_infeasible_reason("oom");
-    return trial;
-  }
+  int port() const { return port_; }
 
  private:
-  void Record(grpc::ServerContext* context, const google::protobuf::Message& request) {
-    std::lock_guard<std::mutex> lock(mu_);
-    last_request_ = request.ShortDebugString();
-    auto it = context->client_metadata().find("authorization");
-    last_authorization_ = it == context->client_metadata().end()
-                              ? ""
-                              : std::string(it->second.data(), it->second.size());
-    last_deadline_left_ = context->deadline() - std::chrono::system_clock::now();
-    if (const auto* list = dynamic_cast<const v1::ListTrialsRequest*>(&request)) {
-      page_tokens_.push_back(list->page_token());
-    }
-  }
-
-  std::mutex mu_;
-  std::string last_request_;                                  // guarded by mu_
-  std::string last_authorization_;                            // guarded by mu_
-  std::chrono::system_clock::duration last_deadline_left_{};  // guarded by mu_
-  std::vector<std::string> page_tokens_;                      // guarded by mu_
+  int fd_ = -1;
+  int port_ = 0;
 };
 
+TEST(CliTimeoutTest, CallThatIsNeverAnsweredEndsAtTheTimeout) {
+  SilentListener silent;
+  ASSERT_GT(silent.port(), 0);
+  Environment env{.server = absl::StrCat("127.0.0.1:", silent.port()), .hostname = "testhost"};
+  const absl::Time start = absl::Now();
+  RunResult result = RunCli({"study", "list", "--timeout", "0.05"}, env);
+  EXPECT_EQ(result.code, 1);
+  EXPECT_EQ(result.out, "");
+  EXPECT_THAT(result.err, StartsWith("evoscale: ListStudies: DEADLINE_EXCEEDED: "));
+  // Not a timing check: half the default deadline (10 s) only tells that --timeout applied.
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+// ---- against an in-process evoscaled -------------------------------------------------------
+
+// The study the trial tests use: trials print as "act=relu lr=0.001" (parameters in name
+// order, as the service stores them). No max_trials, so any number of trials fits.
+constexpr char kTrialStudySpec[] = R"pb(
+  metrics { name: "loss" goal: MINIMIZE }
+  parameters {
+    name: "lr"
+    double_spec { min: 1e-4 max: 1 }
+    scale: LOG
+  }
+  parameters {
+    name: "act"
+    categorical_spec { values: "relu" values: "tanh" }
+  }
+  algorithm { algorithm: RANDOM seed: 7 }
+)pb";
+
+// Owns an in-process evoscaled (service/server.h) on a fresh SQLite file in a temp dir, with
+// a ManualClock, and a gRPC stub to set up and inspect its state beside the CLI.
 class CliServerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    builder.RegisterService(&service_);
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
-    ASSERT_GT(port_, 0);
-    env_.server = absl::StrCat("127.0.0.1:", port_);
-    env_.hostname = "testhost";
-  }
+  using Stub = v1::StudyService::Stub;
+
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(StartServer()); }
+
   void TearDown() override {
-    if (server_ != nullptr) server_->Shutdown();
+    stub_.reset();
+    server_.reset();
+  }
+
+  virtual service::ServerOptions Options() {
+    service::ServerOptions options;
+    options.db_path = dir_.File("evoscale.db");
+    options.grpc_address = "127.0.0.1:0";
+    options.http_address = "127.0.0.1:0";
+    options.clock = &clock_;
+    return options;
+  }
+
+  void StartServer() {
+    absl::StatusOr<std::unique_ptr<service::Server>> server = service::Server::Start(Options());
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    ASSERT_GT(server_->grpc_port(), 0);
+    const std::string address = absl::StrCat("127.0.0.1:", server_->grpc_port());
+    stub_ =
+        v1::StudyService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    env_.server = address;
+    env_.hostname = "testhost";
   }
 
   RunResult Cli(const std::vector<std::string>& args) { return RunCli(args, env_); }
 
-  FakeStudyService service_;
-  std::unique_ptr<grpc::Server> server_;
-  int port_ = 0;
-  Environment env_;
+  // One call through the stub, with a generous deadline and stub_token_ (if any).
+  template <typename Request, typename Response>
+  grpc::Status Call(grpc::Status (Stub::*rpc)(grpc::ClientContext*, const Request&, Response*),
+                    const Request& request, Response* response) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    if (!stub_token_.empty()) context.AddMetadata("authorization", "Bearer " + stub_token_);
+    return (stub_.get()->*rpc)(&context, request, response);
+  }
+
+  // Creates a study of kTrialStudySpec (or `spec`) named `display_name`; returns its name.
+  std::string CreateStudy(const std::string& display_name = "trials",
+                          const std::string& spec = kTrialStudySpec) {
+    v1::CreateStudyRequest request;
+    request.mutable_study()->set_display_name(display_name);
+    EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
+        spec, request.mutable_study()->mutable_spec()));
+    v1::Study study;
+    EXPECT_THAT(Call(&Stub::CreateStudy, request, &study), GrpcOk());
+    return study.name();
+  }
+
+  // Creates a trial of a kTrialStudySpec study with the given parameters: REQUESTED, or
+  // SUCCEEDED with final loss `loss` when one is given.
+  v1::Trial CreateTrial(const std::string& study, double lr, const std::string& act,
+                        std::optional<double> loss = std::nullopt) {
+    v1::CreateTrialRequest request;
+    request.set_parent(study);
+    v1::Parameter* lr_parameter = request.mutable_trial()->add_parameters();
+    lr_parameter->set_name("lr");
+    lr_parameter->set_double_value(lr);
+    v1::Parameter* act_parameter = request.mutable_trial()->add_parameters();
+    act_parameter->set_name("act");
+    act_parameter->set_string_value(act);
+    if (loss.has_value()) {
+      (*request.mutable_trial()->mutable_final_measurement()->mutable_metrics())["loss"] = *loss;
+    }
+    v1::Trial trial;
+    EXPECT_THAT(Call(&Stub::CreateTrial, request, &trial), GrpcOk());
+    return trial;
+  }
+
+  // Hands out `count` trials of `study` to `client_id` (REQUESTED ones first), making them
+  // ACTIVE.
+  std::vector<v1::Trial> Suggest(const std::string& study, int count,
+                                 const std::string& client_id = "worker") {
+    v1::SuggestTrialsRequest request;
+    request.set_parent(study);
+    request.set_suggestion_count(count);
+    request.set_client_id(client_id);
+    v1::SuggestTrialsResponse response;
+    EXPECT_THAT(Call(&Stub::SuggestTrials, request, &response), GrpcOk());
+    EXPECT_EQ(response.trials_size(), count);
+    return {response.trials().begin(), response.trials().end()};
+  }
+
+  v1::Study GetStudy(const std::string& name) {
+    v1::GetStudyRequest request;
+    request.set_name(name);
+    v1::Study study;
+    EXPECT_THAT(Call(&Stub::GetStudy, request, &study), GrpcOk());
+    return study;
+  }
+
+  v1::Trial GetTrial(const std::string& name) {
+    v1::GetTrialRequest request;
+    request.set_name(name);
+    v1::Trial trial;
+    EXPECT_THAT(Call(&Stub::GetTrial, request, &trial), GrpcOk());
+    return trial;
+  }
+
+  std::vector<std::string> StudyNames() {
+    v1::ListStudiesRequest request;
+    v1::ListStudiesResponse response;
+    EXPECT_THAT(Call(&Stub::ListStudies, request, &response), GrpcOk());
+    std::vector<std::string> names;
+    for (const v1::Study& study : response.studies()) names.push_back(study.name());
+    return names;
+  }
+
+  // The time the ManualClock shows throughout, as the service stamps it.
+  static constexpr int64_t kNowUnixSeconds = 1700000000;
+  static constexpr char kNowText[] = "2023-11-14T22:13:20Z";
+
+  service::testing::ScopedTempDir dir_;
+  service::ManualClock clock_{absl::FromUnixSeconds(kNowUnixSeconds)};
+  std::unique_ptr<service::Server> server_;
+  std::unique_ptr<Stub> stub_;
+  std::string stub_token_;  // sent by Call(); empty: none
+  Environment env_;         // what the CLI runs with: the server's address, hostname "testhost"
 };
 
-TEST_F(CliServerTest, CreateSendsTheFileAndPrintsTheStudy) {
+TEST_F(CliServerTest, CreateStoresTheFileAndPrintsTheStudy) {
   std::string path = WriteTempFile("create.yaml", kStudyYaml);
   RunResult result = Cli({"study", "create", "-f", path, "--name", "renamed"});
   EXPECT_EQ(result.code, 0) << result.err;
@@ -644,45 +691,52 @@ TEST_F(CliServerTest, CreateSendsTheFileAndPrintsTheStudy) {
   EXPECT_EQ(result.out,
             "NAME       DISPLAY_NAME  STATE   TRIALS  COMPLETED\n"
             "studies/1  renamed       ACTIVE  0       0\n");
-  v1::CreateStudyRequest expected;
-  ASSERT_TRUE(ParseStudy(kStudyYaml, StudyFileFormat::kYaml, "x").ok());
-  *expected.mutable_study() = *ParseStudy(kStudyYaml, StudyFileFormat::kYaml, "x");
-  expected.mutable_study()->set_display_name("renamed");
-  EXPECT_EQ(service_.last_request(), expected.ShortDebugString());
-}
 
-TEST_F(CliServerTest, SendsBearerTokenAndDeadline) {
-  RunResult result = Cli({"study", "get", "1", "--token", "s3cret", "--timeout", "3"});
-  EXPECT_EQ(result.code, 0) << result.err;
-  EXPECT_EQ(service_.last_authorization(), "Bearer s3cret");
-  // gRPC rounds the timeout it sends up a little; the bounds only tell 3 s from 10 s.
-  EXPECT_LE(service_.last_deadline_left(), std::chrono::seconds(4));
-  EXPECT_GT(service_.last_deadline_left(), std::chrono::seconds(1));
-
-  env_.token = "from-env";
-  result = Cli({"study", "get", "studies/1"});
-  EXPECT_EQ(result.code, 0) << result.err;
-  EXPECT_EQ(service_.last_authorization(), "Bearer from-env");
-  EXPECT_LE(service_.last_deadline_left(), std::chrono::seconds(11));
-  EXPECT_GT(service_.last_deadline_left(), std::chrono::seconds(5));
-
-  env_.token = "";
-  result = Cli({"study", "get", "1"});
-  EXPECT_EQ(service_.last_authorization(), "");
+  EXPECT_THAT(StudyNames(), ElementsAre("studies/1"));
+  v1::Study stored = GetStudy("studies/1");
+  EXPECT_EQ(stored.display_name(), "renamed");
+  EXPECT_EQ(stored.state(), v1::Study::ACTIVE);
+  EXPECT_EQ(stored.create_time().seconds(), kNowUnixSeconds);
+  absl::StatusOr<v1::Study> sent = ParseStudy(kStudyYaml, StudyFileFormat::kYaml, "x");
+  ASSERT_TRUE(sent.ok()) << sent.status();
+  EXPECT_TRUE(MessageDifferencer::Equals(stored.spec(), sent->spec()))
+      << "stored: " << stored.spec().ShortDebugString()
+      << "\nsent: " << sent->spec().ShortDebugString();
 }
 
 TEST_F(CliServerTest, GetPrintsASummary) {
+  ASSERT_EQ(CreateStudy("x", R"pb(metrics { name: "loss" goal: MINIMIZE }
+                                  parameters {
+                                    name: "lr"
+                                    double_spec { min: 1e-4 max: 1 }
+                                    scale: LOG
+                                  }
+                                  max_trials: 20)pb"),
+            "studies/1");
+  v1::CreateTrialRequest request;
+  request.set_parent("studies/1");
+  v1::Parameter* lr = request.mutable_trial()->add_parameters();
+  lr->set_name("lr");
+  lr->set_double_value(0.01);
+  v1::Trial trial;
+  ASSERT_THAT(Call(&Stub::CreateTrial, request, &trial), GrpcOk());
+  (*request.mutable_trial()->mutable_final_measurement()->mutable_metrics())["loss"] = 0.5;
+  ASSERT_THAT(Call(&Stub::CreateTrial, request, &trial), GrpcOk());
+
   RunResult result = Cli({"study", "get", "1"});
   EXPECT_EQ(result.code, 0) << result.err;
-  EXPECT_EQ(result.out,
-            "name:          studies/1\n"
-            "display_name:  x\n"
-            "state:         ACTIVE\n"
-            "created:       -\n"
-            "trials:        0 (0 completed)\n"
-            "max_trials:    20\n"
-            "algorithm:     GENETIC (default)\n"
-            "metric:        loss MINIMIZE\n");
+  EXPECT_EQ(result.err, "");
+  EXPECT_EQ(result.out, absl::StrCat("name:          studies/1\n"
+                                     "display_name:  x\n"
+                                     "state:         ACTIVE\n"
+                                     "created:       ",
+                                     kNowText,
+                                     "\n"
+                                     "trials:        2 (1 completed)\n"
+                                     "max_trials:    20\n"
+                                     "algorithm:     GENETIC (default)\n"
+                                     "metric:        loss MINIMIZE\n"
+                                     "parameter:     lr double [0.0001, 1] LOG\n"));
 }
 
 TEST_F(CliServerTest, RpcErrorExits1WithCodeName) {
@@ -691,21 +745,57 @@ TEST_F(CliServerTest, RpcErrorExits1WithCodeName) {
   EXPECT_EQ(result.out, "");
   EXPECT_EQ(result.err, "evoscale: GetStudy: NOT_FOUND: study \"studies/9\" not found\n");
 
-  result = Cli({"complete", "studies/1/trials/3", "loss=0.1"});
+  const std::string study = CreateStudy();
+  const v1::Trial done = CreateTrial(study, 0.001, "relu", 0.5);
+  ASSERT_EQ(done.state(), v1::Trial::SUCCEEDED);
+  result = Cli({"complete", done.name(), "loss=0.1"});
+  EXPECT_EQ(result.code, 1);
+  EXPECT_EQ(result.out, "");
+  EXPECT_EQ(result.err,
+            "evoscale: CompleteTrial: FAILED_PRECONDITION: trial \"studies/1/trials/1\" is "
+            "already SUCCEEDED\n");
+  EXPECT_TRUE(MessageDifferencer::Equals(GetTrial(done.name()), done));  // left as it was
+
+  result = Cli({"measure", "studies/1/trials/2", "--step", "1", "loss=1"});
   EXPECT_EQ(result.code, 1);
   EXPECT_EQ(result.err,
-            "evoscale: CompleteTrial: FAILED_PRECONDITION: trial \"studies/1/trials/3\" is "
-            "SUCCEEDED, not ACTIVE\n");
-  EXPECT_EQ(service_.last_request(),
-            "name: \"studies/1/trials/3\" final_measurement { metrics { key: \"loss\" value: 0.1 "
-            "} }");
+            "evoscale: AddTrialMeasurement: NOT_FOUND: trial \"studies/1/trials/2\" not found\n");
 }
 
-TEST_F(CliServerTest, InfeasibleCompletionSendsTheReason) {
-  Cli({"complete", "studies/1/trials/4", "--infeasible", "out of memory"});
-  EXPECT_EQ(service_.last_request(),
-            "name: \"studies/1/trials/4\" trial_infeasible: true infeasible_reason: \"out of "
-            "memory\"");
+TEST_F(CliServerTest, CompleteWithMetricsSucceedsTheTrial) {
+  const std::string study = CreateStudy();
+  CreateTrial(study, 0.001, "relu");
+  const v1::Trial active = Suggest(study, 1).at(0);
+  ASSERT_EQ(active.state(), v1::Trial::ACTIVE);
+
+  RunResult result = Cli({"complete", active.name(), "loss=0.125"});
+  EXPECT_EQ(result.code, 0) << result.err;
+  EXPECT_EQ(result.out,
+            "NAME                STATE      PARAMETERS         METRICS\n"
+            "studies/1/trials/1  SUCCEEDED  act=relu lr=0.001  loss=0.125\n");
+
+  v1::Trial stored = GetTrial(active.name());
+  EXPECT_EQ(stored.state(), v1::Trial::SUCCEEDED);
+  EXPECT_THAT(stored.final_measurement().metrics(), ElementsAre(Pair("loss", 0.125)));
+  EXPECT_EQ(stored.end_time().seconds(), kNowUnixSeconds);
+  EXPECT_EQ(GetStudy(study).completed_trial_count(), 1);
+}
+
+TEST_F(CliServerTest, InfeasibleCompletionStoresTheReason) {
+  const std::string study = CreateStudy();
+  CreateTrial(study, 0.002, "tanh");
+  const v1::Trial active = Suggest(study, 1).at(0);
+
+  RunResult result = Cli({"complete", active.name(), "--infeasible", "out of memory"});
+  EXPECT_EQ(result.code, 0) << result.err;
+  EXPECT_EQ(result.out,
+            "NAME                STATE                       PARAMETERS         METRICS\n"
+            "studies/1/trials/1  INFEASIBLE (out of memory)  act=tanh lr=0.002  -\n");
+
+  v1::Trial stored = GetTrial(active.name());
+  EXPECT_EQ(stored.state(), v1::Trial::INFEASIBLE);
+  EXPECT_EQ(stored.infeasible_reason(), "out of memory");
+  EXPECT_TRUE(stored.final_measurement().metrics().empty());
 }
 
 TEST_F(CliServerTest, UnreachableServerExits1) {
@@ -713,80 +803,249 @@ TEST_F(CliServerTest, UnreachableServerExits1) {
   server_.reset();
   RunResult result = Cli({"study", "list"});
   EXPECT_EQ(result.code, 1);
-  EXPECT_THAT(result.err, ::testing::StartsWith("evoscale: ListStudies: UNAVAILABLE: "));
+  EXPECT_THAT(result.err, StartsWith("evoscale: ListStudies: UNAVAILABLE: "));
 }
 
 TEST_F(CliServerTest, StudyListPrintsATable) {
+  const std::string first = CreateStudy("first study");
+  CreateTrial(first, 0.001, "relu", 0.5);
+  CreateTrial(first, 0.002, "relu");
+  v1::SetStudyStateRequest close;
+  close.set_name(first);
+  close.set_state(v1::Study::COMPLETED);
+  v1::Study closed;
+  ASSERT_THAT(Call(&Stub::SetStudyState, close, &closed), GrpcOk());
+  CreateStudy("");
+
   RunResult result = Cli({"study", "list"});
   EXPECT_EQ(result.code, 0) << result.err;
   EXPECT_EQ(result.out,
             "NAME       DISPLAY_NAME  STATE      TRIALS  COMPLETED\n"
-            "studies/1  first study   COMPLETED  12      10\n"
+            "studies/1  first study   COMPLETED  2       1\n"
             "studies/2  -             ACTIVE     0       0\n");
 }
 
-TEST_F(CliServerTest, TrialsListFollowsPageTokens) {
-  RunResult result = Cli({"trials", "list", "1", "--state", "active", "--page-size", "2"});
+// Trial 1 SUCCEEDED, 2 ACTIVE, 3 INFEASIBLE ("oom"), 4 REQUESTED.
+class CliTrialsListTest : public CliServerTest {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(CliServerTest::SetUp());
+    const std::string study = CreateStudy();
+    ASSERT_EQ(study, "studies/1");
+    CreateTrial(study, 0.001, "relu", 0.5);
+    CreateTrial(study, 0.002, "relu");
+    CreateTrial(study, 0.003, "tanh");
+    std::vector<v1::Trial> active = Suggest(study, 2);
+    ASSERT_EQ(active.size(), 2u);
+    ASSERT_EQ(active[1].name(), "studies/1/trials/3");
+    v1::CompleteTrialRequest infeasible;
+    infeasible.set_name(active[1].name());
+    infeasible.set_trial_infeasible(true);
+    infeasible.set_infeasible_reason("oom");
+    v1::Trial trial;
+    ASSERT_THAT(Call(&Stub::CompleteTrial, infeasible, &trial), GrpcOk());
+    CreateTrial(study, 0.004, "relu");
+  }
+};
+
+TEST_F(CliTrialsListTest, TableHoldsEveryPage) {
+  RunResult result = Cli({"trials", "list", "1", "--page-size", "3"});
   EXPECT_EQ(result.code, 0) << result.err;
-  EXPECT_THAT(service_.page_tokens(), ElementsAre("", "page-2"));
-  EXPECT_EQ(service_.last_request(),
-            "parent: \"studies/1\" state: ACTIVE page_size: 2 page_token: \"page-2\"");
   EXPECT_EQ(result.out,
             "NAME                STATE             PARAMETERS         METRICS\n"
-            "studies/1/trials/1  SUCCEEDED         lr=0.001 act=relu  loss=0.5\n"
-            "studies/1/trials/2  ACTIVE            lr=0.002 act=relu  -\n"
-            "studies/1/trials/3  INFEASIBLE (oom)  lr=0.003 act=relu  -\n");
+            "studies/1/trials/1  SUCCEEDED         act=relu lr=0.001  loss=0.5\n"
+            "studies/1/trials/2  ACTIVE            act=relu lr=0.002  -\n"
+            "studies/1/trials/3  INFEASIBLE (oom)  act=tanh lr=0.003  -\n"
+            "studies/1/trials/4  REQUESTED         act=relu lr=0.004  -\n");
 }
 
-TEST_F(CliServerTest, TrialsListJsonHoldsAllPages) {
-  RunResult result = Cli({"--json", "trials", "list", "studies/1"});
+TEST_F(CliTrialsListTest, StateFilterAppliesOnEveryPage) {
+  RunResult result =
+      Cli({"trials", "list", "studies/1", "--state", "requested", "--page-size", "1"});
+  EXPECT_EQ(result.code, 0) << result.err;
+  EXPECT_EQ(result.out,
+            "NAME                STATE      PARAMETERS         METRICS\n"
+            "studies/1/trials/4  REQUESTED  act=relu lr=0.004  -\n");
+}
+
+TEST_F(CliTrialsListTest, JsonHoldsAllPages) {
+  RunResult result = Cli({"--json", "trials", "list", "studies/1", "--page-size", "2"});
   EXPECT_EQ(result.code, 0) << result.err;
   v1::ListTrialsResponse response;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(result.out, &response).ok())
       << result.out;
-  ASSERT_EQ(response.trials_size(), 3);
-  EXPECT_EQ(response.trials(2).name(), "studies/1/trials/3");
+  ASSERT_EQ(response.trials_size(), 4);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(MessageDifferencer::Equals(response.trials(i),
+                                           GetTrial(absl::StrCat("studies/1/trials/", i + 1))))
+        << i;
+  }
   EXPECT_EQ(response.next_page_token(), "");
   EXPECT_THAT(result.out, HasSubstr("\"infeasible_reason\":\"oom\""));  // proto field names
 }
 
-TEST_F(CliServerTest, SuggestUsesHostnameClientIdByDefault) {
-  RunResult result = Cli({"suggest", "7", "--count", "2"});
-  EXPECT_EQ(result.code, 0) << result.err;
-  EXPECT_EQ(service_.last_request(),
-            "parent: \"studies/7\" suggestion_count: 2 client_id: \"cli-testhost\"");
-  EXPECT_EQ(result.out,
-            "NAME                 PARAMETERS\n"
-            "studies/1/trials/10  lr=0.01 act=relu\n"
-            "studies/1/trials/11  lr=0.011 act=relu\n");
+TEST_F(CliServerTest, TrialsListFollowsPageTokensThroughEveryTrialOnce) {
+  const std::string study = CreateStudy();
+  constexpr int kTrials = 250;  // the server's default page holds 100
+  for (int i = 1; i <= kTrials; ++i) CreateTrial(study, 0.001 * i, i % 2 == 0 ? "relu" : "tanh");
 
-  Cli({"suggest", "studies/7", "--client-id", "worker-3"});
-  EXPECT_EQ(service_.last_request(),
-            "parent: \"studies/7\" suggestion_count: 1 client_id: \"worker-3\"");
+  for (const std::vector<std::string>& page_size :
+       {std::vector<std::string>{}, std::vector<std::string>{"--page-size", "7"}}) {
+    std::vector<std::string> args = {"--json", "trials", "list", study};
+    args.insert(args.end(), page_size.begin(), page_size.end());
+    RunResult result = Cli(args);
+    ASSERT_EQ(result.code, 0) << result.err;
+    v1::ListTrialsResponse response;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(result.out, &response).ok());
+    ASSERT_EQ(response.trials_size(), kTrials);
+    for (int i = 0; i < kTrials; ++i) {
+      const v1::Trial& trial = response.trials(i);
+      EXPECT_EQ(trial.id(), i + 1);  // in order, so each exactly once
+      ASSERT_EQ(trial.parameters_size(), 2);
+      EXPECT_EQ(trial.parameters(1).double_value(), 0.001 * (i + 1));
+    }
+  }
 }
 
-TEST_F(CliServerTest, MeasureSendsStepAndMetrics) {
-  RunResult result = Cli({"measure", "studies/1/trials/3", "--step", "5", "loss=0.25", "acc=-1"});
+TEST_F(CliServerTest, SuggestHandsOutTrialsToTheHostnameClientByDefault) {
+  const std::string study = CreateStudy();
+  ASSERT_EQ(study, "studies/1");
+  CreateTrial(study, 0.01, "relu");
+  CreateTrial(study, 0.011, "tanh");
+
+  RunResult result = Cli({"suggest", "1", "--count", "2"});
   EXPECT_EQ(result.code, 0) << result.err;
-  v1::AddTrialMeasurementRequest request;
-  request.set_trial_name("studies/1/trials/3");
-  request.mutable_measurement()->set_step(5);
-  (*request.mutable_measurement()->mutable_metrics())["loss"] = 0.25;
-  (*request.mutable_measurement()->mutable_metrics())["acc"] = -1;
-  EXPECT_EQ(service_.last_request(), request.ShortDebugString());
+  EXPECT_EQ(result.out,
+            "NAME                PARAMETERS\n"
+            "studies/1/trials/1  act=relu lr=0.01\n"
+            "studies/1/trials/2  act=tanh lr=0.011\n");
+  for (const char* name : {"studies/1/trials/1", "studies/1/trials/2"}) {
+    v1::Trial stored = GetTrial(name);
+    EXPECT_EQ(stored.state(), v1::Trial::ACTIVE) << name;
+    EXPECT_EQ(stored.client_id(), "cli-testhost") << name;
+  }
+
+  // No REQUESTED trial is left: the designer proposes a new one.
+  result = Cli({"suggest", "studies/1", "--client-id", "worker-3"});
+  EXPECT_EQ(result.code, 0) << result.err;
+  v1::Trial proposed = GetTrial("studies/1/trials/3");
+  EXPECT_EQ(proposed.state(), v1::Trial::ACTIVE);
+  EXPECT_EQ(proposed.client_id(), "worker-3");
+  EXPECT_EQ(result.out, FormatTable({"NAME", "PARAMETERS"},
+                                    {{"studies/1/trials/3", FormatParameters(proposed)}}));
+}
+
+TEST_F(CliServerTest, MeasureStoresStepAndMetrics) {
+  const std::string study = CreateStudy();
+  CreateTrial(study, 0.003, "relu");
+  const v1::Trial active = Suggest(study, 1).at(0);
+
+  RunResult result = Cli({"measure", active.name(), "--step", "5", "loss=0.25", "acc=-1"});
+  EXPECT_EQ(result.code, 0) << result.err;
   EXPECT_EQ(result.out,
             "NAME                STATE   PARAMETERS         METRICS\n"
-            "studies/1/trials/3  ACTIVE  lr=0.003 act=relu  step 5: acc=-1 loss=0.25\n");
+            "studies/1/trials/1  ACTIVE  act=relu lr=0.003  step 5: acc=-1 loss=0.25\n");
+
+  v1::Trial stored = GetTrial(active.name());
+  EXPECT_EQ(stored.state(), v1::Trial::ACTIVE);
+  ASSERT_EQ(stored.measurements_size(), 1);
+  EXPECT_EQ(stored.measurements(0).step(), 5);
+  EXPECT_THAT(stored.measurements(0).metrics(),
+              UnorderedElementsAre(Pair("loss", 0.25), Pair("acc", -1.0)));
 }
 
 TEST_F(CliServerTest, ShouldStopPrintsTrueOrFalse) {
-  RunResult result = Cli({"should-stop", "studies/1/trials/3"});
+  const std::string study = CreateStudy();
+  CreateTrial(study, 0.001, "relu");
+  CreateTrial(study, 0.002, "relu");
+  std::vector<v1::Trial> active = Suggest(study, 2);
+  ASSERT_EQ(active.size(), 2u);
+  v1::StopTrialRequest stop;
+  stop.set_name(active[0].name());
+  v1::Trial stopping;
+  ASSERT_THAT(Call(&Stub::StopTrial, stop, &stopping), GrpcOk());
+  ASSERT_EQ(stopping.state(), v1::Trial::STOPPING);
+
+  RunResult result = Cli({"should-stop", active[0].name()});
   EXPECT_EQ(result.code, 0) << result.err;
   EXPECT_EQ(result.out, "true\n");
-  result = Cli({"should-stop", "studies/1/trials/4"});
+  result = Cli({"should-stop", active[1].name()});
+  EXPECT_EQ(result.code, 0) << result.err;
   EXPECT_EQ(result.out, "false\n");
-  result = Cli({"should-stop", "studies/1/trials/4", "--json"});
+  result = Cli({"should-stop", active[1].name(), "--json"});
   EXPECT_EQ(result.out, "{\"should_stop\":false}\n");
+}
+
+// The same, with bearer tokens: an admin token for the stub, a reader token for the CLI.
+class CliAuthServerTest : public CliServerTest {
+ protected:
+  static constexpr char kAdminToken[] = "cli-test-admin-token";
+  static constexpr char kReaderToken[] = "cli-test-reader-token";
+
+  void SetUp() override {
+    std::ofstream(tokens_path_) << "# tokens for the CLI tests\n"
+                                << kAdminToken << " admin\n"
+                                << kReaderToken << " reader\n";
+    stub_token_ = kAdminToken;
+    CliServerTest::SetUp();
+  }
+
+  service::ServerOptions Options() override {
+    service::ServerOptions options = CliServerTest::Options();
+    options.auth_tokens_path = tokens_path_;
+    return options;
+  }
+
+  const std::string tokens_path_ = dir_.File("tokens");
+};
+
+TEST_F(CliAuthServerTest, TokenFromFlagOrEnvironmentIsSentAsBearer) {
+  CreateStudy("x");
+  const std::string expected =
+      "NAME       DISPLAY_NAME  STATE   TRIALS  COMPLETED\n"
+      "studies/1  x             ACTIVE  0       0\n";
+
+  RunResult result = Cli({"study", "list", "--token", kReaderToken});
+  EXPECT_EQ(result.code, 0) << result.err;
+  EXPECT_EQ(result.out, expected);
+
+  env_.token = kReaderToken;
+  result = Cli({"study", "list"});
+  EXPECT_EQ(result.code, 0) << result.err;
+  EXPECT_EQ(result.out, expected);
+
+  result = Cli({"study", "list", "--token", "not-a-known-token"});  // the flag wins
+  EXPECT_EQ(result.code, 1);
+  EXPECT_EQ(result.out, "");
+  EXPECT_EQ(result.err, "evoscale: ListStudies: UNAUTHENTICATED: authorization: unknown token\n");
+}
+
+TEST_F(CliAuthServerTest, NoTokenExits1Unauthenticated) {
+  RunResult result = Cli({"study", "list"});
+  EXPECT_EQ(result.code, 1);
+  EXPECT_EQ(result.out, "");
+  EXPECT_EQ(result.err,
+            "evoscale: ListStudies: UNAUTHENTICATED: missing \"authorization: Bearer TOKEN\"\n");
+
+  result = Cli({"study", "create", "-f", WriteTempFile("auth.yaml", kStudyYaml)});
+  EXPECT_EQ(result.code, 1);
+  EXPECT_THAT(result.err, StartsWith("evoscale: CreateStudy: UNAUTHENTICATED: "));
+  EXPECT_THAT(StudyNames(), IsEmpty());
+}
+
+TEST_F(CliAuthServerTest, ReaderMayNotWrite) {
+  RunResult result = Cli(
+      {"study", "create", "-f", WriteTempFile("reader.yaml", kStudyYaml), "--token", kReaderToken});
+  EXPECT_EQ(result.code, 1);
+  EXPECT_EQ(result.err,
+            "evoscale: CreateStudy: PERMISSION_DENIED: role \"reader\" may not do this; needs "
+            "\"writer\"\n");
+  EXPECT_THAT(StudyNames(), IsEmpty());
+
+  result = Cli(
+      {"study", "create", "-f", WriteTempFile("admin.yaml", kStudyYaml), "--token", kAdminToken});
+  EXPECT_EQ(result.code, 0) << result.err;
+  EXPECT_THAT(StudyNames(), ElementsAre("studies/1"));
 }
 
 }  // namespace
