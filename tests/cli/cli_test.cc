@@ -523,17 +523,17 @@ class SilentListener {
   int port_ = 0;
 };
 
+// A server that accepts the connection and never answers: the call ends in
+// DEADLINE_EXCEEDED (exit 1). With the default 10 s deadline this would take 10 s, so ctest's
+// per-test timeout is what notices a --timeout that is not applied; no timing is asserted here.
 TEST(CliTimeoutTest, CallThatIsNeverAnsweredEndsAtTheTimeout) {
   SilentListener silent;
   ASSERT_GT(silent.port(), 0);
   Environment env{.server = absl::StrCat("127.0.0.1:", silent.port()), .hostname = "testhost"};
-  const absl::Time start = absl::Now();
   RunResult result = RunCli({"study", "list", "--timeout", "0.05"}, env);
   EXPECT_EQ(result.code, 1);
   EXPECT_EQ(result.out, "");
   EXPECT_THAT(result.err, StartsWith("evoscale: ListStudies: DEADLINE_EXCEEDED: "));
-  // Not a timing check: half the default deadline (10 s) only tells that --timeout applied.
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }
 
 // ---- against an in-process evoscaled -------------------------------------------------------
