@@ -15,8 +15,12 @@
 #include "trainer/checkpoint.h"
 #include "trainer/criteo_reader.h"
 #include "trainer/embedding_table.h"
+#include "trainer/gpu.h"
 #include "trainer/metrics.h"
 #include "trainer/mlp.h"
+#ifdef EVOSCALE_HAVE_CUDA
+#include "trainer/cuda/gpu_trainer.h"
+#endif
 
 namespace evoscale::trainer {
 namespace {
@@ -648,15 +652,18 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
   if (c.device != "cpu" && c.device != "cuda") {
     return bad(absl::StrCat("--device \"", c.device, "\": expected cpu or cuda"));
   }
-  if (c.device == "cuda") {
-    return absl::UnimplementedError(
-        "--device cuda: this build has no CUDA trainer yet; use --device cpu");
-  }
   return absl::OkStatus();
 }
 
 absl::Status RunTrainer(const TrainerConfig& config, const EventSink& sink) {
   absl::Status status = ValidateConfig(config);
+  if (status.ok() && config.device == "cuda") {
+    // UNIMPLEMENTED without CUDA, FAILED_PRECONDITION without a device.
+    status = CheckCudaAvailable();
+#ifdef EVOSCALE_HAVE_CUDA
+    if (status.ok()) return cuda::RunGpuTrainer(config, sink);
+#endif
+  }
   Training* training_ptr = nullptr;
   std::unique_ptr<Training> training;
   if (status.ok()) {

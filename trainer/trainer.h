@@ -81,7 +81,9 @@ absl::Status ValidateConfig(const TrainerConfig& config);
 
 // Trains as configured, emitting progress events and a final event (or an error event for a
 // failure during training, such as a non-finite loss, which names the step). Returns the error
-// too. Blocking; uses config.threads threads plus one reader thread.
+// too. Blocking; uses config.threads threads plus one reader thread. device "cuda" trains on the
+// GPU (cuda/gpu_trainer.h) when built with CUDA and a device is present; otherwise UNIMPLEMENTED
+// ("built without CUDA") or FAILED_PRECONDITION ("no CUDA device").
 absl::Status RunTrainer(const TrainerConfig& config, const EventSink& sink);
 
 // Formats a JSON string literal (quotes and escapes).

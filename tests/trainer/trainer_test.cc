@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "gtest/gtest.h"
+#include "trainer/gpu.h"
 
 namespace evoscale::trainer {
 namespace {
@@ -127,6 +128,24 @@ TEST(TrainerTest, NonFiniteLossStopsWithAnErrorNamingTheStep) {
   EXPECT_TRUE(std::regex_search(lines.back(), std::regex(R"(^\{"event":"error","step":\d+,)")))
       << lines.back();
   EXPECT_NE(lines.back().find("at step"), std::string::npos);
+}
+
+TEST(TrainerTest, DeviceCudaWithoutAGpuIsAClearError) {
+  absl::StatusOr<int> devices = CudaDeviceCount();
+  if (devices.ok() && *devices > 0) GTEST_SKIP() << "a CUDA device is present (gpu tests cover it)";
+  TrainerConfig c = Small();
+  c.device = "cuda";
+  absl::Status status;
+  auto lines = Train(c, &status);
+  if (BuiltWithCuda()) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+    EXPECT_NE(status.message().find("no CUDA device"), std::string::npos) << status;
+  } else {
+    EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented) << status;
+    EXPECT_NE(status.message().find("built without CUDA"), std::string::npos) << status;
+  }
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].rfind(R"({"event":"error",)", 0), 0u) << lines[0];
 }
 
 TEST(TrainerTest, MissingFileIsAnErrorEvent) {
