@@ -17,6 +17,7 @@
 #include "trainer/embedding_table.h"
 #include "trainer/gpu.h"
 #include "trainer/metrics.h"
+#include "trainer/internal/run_options.h"
 #include "trainer/mlp.h"
 #ifdef EVOSCALE_HAVE_CUDA
 #include "trainer/cuda/gpu_trainer.h"
@@ -27,13 +28,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Seconds(Clock::time_point since) {
-  return std::chrono::duration<double>(Clock::now() - since).count();
-}
-
-int64_t HoldoutEvery(double fraction) {
-  return fraction > 0 ? std::max<int64_t>(2, std::llround(1.0 / fraction)) : 0;
-}
 
 // One shard: its table (owned by one worker) and that worker's per-batch scratch.
 struct Shard {
@@ -209,13 +203,9 @@ absl::Status Training::Setup() {
   }
   absl::StatusOr<std::unique_ptr<ExampleSource>> source = OpenSource(false, position_);
   if (!source.ok()) return source.status();
-  BatchReaderOptions reader_options;
-  reader_options.batch_size = config_.batch_size;
-  reader_options.num_shards = num_shards_;
-  reader_options.max_malformed_fraction = config_.max_malformed_fraction;
-  if (config_.test_path.empty())
-    reader_options.filter.holdout_every = HoldoutEvery(config_.holdout_fraction);
-  reader_ = std::make_unique<BatchReader>(*std::move(source), reader_options);
+  reader_ = std::make_unique<BatchReader>(
+      *std::move(source), internal::ReaderOptions(config_, config_.batch_size, num_shards_,
+                                                  /*for_eval=*/false));
   return absl::OkStatus();
 }
 
@@ -411,7 +401,7 @@ void Training::OnStepEnd() {
   if (config_.progress_every > 0) window_.Add(logits_.data(), batch_->labels.data(), size_t(n));
   if (config_.progress_every > 0 && step_ % config_.progress_every == 0) {
     Emit(absl::StrCat("{\"event\":\"progress\",\"step\":", step_, ",\"examples\":", examples_,
-                      ",\"elapsed_s\":", absl::StrFormat("%.3f", Seconds(start_)),
+                      ",\"elapsed_s\":", absl::StrFormat("%.3f", internal::SecondsSince(start_)),
                       ",\"metrics\":{\"logloss\":", JsonNumber(window_.LogLoss()),
                       ",\"auc\":", JsonNumber(window_.Auc()), "}}"));
     window_.Clear();
@@ -477,7 +467,7 @@ absl::Status Training::Train() {
   for (int t = 1; t < threads_; ++t) workers.emplace_back([this, t] { Worker(t); });
   Worker(0);
   for (auto& w : workers) w.join();
-  train_seconds_ = Seconds(train_start_);
+  train_seconds_ = internal::SecondsSince(train_start_);
   malformed_ = reader_->malformed();
   reader_.reset();
   return status_;
@@ -486,15 +476,9 @@ absl::Status Training::Train() {
 absl::Status Training::EvaluateAndReport() {
   absl::StatusOr<std::unique_ptr<ExampleSource>> source = OpenSource(true, {});
   if (!source.ok()) return source.status();
-  BatchReaderOptions options;
-  options.batch_size = config_.batch_size;
-  options.num_shards = num_shards_;
-  options.max_malformed_fraction = config_.max_malformed_fraction;
+  const BatchReaderOptions options =
+      internal::ReaderOptions(config_, config_.batch_size, num_shards_, /*for_eval=*/true);
   const bool holdout = config_.test_path.empty();
-  if (holdout) {
-    options.filter.holdout_every = HoldoutEvery(config_.holdout_fraction);
-    options.filter.holdout = true;
-  }
   BinaryMetrics metrics;
   if (!holdout || options.filter.holdout_every > 0) {
     BatchReader reader(*std::move(source), options);
@@ -683,4 +667,24 @@ absl::Status RunTrainer(const TrainerConfig& config, const EventSink& sink) {
   return status;
 }
 
+namespace internal {
+
+int64_t HoldoutEvery(double fraction) {
+  return fraction > 0 ? std::max<int64_t>(2, std::llround(1.0 / fraction)) : 0;
+}
+
+BatchReaderOptions ReaderOptions(const TrainerConfig& config, int batch_size, int num_shards,
+                                 bool for_eval) {
+  BatchReaderOptions options;
+  options.batch_size = batch_size;
+  options.num_shards = num_shards;
+  options.max_malformed_fraction = config.max_malformed_fraction;
+  if (config.test_path.empty()) {
+    options.filter.holdout_every = HoldoutEvery(config.holdout_fraction);
+    options.filter.holdout = for_eval;
+  }
+  return options;
+}
+
+}  // namespace internal
 }  // namespace evoscale::trainer

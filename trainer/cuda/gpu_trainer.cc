@@ -16,6 +16,7 @@
 #include "trainer/cuda/device_buffer.h"
 #include "trainer/cuda/gpu_embedding_table.h"
 #include "trainer/cuda/gpu_mlp.h"
+#include "trainer/internal/run_options.h"
 #include "trainer/metrics.h"
 #include "trainer/mlp.h"
 
@@ -24,13 +25,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Seconds(Clock::time_point since) {
-  return std::chrono::duration<double>(Clock::now() - since).count();
-}
-
-int64_t HoldoutEvery(double fraction) {
-  return fraction > 0 ? std::max<int64_t>(2, std::llround(1.0 / fraction)) : 0;
-}
 
 // An owned stream, destroyed after everything allocated on it (declare it first).
 class Stream {
@@ -199,12 +193,8 @@ absl::Status GpuTraining::Load(const ExampleBatch& batch, bool insert, uint32_t 
 absl::Status GpuTraining::Train() {
   absl::StatusOr<std::unique_ptr<ExampleSource>> source = OpenSource(false);
   if (!source.ok()) return source.status();
-  BatchReaderOptions options;
-  options.batch_size = batch_;
-  options.num_shards = 1;
-  options.max_malformed_fraction = config_.max_malformed_fraction;
-  if (config_.test_path.empty()) options.filter.holdout_every = HoldoutEvery(config_.holdout_fraction);
-  BatchReader reader(*std::move(source), options);
+  BatchReader reader(*std::move(source),
+                     trainer::internal::ReaderOptions(config_, batch_, 1, /*for_eval=*/false));
   cudaStream_t s = stream_.get();
   BinaryMetrics window;
   const Clock::time_point train_start = Clock::now();
@@ -248,7 +238,7 @@ absl::Status GpuTraining::Train() {
       window.Add(host_logits_.data(), batch->labels.data(), size_t(n));
       if (step_ % config_.progress_every == 0) {
         sink_(absl::StrCat("{\"event\":\"progress\",\"step\":", step_, ",\"examples\":", examples_,
-                           ",\"elapsed_s\":", absl::StrFormat("%.3f", Seconds(start_)),
+                           ",\"elapsed_s\":", absl::StrFormat("%.3f", trainer::internal::SecondsSince(start_)),
                            ",\"metrics\":{\"logloss\":", JsonNumber(window.LogLoss()),
                            ",\"auc\":", JsonNumber(window.Auc()), "}}"));
         window.Clear();
@@ -256,7 +246,7 @@ absl::Status GpuTraining::Train() {
     }
     reader.Recycle(std::move(batch));
   }
-  train_seconds_ = Seconds(train_start);
+  train_seconds_ = trainer::internal::SecondsSince(train_start);
   malformed_ = reader.malformed();
   return absl::OkStatus();
 }
@@ -264,15 +254,9 @@ absl::Status GpuTraining::Train() {
 absl::Status GpuTraining::EvaluateAndReport() {
   absl::StatusOr<std::unique_ptr<ExampleSource>> source = OpenSource(true);
   if (!source.ok()) return source.status();
-  BatchReaderOptions options;
-  options.batch_size = batch_;
-  options.num_shards = 1;
-  options.max_malformed_fraction = config_.max_malformed_fraction;
+  const BatchReaderOptions options =
+      trainer::internal::ReaderOptions(config_, batch_, 1, /*for_eval=*/true);
   const bool holdout = config_.test_path.empty();
-  if (holdout) {
-    options.filter.holdout_every = HoldoutEvery(config_.holdout_fraction);
-    options.filter.holdout = true;
-  }
   cudaStream_t s = stream_.get();
   BinaryMetrics metrics;
   if (!holdout || options.filter.holdout_every > 0) {
