@@ -16,7 +16,10 @@ PACKAGES=(
   libabsl-dev libboost-dev libsqlite3-dev sqlite3 libeigen3-dev prometheus-cpp-dev
   libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3
+  chromium
 )
+# The dashboard's browser test (tests/web) runs on Node.js; a machine that has node keeps its own.
+if ! command -v node >/dev/null 2>&1; then PACKAGES+=(nodejs npm); fi
 
 log() { printf '[dev.sh] %s\n' "$*" >&2; }
 
@@ -43,6 +46,15 @@ deps() {
 build() {
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build "$BUILD" -j "$JOBS"
+  web_deps
+}
+
+# playwright-core for the dashboard's browser test, from tests/web/package-lock.json.
+web_deps() {
+  if [ ! -d "$ROOT/tests/web/node_modules" ]; then
+    log "installing tests/web/node_modules (npm ci)"
+    npm ci --prefix "$ROOT/tests/web" --no-audit --no-fund --loglevel=error >/dev/null
+  fi
 }
 
 run_tests() {

@@ -6,6 +6,8 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/version.hpp>
 #include <chrono>
+#include <optional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -16,6 +18,11 @@
 #include "google/protobuf/util/json_util.h"
 
 namespace evoscale::service {
+namespace internal {
+// Defined in web_assets.cc, generated from web/ by web/embed.cmake: a file's bytes, or empty.
+std::string_view WebAsset(std::string_view file);
+}  // namespace internal
+
 namespace {
 
 namespace asio = boost::asio;
@@ -98,6 +105,25 @@ std::vector<std::pair<std::string, std::string>> Query(absl::string_view q) {
   return out;
 }
 
+// The dashboard's files, by path; nullopt for any other path.
+std::optional<HttpResponse> WebFile(absl::string_view path) {
+  std::string_view file, type;
+  if (path == "/" || path == "/index.html") {
+    file = "index.html";
+    type = "text/html; charset=utf-8";
+  } else if (path == "/app.js") {
+    file = "app.js";
+    type = "text/javascript; charset=utf-8";
+  } else if (path == "/style.css") {
+    file = "style.css";
+    type = "text/css; charset=utf-8";
+  } else {
+    return std::nullopt;
+  }
+  // no-cache: the browser revalidates, so a new evoscaled build shows its own dashboard.
+  return HttpResponse{200, std::string(type), std::string(internal::WebAsset(file)), "no-cache"};
+}
+
 }  // namespace
 
 HttpResponse HandleHttp(StudyCore* core, AutoscalerCore* autoscaler, ServiceMetrics* metrics,
@@ -114,6 +140,7 @@ HttpResponse HandleHttp(StudyCore* core, AutoscalerCore* autoscaler, ServiceMetr
   if (method != "GET" && method != "HEAD") {
     return Error(absl::InvalidArgumentError(absl::StrCat("method ", method, ": only GET is served")));
   }
+  if (std::optional<HttpResponse> file = WebFile(path)) return *std::move(file);
   if (absl::Status st = auth->Check(authorization, Role::kReader); !st.ok()) return Error(st);
   if (path == "/metrics") {
     return {200, "text/plain; version=0.0.4", metrics->Scrape(core, autoscaler)};
@@ -214,6 +241,7 @@ struct HttpServer::Impl {
       res.set(http::field::server, "evoscaled");
       res.set(http::field::content_type, r.content_type);
       if (r.status == 401) res.set(http::field::www_authenticate, "Bearer");
+      if (!r.cache_control.empty()) res.set(http::field::cache_control, r.cache_control);
       res.keep_alive(req.keep_alive());
       if (req.method() != http::verb::head) res.body() = std::move(r.body);
       res.prepare_payload();

@@ -1,5 +1,5 @@
-// The HTTP side of evoscaled (Boost.Beast): /healthz, /metrics and the read-only JSON API
-// under /api/v1/ that the dashboard uses.
+// The HTTP side of evoscaled (Boost.Beast): /healthz, /metrics, the read-only JSON API under
+// /api/v1/, and the dashboard that uses it (web/, compiled in: /, /app.js, /style.css).
 #ifndef EVOSCALE_SERVICE_HTTP_SERVER_H_
 #define EVOSCALE_SERVICE_HTTP_SERVER_H_
 
@@ -20,9 +20,11 @@ struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
+  std::string cache_control;  // sent as Cache-Control when not empty
 };
 
 // Routes one GET request (target = path and query). Exposed for tests. Thread-safe.
+// The dashboard's files need no token (the page asks for one); /metrics and /api/ do.
 HttpResponse HandleHttp(StudyCore* core, AutoscalerCore* autoscaler, ServiceMetrics* metrics,
                         const TokenAuth* auth,
                         const std::string& method, const std::string& target,
