@@ -78,10 +78,16 @@ demo() {
   grpc=$(sed -n 's/.*"grpc":"\([^"]*\)".*/\1/p' "$out")
   http=$(sed -n 's/.*"http":"\([^"]*\)".*/\1/p' "$out")
   [ -n "$grpc" ] || { cat "$dir/evoscaled.err" >&2; log "evoscaled did not start"; exit 1; }
-  log "evoscaled: gRPC $grpc, HTTP http://$http (database $dir/demo.db)"
+  log "evoscaled: gRPC $grpc, database $dir/demo.db"
+  log "dashboard: http://$http/  (open it now to watch the study run)"
   EVOSCALE_SERVER="$grpc" "$ROOT/examples/ask_tell_demo.sh" "$BUILD/bin/evoscale"
   log "study JSON: http://$http/api/v1/studies/1  metrics: http://$http/metrics"
-  kill "$pid"; wait "$pid" 2>/dev/null || true
+  # At a terminal the dashboard stays up until Ctrl-C; in scripts and CI the demo ends here.
+  if [ -t 0 ] && [ -z "${EVOSCALE_DEMO_EXIT:-}" ]; then
+    log "the dashboard stays at http://$http/ — press Ctrl-C to stop"
+    wait "$pid" 2>/dev/null || true
+  fi
+  kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
   trap - EXIT
   log "done; the database stays at $dir/demo.db"
 }
