@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -387,6 +389,77 @@ TEST_F(StudyE2eTest, KillNineDuringABurstLosesNoAcknowledgedWrite) {
       EXPECT_EQ(t.measurements(a.step - 1).metrics().at("loss"), a.value);
     }
   }
+}
+
+// Raw protobuf bytes for the two generic calls below (their generated code is not installed
+// with Debian's gRPC): field 1 or 7, length-delimited.
+std::string LengthDelimited(int field, const std::string& value) {
+  std::string out(1, static_cast<char>((field << 3) | 2));
+  out += static_cast<char>(value.size());  // short values only
+  return out + value;
+}
+
+std::string ToString(const grpc::ByteBuffer& bb) {
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(bb.Dump(&slices).ok());
+  std::string out;
+  for (const auto& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return out;
+}
+
+TEST_F(StudyE2eTest, HealthCheckAndServerReflectionAnswer) {
+  grpc::GenericStub generic(
+      grpc::CreateChannel(server_->grpc_address(), grpc::InsecureChannelCredentials()));
+  // grpc.health.v1.Health/Check{service: "evoscale.v1.StudyService"} -> status SERVING (1).
+  for (const std::string service : {"", "evoscale.v1.StudyService", "evoscale.v1.AutoscalerService"}) {
+    grpc::Slice slice(LengthDelimited(1, service));
+    grpc::ByteBuffer request(&slice, 1);
+    grpc::ByteBuffer response;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    absl::Notification done;
+    grpc::Status status;
+    generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
+                      &response, [&](grpc::Status s) {
+                        status = std::move(s);
+                        done.Notify();
+                      });
+    ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+    ASSERT_TRUE(status.ok()) << service << ": " << status.error_message();
+    EXPECT_EQ(ToString(response), std::string("\x08\x01", 2)) << service;
+  }
+
+  // grpc.reflection.v1alpha.ServerReflection: list_services (field 7) names our services.
+  grpc::CompletionQueue cq;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto call = generic.PrepareCall(
+      &ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  auto step = [&](void* want) {
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    ASSERT_EQ(tag, want);
+    ASSERT_TRUE(ok);
+  };
+  call->StartCall(reinterpret_cast<void*>(1));
+  step(reinterpret_cast<void*>(1));
+  grpc::Slice slice(LengthDelimited(7, ""));
+  grpc::ByteBuffer request(&slice, 1);
+  call->Write(request, reinterpret_cast<void*>(2));
+  step(reinterpret_cast<void*>(2));
+  grpc::ByteBuffer response;
+  call->Read(&response, reinterpret_cast<void*>(3));
+  step(reinterpret_cast<void*>(3));
+  const std::string listed = ToString(response);
+  EXPECT_THAT(listed, ::testing::HasSubstr("evoscale.v1.StudyService"));
+  EXPECT_THAT(listed, ::testing::HasSubstr("evoscale.v1.AutoscalerService"));
+  call->WritesDone(reinterpret_cast<void*>(4));
+  step(reinterpret_cast<void*>(4));
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  step(reinterpret_cast<void*>(5));
+  EXPECT_TRUE(status.ok()) << status.error_message();
 }
 
 }  // namespace
