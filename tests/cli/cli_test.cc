@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -30,7 +29,6 @@
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "service/clock.h"
 #include "service/server.h"
@@ -40,6 +38,7 @@ namespace evoscale::cli {
 namespace {
 
 using ::evoscale::service::testing::GrpcOk;
+using ::evoscale::service::testing::StudyClient;
 using ::google::protobuf::util::MessageDifferencer;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -555,15 +554,15 @@ constexpr char kTrialStudySpec[] = R"pb(
 )pb";
 
 // Owns an in-process evoscaled (service/server.h) on a fresh SQLite file in a temp dir, with
-// a ManualClock, and a gRPC stub to set up and inspect its state beside the CLI.
+// a ManualClock, and a StudyClient to set up and inspect its state beside the CLI.
 class CliServerTest : public ::testing::Test {
  protected:
-  using Stub = v1::StudyService::Stub;
+  using Stub = StudyClient::Stub;
 
   void SetUp() override { ASSERT_NO_FATAL_FAILURE(StartServer()); }
 
   void TearDown() override {
-    stub_.reset();
+    client_.reset();
     server_.reset();
   }
 
@@ -582,90 +581,47 @@ class CliServerTest : public ::testing::Test {
     server_ = *std::move(server);
     ASSERT_GT(server_->grpc_port(), 0);
     const std::string address = absl::StrCat("127.0.0.1:", server_->grpc_port());
-    stub_ =
-        v1::StudyService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    client_ = std::make_unique<StudyClient>(address);
     env_.server = address;
     env_.hostname = "testhost";
   }
 
   RunResult Cli(const std::vector<std::string>& args) { return RunCli(args, env_); }
 
-  // One call through the stub, with a generous deadline and stub_token_ (if any).
-  template <typename Request, typename Response>
-  grpc::Status Call(grpc::Status (Stub::*rpc)(grpc::ClientContext*, const Request&, Response*),
-                    const Request& request, Response* response) {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    if (!stub_token_.empty()) context.AddMetadata("authorization", "Bearer " + stub_token_);
-    return (stub_.get()->*rpc)(&context, request, response);
-  }
-
   // Creates a study of kTrialStudySpec (or `spec`) named `display_name`; returns its name.
   std::string CreateStudy(const std::string& display_name = "trials",
                           const std::string& spec = kTrialStudySpec) {
-    v1::CreateStudyRequest request;
-    request.mutable_study()->set_display_name(display_name);
-    EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
-        spec, request.mutable_study()->mutable_spec()));
-    v1::Study study;
-    EXPECT_THAT(Call(&Stub::CreateStudy, request, &study), GrpcOk());
-    return study.name();
+    v1::StudySpec parsed;
+    EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(spec, &parsed));
+    return client_->MustCreateStudy(parsed, display_name).name();
   }
 
   // Creates a trial of a kTrialStudySpec study with the given parameters: REQUESTED, or
   // SUCCEEDED with final loss `loss` when one is given.
   v1::Trial CreateTrial(const std::string& study, double lr, const std::string& act,
                         std::optional<double> loss = std::nullopt) {
-    v1::CreateTrialRequest request;
-    request.set_parent(study);
-    v1::Parameter* lr_parameter = request.mutable_trial()->add_parameters();
+    v1::Trial trial;
+    v1::Parameter* lr_parameter = trial.add_parameters();
     lr_parameter->set_name("lr");
     lr_parameter->set_double_value(lr);
-    v1::Parameter* act_parameter = request.mutable_trial()->add_parameters();
+    v1::Parameter* act_parameter = trial.add_parameters();
     act_parameter->set_name("act");
     act_parameter->set_string_value(act);
-    if (loss.has_value()) {
-      (*request.mutable_trial()->mutable_final_measurement()->mutable_metrics())["loss"] = *loss;
-    }
-    v1::Trial trial;
-    EXPECT_THAT(Call(&Stub::CreateTrial, request, &trial), GrpcOk());
-    return trial;
+    if (loss.has_value()) (*trial.mutable_final_measurement()->mutable_metrics())["loss"] = *loss;
+    return client_->MustCreateTrial(study, trial);
   }
 
   // Hands out `count` trials of `study` to `client_id` (REQUESTED ones first), making them
   // ACTIVE.
   std::vector<v1::Trial> Suggest(const std::string& study, int count,
                                  const std::string& client_id = "worker") {
-    v1::SuggestTrialsRequest request;
-    request.set_parent(study);
-    request.set_suggestion_count(count);
-    request.set_client_id(client_id);
-    v1::SuggestTrialsResponse response;
-    EXPECT_THAT(Call(&Stub::SuggestTrials, request, &response), GrpcOk());
+    const v1::SuggestTrialsResponse response = client_->MustSuggest(study, count, client_id);
     EXPECT_EQ(response.trials_size(), count);
     return {response.trials().begin(), response.trials().end()};
   }
 
-  v1::Study GetStudy(const std::string& name) {
-    v1::GetStudyRequest request;
-    request.set_name(name);
-    v1::Study study;
-    EXPECT_THAT(Call(&Stub::GetStudy, request, &study), GrpcOk());
-    return study;
-  }
-
-  v1::Trial GetTrial(const std::string& name) {
-    v1::GetTrialRequest request;
-    request.set_name(name);
-    v1::Trial trial;
-    EXPECT_THAT(Call(&Stub::GetTrial, request, &trial), GrpcOk());
-    return trial;
-  }
-
   std::vector<std::string> StudyNames() {
-    v1::ListStudiesRequest request;
-    v1::ListStudiesResponse response;
-    EXPECT_THAT(Call(&Stub::ListStudies, request, &response), GrpcOk());
+    const v1::ListStudiesResponse response = client_->MustListStudies();
     std::vector<std::string> names;
     for (const v1::Study& study : response.studies()) names.push_back(study.name());
     return names;
@@ -678,9 +634,8 @@ class CliServerTest : public ::testing::Test {
   service::testing::ScopedTempDir dir_;
   service::ManualClock clock_{absl::FromUnixSeconds(kNowUnixSeconds)};
   std::unique_ptr<service::Server> server_;
-  std::unique_ptr<Stub> stub_;
-  std::string stub_token_;  // sent by Call(); empty: none
-  Environment env_;         // what the CLI runs with: the server's address, hostname "testhost"
+  std::unique_ptr<StudyClient> client_;  // set by StartServer(); no token unless set
+  Environment env_;  // what the CLI runs with: the server's address, hostname "testhost"
 };
 
 TEST_F(CliServerTest, CreateStoresTheFileAndPrintsTheStudy) {
@@ -693,7 +648,7 @@ TEST_F(CliServerTest, CreateStoresTheFileAndPrintsTheStudy) {
             "studies/1  renamed       ACTIVE  0       0\n");
 
   EXPECT_THAT(StudyNames(), ElementsAre("studies/1"));
-  v1::Study stored = GetStudy("studies/1");
+  v1::Study stored = client_->MustGetStudy("studies/1");
   EXPECT_EQ(stored.display_name(), "renamed");
   EXPECT_EQ(stored.state(), v1::Study::ACTIVE);
   EXPECT_EQ(stored.create_time().seconds(), kNowUnixSeconds);
@@ -719,9 +674,9 @@ TEST_F(CliServerTest, GetPrintsASummary) {
   lr->set_name("lr");
   lr->set_double_value(0.01);
   v1::Trial trial;
-  ASSERT_THAT(Call(&Stub::CreateTrial, request, &trial), GrpcOk());
+  ASSERT_THAT(client_->Call(&Stub::CreateTrial, request, &trial), GrpcOk());
   (*request.mutable_trial()->mutable_final_measurement()->mutable_metrics())["loss"] = 0.5;
-  ASSERT_THAT(Call(&Stub::CreateTrial, request, &trial), GrpcOk());
+  ASSERT_THAT(client_->Call(&Stub::CreateTrial, request, &trial), GrpcOk());
 
   RunResult result = Cli({"study", "get", "1"});
   EXPECT_EQ(result.code, 0) << result.err;
@@ -754,7 +709,8 @@ TEST_F(CliServerTest, RpcErrorExits1WithCodeName) {
   EXPECT_EQ(result.err,
             "evoscale: CompleteTrial: FAILED_PRECONDITION: trial \"studies/1/trials/1\" is "
             "already SUCCEEDED\n");
-  EXPECT_TRUE(MessageDifferencer::Equals(GetTrial(done.name()), done));  // left as it was
+  EXPECT_TRUE(
+      MessageDifferencer::Equals(client_->MustGetTrial(done.name()), done));  // left as it was
 
   result = Cli({"measure", "studies/1/trials/2", "--step", "1", "loss=1"});
   EXPECT_EQ(result.code, 1);
@@ -774,11 +730,11 @@ TEST_F(CliServerTest, CompleteWithMetricsSucceedsTheTrial) {
             "NAME                STATE      PARAMETERS         METRICS\n"
             "studies/1/trials/1  SUCCEEDED  act=relu lr=0.001  loss=0.125\n");
 
-  v1::Trial stored = GetTrial(active.name());
+  v1::Trial stored = client_->MustGetTrial(active.name());
   EXPECT_EQ(stored.state(), v1::Trial::SUCCEEDED);
   EXPECT_THAT(stored.final_measurement().metrics(), ElementsAre(Pair("loss", 0.125)));
   EXPECT_EQ(stored.end_time().seconds(), kNowUnixSeconds);
-  EXPECT_EQ(GetStudy(study).completed_trial_count(), 1);
+  EXPECT_EQ(client_->MustGetStudy(study).completed_trial_count(), 1);
 }
 
 TEST_F(CliServerTest, InfeasibleCompletionStoresTheReason) {
@@ -792,7 +748,7 @@ TEST_F(CliServerTest, InfeasibleCompletionStoresTheReason) {
             "NAME                STATE                       PARAMETERS         METRICS\n"
             "studies/1/trials/1  INFEASIBLE (out of memory)  act=tanh lr=0.002  -\n");
 
-  v1::Trial stored = GetTrial(active.name());
+  v1::Trial stored = client_->MustGetTrial(active.name());
   EXPECT_EQ(stored.state(), v1::Trial::INFEASIBLE);
   EXPECT_EQ(stored.infeasible_reason(), "out of memory");
   EXPECT_TRUE(stored.final_measurement().metrics().empty());
@@ -814,7 +770,7 @@ TEST_F(CliServerTest, StudyListPrintsATable) {
   close.set_name(first);
   close.set_state(v1::Study::COMPLETED);
   v1::Study closed;
-  ASSERT_THAT(Call(&Stub::SetStudyState, close, &closed), GrpcOk());
+  ASSERT_THAT(client_->Call(&Stub::SetStudyState, close, &closed), GrpcOk());
   CreateStudy("");
 
   RunResult result = Cli({"study", "list"});
@@ -843,7 +799,7 @@ class CliTrialsListTest : public CliServerTest {
     infeasible.set_trial_infeasible(true);
     infeasible.set_infeasible_reason("oom");
     v1::Trial trial;
-    ASSERT_THAT(Call(&Stub::CompleteTrial, infeasible, &trial), GrpcOk());
+    ASSERT_THAT(client_->Call(&Stub::CompleteTrial, infeasible, &trial), GrpcOk());
     CreateTrial(study, 0.004, "relu");
   }
 };
@@ -876,8 +832,8 @@ TEST_F(CliTrialsListTest, JsonHoldsAllPages) {
       << result.out;
   ASSERT_EQ(response.trials_size(), 4);
   for (int i = 0; i < 4; ++i) {
-    EXPECT_TRUE(MessageDifferencer::Equals(response.trials(i),
-                                           GetTrial(absl::StrCat("studies/1/trials/", i + 1))))
+    EXPECT_TRUE(MessageDifferencer::Equals(
+        response.trials(i), client_->MustGetTrial(absl::StrCat("studies/1/trials/", i + 1))))
         << i;
   }
   EXPECT_EQ(response.next_page_token(), "");
@@ -920,7 +876,7 @@ TEST_F(CliServerTest, SuggestHandsOutTrialsToTheHostnameClientByDefault) {
             "studies/1/trials/1  act=relu lr=0.01\n"
             "studies/1/trials/2  act=tanh lr=0.011\n");
   for (const char* name : {"studies/1/trials/1", "studies/1/trials/2"}) {
-    v1::Trial stored = GetTrial(name);
+    v1::Trial stored = client_->MustGetTrial(name);
     EXPECT_EQ(stored.state(), v1::Trial::ACTIVE) << name;
     EXPECT_EQ(stored.client_id(), "cli-testhost") << name;
   }
@@ -928,7 +884,7 @@ TEST_F(CliServerTest, SuggestHandsOutTrialsToTheHostnameClientByDefault) {
   // No REQUESTED trial is left: the designer proposes a new one.
   result = Cli({"suggest", "studies/1", "--client-id", "worker-3"});
   EXPECT_EQ(result.code, 0) << result.err;
-  v1::Trial proposed = GetTrial("studies/1/trials/3");
+  v1::Trial proposed = client_->MustGetTrial("studies/1/trials/3");
   EXPECT_EQ(proposed.state(), v1::Trial::ACTIVE);
   EXPECT_EQ(proposed.client_id(), "worker-3");
   EXPECT_EQ(result.out, FormatTable({"NAME", "PARAMETERS"},
@@ -946,7 +902,7 @@ TEST_F(CliServerTest, MeasureStoresStepAndMetrics) {
             "NAME                STATE   PARAMETERS         METRICS\n"
             "studies/1/trials/1  ACTIVE  act=relu lr=0.003  step 5: acc=-1 loss=0.25\n");
 
-  v1::Trial stored = GetTrial(active.name());
+  v1::Trial stored = client_->MustGetTrial(active.name());
   EXPECT_EQ(stored.state(), v1::Trial::ACTIVE);
   ASSERT_EQ(stored.measurements_size(), 1);
   EXPECT_EQ(stored.measurements(0).step(), 5);
@@ -963,7 +919,7 @@ TEST_F(CliServerTest, ShouldStopPrintsTrueOrFalse) {
   v1::StopTrialRequest stop;
   stop.set_name(active[0].name());
   v1::Trial stopping;
-  ASSERT_THAT(Call(&Stub::StopTrial, stop, &stopping), GrpcOk());
+  ASSERT_THAT(client_->Call(&Stub::StopTrial, stop, &stopping), GrpcOk());
   ASSERT_EQ(stopping.state(), v1::Trial::STOPPING);
 
   RunResult result = Cli({"should-stop", active[0].name()});
@@ -976,7 +932,7 @@ TEST_F(CliServerTest, ShouldStopPrintsTrueOrFalse) {
   EXPECT_EQ(result.out, "{\"should_stop\":false}\n");
 }
 
-// The same, with bearer tokens: an admin token for the stub, a reader token for the CLI.
+// The same, with bearer tokens: an admin token for the client, a reader token for the CLI.
 class CliAuthServerTest : public CliServerTest {
  protected:
   static constexpr char kAdminToken[] = "cli-test-admin-token";
@@ -986,8 +942,8 @@ class CliAuthServerTest : public CliServerTest {
     std::ofstream(tokens_path_) << "# tokens for the CLI tests\n"
                                 << kAdminToken << " admin\n"
                                 << kReaderToken << " reader\n";
-    stub_token_ = kAdminToken;
-    CliServerTest::SetUp();
+    ASSERT_NO_FATAL_FAILURE(CliServerTest::SetUp());
+    client_->set_token(kAdminToken);
   }
 
   service::ServerOptions Options() override {

@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -50,6 +49,7 @@ using ::evoscale::service::testing::GrpcOk;
 using ::evoscale::service::testing::GrpcStatusIs;
 using ::evoscale::service::testing::ScopedTempDir;
 using ::evoscale::service::testing::StatusIs;
+using ::evoscale::service::testing::StudyClient;
 using ::google::protobuf::util::MessageDifferencer;
 using ::grpc::StatusCode;
 using ::testing::ElementsAre;
@@ -60,7 +60,6 @@ using ::testing::UnorderedElementsAre;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr absl::Duration kRpcDeadline = absl::Seconds(60);
 
 // Three parameters, one with a conditional child: "momentum" exists only when opt == "sgd".
 constexpr char kValidSpec[] = R"pb(
@@ -265,15 +264,15 @@ HttpReply HttpGet(int port, const std::string& target, const std::string& author
   return reply;
 }
 
-// Owns an in-process evoscaled on a fresh database and a client stub connected to it.
+// Owns an in-process evoscaled on a fresh database and a StudyClient connected to it.
 class StudyServiceTest : public ::testing::Test {
  protected:
-  using Stub = v1::StudyService::Stub;
+  using Stub = StudyClient::Stub;
 
   void SetUp() override { ASSERT_NO_FATAL_FAILURE(StartServer()); }
 
   void TearDown() override {
-    stub_.reset();
+    client_.reset();
     server_.reset();
   }
 
@@ -286,117 +285,37 @@ class StudyServiceTest : public ::testing::Test {
     return options;
   }
 
-  void StartServer() {
+  // Starts the server and a client that sends `token` (empty: none).
+  void StartServer(const std::string& token = "") {
     absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(Options());
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
     ASSERT_GT(server_->grpc_port(), 0);
     ASSERT_GT(server_->http_port(), 0);
-    stub_ = v1::StudyService::NewStub(grpc::CreateChannel(
-        absl::StrCat("127.0.0.1:", server_->grpc_port()), grpc::InsecureChannelCredentials()));
+    client_ =
+        std::make_unique<StudyClient>(absl::StrCat("127.0.0.1:", server_->grpc_port()), token);
   }
 
-  // Destroys the server (closing the database) and starts a new one on the same file.
+  // Destroys the server (closing the database) and starts a new one on the same file, with a
+  // new client that sends the same token.
   void RestartServer() {
-    stub_.reset();
+    const std::string token = client_->token();
+    client_.reset();
     server_.reset();
-    ASSERT_NO_FATAL_FAILURE(StartServer());
-  }
-
-  void PrepareContext(grpc::ClientContext* ctx) {
-    ctx->set_deadline(absl::ToChronoTime(absl::Now() + kRpcDeadline));
-    if (!token_.empty()) ctx->AddMetadata("authorization", "Bearer " + token_);
-  }
-
-  // Calls `rpc` on the stub with a deadline and, when token_ is set, a bearer token.
-  template <typename Req, typename Resp>
-  grpc::Status Call(grpc::Status (Stub::*rpc)(grpc::ClientContext*, const Req&, Resp*),
-                    const Req& req, Resp* resp) {
-    grpc::ClientContext ctx;
-    PrepareContext(&ctx);
-    return (stub_.get()->*rpc)(&ctx, req, resp);
+    ASSERT_NO_FATAL_FAILURE(StartServer(token));
   }
 
   std::string Dump() { return DumpDatabase(db_path_); }
 
-  // ---- Shorthands; each checks that the call succeeded. ----
-
-  grpc::Status CreateStudy(const v1::StudySpec& spec, v1::Study* out,
-                           const std::string& display_name = "") {
-    v1::CreateStudyRequest req;
-    *req.mutable_study()->mutable_spec() = spec;
-    req.mutable_study()->set_display_name(display_name);
-    return Call(&Stub::CreateStudy, req, out);
-  }
-
-  std::string MustCreateStudy(const v1::StudySpec& spec) {
-    v1::Study study;
-    EXPECT_THAT(CreateStudy(spec, &study), GrpcOk());
-    return study.name();
-  }
-
-  v1::SuggestTrialsResponse MustSuggest(const std::string& study, int count,
-                                        const std::string& client_id) {
-    v1::SuggestTrialsRequest req;
-    req.set_parent(study);
-    req.set_suggestion_count(count);
-    req.set_client_id(client_id);
-    v1::SuggestTrialsResponse resp;
-    EXPECT_THAT(Call(&Stub::SuggestTrials, req, &resp), GrpcOk());
-    return resp;
-  }
-
-  v1::Trial MustComplete(const std::string& trial, const v1::Measurement& final_measurement) {
-    v1::CompleteTrialRequest req;
-    req.set_name(trial);
-    *req.mutable_final_measurement() = final_measurement;
-    v1::Trial resp;
-    EXPECT_THAT(Call(&Stub::CompleteTrial, req, &resp), GrpcOk());
-    return resp;
-  }
-
-  v1::Trial MustCreateTrial(const std::string& study, const v1::Trial& trial) {
-    v1::CreateTrialRequest req;
-    req.set_parent(study);
-    *req.mutable_trial() = trial;
-    v1::Trial resp;
-    EXPECT_THAT(Call(&Stub::CreateTrial, req, &resp), GrpcOk());
-    return resp;
-  }
-
-  v1::Trial MustGetTrial(const std::string& name) {
-    v1::GetTrialRequest req;
-    req.set_name(name);
-    v1::Trial resp;
-    EXPECT_THAT(Call(&Stub::GetTrial, req, &resp), GrpcOk());
-    return resp;
-  }
-
-  v1::Study MustGetStudy(const std::string& name) {
-    v1::GetStudyRequest req;
-    req.set_name(name);
-    v1::Study resp;
-    EXPECT_THAT(Call(&Stub::GetStudy, req, &resp), GrpcOk());
-    return resp;
-  }
-
-  grpc::Status AddMeasurement(const std::string& trial, const v1::Measurement& m) {
-    v1::AddTrialMeasurementRequest req;
-    req.set_trial_name(trial);
-    *req.mutable_measurement() = m;
-    v1::Trial resp;
-    return Call(&Stub::AddTrialMeasurement, req, &resp);
-  }
-
   // Fills the database so that "unchanged" means something: a study of ValidSpec() whose
   // trial 1 SUCCEEDED, trial 2 is ACTIVE with one measurement and trial 3 is ACTIVE.
   void Seed() {
-    seed_study_ = MustCreateStudy(ValidSpec());
-    v1::SuggestTrialsResponse r = MustSuggest(seed_study_, 3, "seed-worker");
+    seed_study_ = client_->MustCreateStudy(ValidSpec()).name();
+    v1::SuggestTrialsResponse r = client_->MustSuggest(seed_study_, 3, "seed-worker");
     ASSERT_EQ(r.trials_size(), 3);
     for (const v1::Trial& t : r.trials()) seed_trials_.push_back(t.name());
-    MustComplete(seed_trials_[0], Loss(0.5));
-    ASSERT_THAT(AddMeasurement(seed_trials_[1], Loss(0.7, 1)), GrpcOk());
+    client_->MustComplete(seed_trials_[0], Loss(0.5));
+    ASSERT_THAT(client_->AddMeasurement(seed_trials_[1], Loss(0.7, 1)), GrpcOk());
   }
 
   // Asserts that `spec` is rejected with INVALID_ARGUMENT and `message` and that the
@@ -408,7 +327,7 @@ class StudyServiceTest : public ::testing::Test {
     }
     const std::string before = Dump();
     v1::Study study;
-    EXPECT_THAT(CreateStudy(spec, &study, display_name),
+    EXPECT_THAT(client_->CreateStudy(spec, &study, display_name),
                 GrpcStatusIs(StatusCode::INVALID_ARGUMENT, HasSubstr(message)));
     EXPECT_EQ(Dump(), before);
   }
@@ -424,7 +343,7 @@ class StudyServiceTest : public ::testing::Test {
     req.set_parent(seed_study_);
     *req.mutable_trial() = trial;
     v1::Trial resp;
-    EXPECT_THAT(Call(&Stub::CreateTrial, req, &resp),
+    EXPECT_THAT(client_->Call(&Stub::CreateTrial, req, &resp),
                 GrpcStatusIs(StatusCode::INVALID_ARGUMENT, HasSubstr(message)));
     EXPECT_EQ(Dump(), before);
   }
@@ -432,9 +351,8 @@ class StudyServiceTest : public ::testing::Test {
   ScopedTempDir dir_;
   const std::string db_path_ = dir_.File("evoscale.db");
   ManualClock clock_{absl::FromUnixSeconds(1700000000)};
-  std::string token_;  // sent as "Bearer TOKEN" when not empty
   std::unique_ptr<Server> server_;
-  std::unique_ptr<Stub> stub_;
+  std::unique_ptr<StudyClient> client_;   // set by StartServer()
   std::string seed_study_;                // set by Seed()
   std::vector<std::string> seed_trials_;  // set by Seed()
 };
@@ -821,7 +739,7 @@ TEST_F(StudyServiceTest, CreateStudyRejectsDisplayNameTooLong) {
 
 TEST_F(StudyServiceTest, CreateStudyAcceptsDisplayNameOfMaxLength) {
   v1::Study study;
-  ASSERT_THAT(CreateStudy(ValidSpec(), &study, std::string(256, 'd')), GrpcOk());
+  ASSERT_THAT(client_->CreateStudy(ValidSpec(), &study, std::string(256, 'd')), GrpcOk());
   EXPECT_EQ(study.display_name(), std::string(256, 'd'));
 }
 
@@ -848,7 +766,7 @@ TEST_F(StudyServiceTest, CreateStudyOverMaxMessageSizeIsResourceExhausted) {
   auto* values = spec.mutable_parameters(0)->mutable_categorical_spec()->mutable_values();
   for (int i = 0; i < 50; ++i) *values->Add() = absl::StrCat(i, std::string(100000, 'v'));
   v1::Study study;
-  EXPECT_THAT(CreateStudy(spec, &study),
+  EXPECT_THAT(client_->CreateStudy(spec, &study),
               GrpcStatusIs(StatusCode::RESOURCE_EXHAUSTED, HasSubstr("larger than max")));
   EXPECT_EQ(Dump(), before);
 }
@@ -863,7 +781,7 @@ TEST_F(StudyServiceTest, CreateStudyWithMalformedProtobufBytesIsRejected) {
   grpc::ByteBuffer request(&slice, 1);
   grpc::ByteBuffer response;
   grpc::ClientContext ctx;
-  PrepareContext(&ctx);
+  client_->PrepareContext(&ctx);
   grpc::Status status;
   absl::Notification done;
   generic.UnaryCall(&ctx, "/evoscale.v1.StudyService/CreateStudy", grpc::StubOptions(), &request,
@@ -871,7 +789,7 @@ TEST_F(StudyServiceTest, CreateStudyWithMalformedProtobufBytesIsRejected) {
                       status = std::move(s);
                       done.Notify();
                     });
-  ASSERT_TRUE(done.WaitForNotificationWithTimeout(kRpcDeadline));
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(StudyClient::kDeadline));
   // gRPC 1.51's callback API answers a request it cannot parse with UNIMPLEMENTED and no
   // message (UnimplementedUnaryReactor in grpcpp/impl/codegen/server_callback_handlers.h);
   // the handler never runs.
@@ -885,7 +803,7 @@ TEST_F(StudyServiceTest, GetStudyUnknownIsNotFound) {
   v1::GetStudyRequest req;
   req.set_name("studies/999");
   v1::Study resp;
-  EXPECT_THAT(Call(&Stub::GetStudy, req, &resp),
+  EXPECT_THAT(client_->Call(&Stub::GetStudy, req, &resp),
               GrpcStatusIs(StatusCode::NOT_FOUND, HasSubstr("study \"studies/999\" not found")));
 }
 
@@ -897,7 +815,7 @@ TEST_F(StudyServiceTest, SuggestTrialsUnknownStudyIsNotFound) {
   req.set_suggestion_count(1);
   req.set_client_id("w");
   v1::SuggestTrialsResponse resp;
-  EXPECT_THAT(Call(&Stub::SuggestTrials, req, &resp),
+  EXPECT_THAT(client_->Call(&Stub::SuggestTrials, req, &resp),
               GrpcStatusIs(StatusCode::NOT_FOUND, HasSubstr("study \"studies/999\" not found")));
   EXPECT_EQ(Dump(), before);
 }
@@ -908,7 +826,7 @@ TEST_F(StudyServiceTest, GetStudyMalformedNameIsInvalidArgumentNamingName) {
     v1::GetStudyRequest req;
     req.set_name(name);
     v1::Study resp;
-    EXPECT_THAT(Call(&Stub::GetStudy, req, &resp),
+    EXPECT_THAT(client_->Call(&Stub::GetStudy, req, &resp),
                 GrpcStatusIs(StatusCode::INVALID_ARGUMENT,
                              HasSubstr(absl::StrCat("name: malformed study name \"", name,
                                                     "\"; want studies/{id}"))));
@@ -916,12 +834,12 @@ TEST_F(StudyServiceTest, GetStudyMalformedNameIsInvalidArgumentNamingName) {
 }
 
 TEST_F(StudyServiceTest, GetStudyNonCanonicalNameIsInvalidArgument) {
-  MustCreateStudy(ValidSpec());
+  client_->MustCreateStudy(ValidSpec());
   for (const char* name : {"studies/+1", "studies/ 1", "studies/01"}) {
     v1::GetStudyRequest req;
     req.set_name(name);
     v1::Study resp;
-    EXPECT_THAT(Call(&Stub::GetStudy, req, &resp),
+    EXPECT_THAT(client_->Call(&Stub::GetStudy, req, &resp),
                 GrpcStatusIs(StatusCode::INVALID_ARGUMENT, HasSubstr("name: malformed study name")))
         << name;
   }
@@ -935,7 +853,7 @@ TEST_F(StudyServiceTest, SuggestTrialsMalformedParentIsInvalidArgumentNamingPare
   req.set_suggestion_count(1);
   req.set_client_id("w");
   v1::SuggestTrialsResponse resp;
-  EXPECT_THAT(Call(&Stub::SuggestTrials, req, &resp),
+  EXPECT_THAT(client_->Call(&Stub::SuggestTrials, req, &resp),
               GrpcStatusIs(StatusCode::INVALID_ARGUMENT,
                            HasSubstr("parent: malformed study name \"studies/x\"; want "
                                      "studies/{id}")));
@@ -947,7 +865,7 @@ TEST_F(StudyServiceTest, AddTrialMeasurementMalformedTrialNameIsInvalidArgument)
   const std::string before = Dump();
   for (const char* name : {"studies/1/trial/1", "studies/1/trials/", "studies/1/trials/x",
                            "studies/1", "trials/1", "studies/1/trials/2/x"}) {
-    EXPECT_THAT(AddMeasurement(name, Loss(0.1)),
+    EXPECT_THAT(client_->AddMeasurement(name, Loss(0.1)),
                 GrpcStatusIs(StatusCode::INVALID_ARGUMENT,
                              HasSubstr(absl::StrCat("trial_name: malformed trial name \"", name,
                                                     "\"; want studies/{id}/trials/{id}"))));
@@ -962,7 +880,7 @@ TEST_F(StudyServiceTest, CompleteTrialMalformedNameIsInvalidArgumentNamingName) 
   req.set_name("studies/1/trials/0");
   *req.mutable_final_measurement() = Loss(0.1);
   v1::Trial resp;
-  EXPECT_THAT(Call(&Stub::CompleteTrial, req, &resp),
+  EXPECT_THAT(client_->Call(&Stub::CompleteTrial, req, &resp),
               GrpcStatusIs(StatusCode::INVALID_ARGUMENT,
                            HasSubstr("name: malformed trial name \"studies/1/trials/0\"")));
   EXPECT_EQ(Dump(), before);
@@ -974,7 +892,7 @@ TEST_F(StudyServiceTest, GetTrialUnknownTrialIsNotFound) {
   req.set_name(seed_study_ + "/trials/99");
   v1::Trial resp;
   EXPECT_THAT(
-      Call(&Stub::GetTrial, req, &resp),
+      client_->Call(&Stub::GetTrial, req, &resp),
       GrpcStatusIs(StatusCode::NOT_FOUND,
                    HasSubstr(absl::StrCat("trial \"", seed_study_, "/trials/99\" not found"))));
 }
@@ -986,7 +904,7 @@ TEST_F(StudyServiceTest, CompleteTrialOfUnknownStudyIsNotFound) {
   req.set_name("studies/999/trials/1");
   *req.mutable_final_measurement() = Loss(0.1);
   v1::Trial resp;
-  EXPECT_THAT(Call(&Stub::CompleteTrial, req, &resp),
+  EXPECT_THAT(client_->Call(&Stub::CompleteTrial, req, &resp),
               GrpcStatusIs(StatusCode::NOT_FOUND, HasSubstr("study \"studies/999\" not found")));
   EXPECT_EQ(Dump(), before);
 }
@@ -998,7 +916,7 @@ TEST_F(StudyServiceTest, StopTrialUnknownTrialIsNotFound) {
   req.set_name(seed_study_ + "/trials/4");
   v1::Trial resp;
   EXPECT_THAT(
-      Call(&Stub::StopTrial, req, &resp),
+      client_->Call(&Stub::StopTrial, req, &resp),
       GrpcStatusIs(StatusCode::NOT_FOUND,
                    HasSubstr(absl::StrCat("trial \"", seed_study_, "/trials/4\" not found"))));
   EXPECT_EQ(Dump(), before);
@@ -1013,7 +931,7 @@ TEST_F(StudyServiceTest, CompleteTrialTwiceIsFailedPrecondition) {
   req.set_name(seed_trials_[0]);
   *req.mutable_final_measurement() = Loss(0.1);
   v1::Trial resp;
-  EXPECT_THAT(Call(&Stub::CompleteTrial, req, &resp),
+  EXPECT_THAT(client_->Call(&Stub::CompleteTrial, req, &resp),
               GrpcStatusIs(
                   StatusCode::FAILED_PRECONDITION,
                   HasSubstr(absl::StrCat("trial \"", seed_trials_[0], "\" is already SUCCEEDED"))));
@@ -1023,7 +941,7 @@ TEST_F(StudyServiceTest, CompleteTrialTwiceIsFailedPrecondition) {
 TEST_F(StudyServiceTest, AddTrialMeasurementToSucceededTrialIsFailedPrecondition) {
   ASSERT_NO_FATAL_FAILURE(Seed());
   const std::string before = Dump();
-  EXPECT_THAT(AddMeasurement(seed_trials_[0], Loss(0.1, 5)),
+  EXPECT_THAT(client_->AddMeasurement(seed_trials_[0], Loss(0.1, 5)),
               GrpcStatusIs(StatusCode::FAILED_PRECONDITION,
                            HasSubstr(absl::StrCat("trial \"", seed_trials_[0],
                                                   "\" is SUCCEEDED; measurements need ACTIVE "
@@ -1038,11 +956,11 @@ TEST_F(StudyServiceTest, AddTrialMeasurementToInfeasibleTrialIsFailedPreconditio
   req.set_trial_infeasible(true);
   req.set_infeasible_reason("out of memory");
   v1::Trial infeasible;
-  ASSERT_THAT(Call(&Stub::CompleteTrial, req, &infeasible), GrpcOk());
+  ASSERT_THAT(client_->Call(&Stub::CompleteTrial, req, &infeasible), GrpcOk());
   EXPECT_EQ(infeasible.state(), v1::Trial::INFEASIBLE);
   EXPECT_EQ(infeasible.infeasible_reason(), "out of memory");
   const std::string before = Dump();
-  EXPECT_THAT(AddMeasurement(seed_trials_[2], Loss(0.1, 5)),
+  EXPECT_THAT(client_->AddMeasurement(seed_trials_[2], Loss(0.1, 5)),
               GrpcStatusIs(StatusCode::FAILED_PRECONDITION,
                            HasSubstr(absl::StrCat("trial \"", seed_trials_[2],
                                                   "\" is INFEASIBLE; measurements need ACTIVE "
@@ -1056,7 +974,7 @@ TEST_F(StudyServiceTest, StopTrialOfCompletedTrialIsFailedPrecondition) {
   v1::StopTrialRequest req;
   req.set_name(seed_trials_[0]);
   v1::Trial resp;
-  EXPECT_THAT(Call(&Stub::StopTrial, req, &resp),
+  EXPECT_THAT(client_->Call(&Stub::StopTrial, req, &resp),
               GrpcStatusIs(StatusCode::FAILED_PRECONDITION,
                            HasSubstr(absl::StrCat("trial \"", seed_trials_[0],
                                                   "\" is SUCCEEDED; only ACTIVE trials can be "
@@ -1070,7 +988,7 @@ TEST_F(StudyServiceTest, SuggestTrialsOnInactiveStudyIsFailedPrecondition) {
   set.set_name(seed_study_);
   set.set_state(v1::Study::INACTIVE);
   v1::Study study;
-  ASSERT_THAT(Call(&Stub::SetStudyState, set, &study), GrpcOk());
+  ASSERT_THAT(client_->Call(&Stub::SetStudyState, set, &study), GrpcOk());
   EXPECT_EQ(study.state(), v1::Study::INACTIVE);
   const std::string before = Dump();
   v1::SuggestTrialsRequest req;
@@ -1078,7 +996,7 @@ TEST_F(StudyServiceTest, SuggestTrialsOnInactiveStudyIsFailedPrecondition) {
   req.set_suggestion_count(1);
   req.set_client_id("w");
   v1::SuggestTrialsResponse resp;
-  EXPECT_THAT(Call(&Stub::SuggestTrials, req, &resp),
+  EXPECT_THAT(client_->Call(&Stub::SuggestTrials, req, &resp),
               GrpcStatusIs(StatusCode::FAILED_PRECONDITION,
                            HasSubstr(absl::StrCat("study \"", seed_study_,
                                                   "\" is INACTIVE; set it ACTIVE to get "
@@ -1093,7 +1011,7 @@ TEST_F(StudyServiceTest, SetStudyStateUnspecifiedIsInvalidArgument) {
   req.set_name(seed_study_);
   req.set_state(v1::Study::STATE_UNSPECIFIED);
   v1::Study resp;
-  EXPECT_THAT(Call(&Stub::SetStudyState, req, &resp),
+  EXPECT_THAT(client_->Call(&Stub::SetStudyState, req, &resp),
               GrpcStatusIs(StatusCode::INVALID_ARGUMENT,
                            HasSubstr("state: must be ACTIVE, INACTIVE or COMPLETED, got 0")));
   EXPECT_EQ(Dump(), before);
@@ -1110,7 +1028,7 @@ TEST_F(StudyServiceTest, SuggestTrialsCountOutOfRangeIsInvalidArgument) {
     req.set_suggestion_count(count);
     req.set_client_id("w");
     v1::SuggestTrialsResponse resp;
-    EXPECT_THAT(Call(&Stub::SuggestTrials, req, &resp),
+    EXPECT_THAT(client_->Call(&Stub::SuggestTrials, req, &resp),
                 GrpcStatusIs(
                     StatusCode::INVALID_ARGUMENT,
                     HasSubstr(absl::StrCat("suggestion_count: ", count, " must be in [1, 1000]"))));
@@ -1126,7 +1044,7 @@ TEST_F(StudyServiceTest, SuggestTrialsEmptyClientIdIsInvalidArgument) {
   req.set_suggestion_count(1);
   v1::SuggestTrialsResponse resp;
   EXPECT_THAT(
-      Call(&Stub::SuggestTrials, req, &resp),
+      client_->Call(&Stub::SuggestTrials, req, &resp),
       GrpcStatusIs(StatusCode::INVALID_ARGUMENT, HasSubstr("client_id: must not be empty")));
   EXPECT_EQ(Dump(), before);
 }
@@ -1136,7 +1054,7 @@ TEST_F(StudyServiceTest, SuggestTrialsEmptyClientIdIsInvalidArgument) {
 TEST_F(StudyServiceTest, AddTrialMeasurementNaNIsInvalidArgument) {
   ASSERT_NO_FATAL_FAILURE(Seed());
   const std::string before = Dump();
-  EXPECT_THAT(AddMeasurement(seed_trials_[2], Loss(kNaN, 1)),
+  EXPECT_THAT(client_->AddMeasurement(seed_trials_[2], Loss(kNaN, 1)),
               GrpcStatusIs(StatusCode::INVALID_ARGUMENT,
                            HasSubstr("measurement.metrics[\"loss\"]: nan is not a finite number")));
   EXPECT_EQ(Dump(), before);
@@ -1146,7 +1064,7 @@ TEST_F(StudyServiceTest, AddTrialMeasurementInfinityIsInvalidArgument) {
   ASSERT_NO_FATAL_FAILURE(Seed());
   const std::string before = Dump();
   EXPECT_THAT(
-      AddMeasurement(seed_trials_[2], Loss(-kInf, 1)),
+      client_->AddMeasurement(seed_trials_[2], Loss(-kInf, 1)),
       GrpcStatusIs(StatusCode::INVALID_ARGUMENT,
                    HasSubstr("measurement.metrics[\"loss\"]: -inf is not a finite number")));
   EXPECT_EQ(Dump(), before);
@@ -1156,7 +1074,7 @@ TEST_F(StudyServiceTest, AddTrialMeasurementNegativeStepIsInvalidArgument) {
   ASSERT_NO_FATAL_FAILURE(Seed());
   const std::string before = Dump();
   EXPECT_THAT(
-      AddMeasurement(seed_trials_[2], Loss(0.3, -1)),
+      client_->AddMeasurement(seed_trials_[2], Loss(0.3, -1)),
       GrpcStatusIs(StatusCode::INVALID_ARGUMENT, HasSubstr("measurement.step: must be >= 0")));
   EXPECT_EQ(Dump(), before);
 }
@@ -1166,7 +1084,7 @@ TEST_F(StudyServiceTest, AddTrialMeasurementWithoutMetricsIsInvalidArgument) {
   const std::string before = Dump();
   v1::Measurement empty;
   empty.set_step(3);
-  EXPECT_THAT(AddMeasurement(seed_trials_[2], empty),
+  EXPECT_THAT(client_->AddMeasurement(seed_trials_[2], empty),
               GrpcStatusIs(StatusCode::INVALID_ARGUMENT,
                            HasSubstr("measurement.metrics: at least one metric is required")));
   EXPECT_EQ(Dump(), before);
@@ -1179,7 +1097,7 @@ TEST_F(StudyServiceTest, CompleteTrialMissingObjectiveMetricIsInvalidArgument) {
   req.set_name(seed_trials_[2]);
   (*req.mutable_final_measurement()->mutable_metrics())["accuracy"] = 0.9;
   v1::Trial resp;
-  EXPECT_THAT(Call(&Stub::CompleteTrial, req, &resp),
+  EXPECT_THAT(client_->Call(&Stub::CompleteTrial, req, &resp),
               GrpcStatusIs(StatusCode::INVALID_ARGUMENT,
                            HasSubstr("final_measurement.metrics: missing metric \"loss\"")));
   EXPECT_EQ(Dump(), before);
@@ -1192,7 +1110,7 @@ TEST_F(StudyServiceTest, CompleteTrialNaNIsInvalidArgument) {
   req.set_name(seed_trials_[2]);
   *req.mutable_final_measurement() = Loss(kNaN);
   v1::Trial resp;
-  EXPECT_THAT(Call(&Stub::CompleteTrial, req, &resp),
+  EXPECT_THAT(client_->Call(&Stub::CompleteTrial, req, &resp),
               GrpcStatusIs(StatusCode::INVALID_ARGUMENT,
                            HasSubstr("final_measurement.metrics[\"loss\"]: nan is not a finite "
                                      "number")));
@@ -1205,7 +1123,7 @@ TEST_F(StudyServiceTest, CompleteTrialWithoutAnyMeasurementIsInvalidArgument) {
   v1::CompleteTrialRequest req;
   req.set_name(seed_trials_[2]);
   v1::Trial resp;
-  EXPECT_THAT(Call(&Stub::CompleteTrial, req, &resp),
+  EXPECT_THAT(client_->Call(&Stub::CompleteTrial, req, &resp),
               GrpcStatusIs(StatusCode::INVALID_ARGUMENT,
                            HasSubstr("final_measurement.metrics: empty, and the trial has no "
                                      "measurement to use instead")));
@@ -1217,7 +1135,7 @@ TEST_F(StudyServiceTest, CompleteTrialWithoutFinalMeasurementUsesTheLastOne) {
   v1::CompleteTrialRequest req;
   req.set_name(seed_trials_[1]);  // holds one measurement: loss 0.7 at step 1
   v1::Trial resp;
-  ASSERT_THAT(Call(&Stub::CompleteTrial, req, &resp), GrpcOk());
+  ASSERT_THAT(client_->Call(&Stub::CompleteTrial, req, &resp), GrpcOk());
   EXPECT_EQ(resp.state(), v1::Trial::SUCCEEDED);
   EXPECT_EQ(resp.final_measurement().step(), 1);
   EXPECT_EQ(resp.final_measurement().metrics().at("loss"), 0.7);
@@ -1302,14 +1220,14 @@ TEST_F(StudyServiceTest, CreateTrialFinalMeasurementMissingObjectiveIsInvalidArg
 TEST_F(StudyServiceTest, CreateTrialBeyondMaxTrialsIsFailedPrecondition) {
   v1::StudySpec spec = ValidSpec();
   spec.set_max_trials(1);
-  const std::string study = MustCreateStudy(spec);
-  MustCreateTrial(study, AdamTrial(0.5, 3));
+  const std::string study = client_->MustCreateStudy(spec).name();
+  client_->MustCreateTrial(study, AdamTrial(0.5, 3));
   const std::string before = Dump();
   v1::CreateTrialRequest req;
   req.set_parent(study);
   *req.mutable_trial() = AdamTrial(0.25, 4);
   v1::Trial resp;
-  EXPECT_THAT(Call(&Stub::CreateTrial, req, &resp),
+  EXPECT_THAT(client_->Call(&Stub::CreateTrial, req, &resp),
               GrpcStatusIs(StatusCode::FAILED_PRECONDITION,
                            HasSubstr(absl::StrCat("study \"", study,
                                                   "\" already holds max_trials=1 trials"))));
@@ -1326,7 +1244,7 @@ TEST_F(StudyServiceTest, ListTrialsBadPageSizeIsInvalidArgument) {
     req.set_page_size(page_size);
     v1::ListTrialsResponse resp;
     EXPECT_THAT(
-        Call(&Stub::ListTrials, req, &resp),
+        client_->Call(&Stub::ListTrials, req, &resp),
         GrpcStatusIs(StatusCode::INVALID_ARGUMENT,
                      HasSubstr(absl::StrCat("page_size: ", page_size, " must be in [0, 1000]"))));
   }
@@ -1340,7 +1258,7 @@ TEST_F(StudyServiceTest, ListTrialsMalformedPageTokenIsInvalidArgument) {
     req.set_page_token(token);
     v1::ListTrialsResponse resp;
     EXPECT_THAT(
-        Call(&Stub::ListTrials, req, &resp),
+        client_->Call(&Stub::ListTrials, req, &resp),
         GrpcStatusIs(StatusCode::INVALID_ARGUMENT,
                      HasSubstr(absl::StrCat("page_token: malformed token \"", token, "\""))));
   }
@@ -1353,7 +1271,7 @@ TEST_F(StudyServiceTest, ListTrialsUnknownStateIsInvalidArgument) {
   req.set_state(static_cast<v1::Trial::State>(77));
   v1::ListTrialsResponse resp;
   EXPECT_THAT(
-      Call(&Stub::ListTrials, req, &resp),
+      client_->Call(&Stub::ListTrials, req, &resp),
       GrpcStatusIs(StatusCode::INVALID_ARGUMENT, HasSubstr("state: unknown trial state 77")));
 }
 
@@ -1363,7 +1281,7 @@ TEST_F(StudyServiceTest, ListStudiesBadPageSizeIsInvalidArgument) {
     req.set_page_size(page_size);
     v1::ListStudiesResponse resp;
     EXPECT_THAT(
-        Call(&Stub::ListStudies, req, &resp),
+        client_->Call(&Stub::ListStudies, req, &resp),
         GrpcStatusIs(StatusCode::INVALID_ARGUMENT,
                      HasSubstr(absl::StrCat("page_size: ", page_size, " must be in [0, 1000]"))));
   }
@@ -1373,7 +1291,7 @@ TEST_F(StudyServiceTest, ListStudiesMalformedPageTokenIsInvalidArgument) {
   v1::ListStudiesRequest req;
   req.set_page_token("next-page");
   v1::ListStudiesResponse resp;
-  EXPECT_THAT(Call(&Stub::ListStudies, req, &resp),
+  EXPECT_THAT(client_->Call(&Stub::ListStudies, req, &resp),
               GrpcStatusIs(StatusCode::INVALID_ARGUMENT,
                            HasSubstr("page_token: malformed token \"next-page\"")));
 }
@@ -1382,7 +1300,7 @@ TEST_F(StudyServiceTest, ListStudiesMalformedPageTokenIsInvalidArgument) {
 
 TEST_F(StudyServiceTest, CreateStudyAssignsNameStateAndTime) {
   v1::Study study;
-  ASSERT_THAT(CreateStudy(ValidSpec(), &study, "demo"), GrpcOk());
+  ASSERT_THAT(client_->CreateStudy(ValidSpec(), &study, "demo"), GrpcOk());
   EXPECT_EQ(study.name(), "studies/1");
   EXPECT_EQ(study.display_name(), "demo");
   EXPECT_EQ(study.state(), v1::Study::ACTIVE);
@@ -1395,11 +1313,11 @@ TEST_F(StudyServiceTest, CreateStudyAssignsNameStateAndTime) {
 TEST_F(StudyServiceTest, AskTellRandomStudyCompletesAfterMaxTrials) {
   v1::StudySpec spec = ValidSpec();
   spec.set_max_trials(5);
-  const std::string study = MustCreateStudy(spec);
+  const std::string study = client_->MustCreateStudy(spec).name();
   std::set<int64_t> seen;
   bool completed = false;
   for (int round = 0; round < 10 && !completed; ++round) {
-    v1::SuggestTrialsResponse r = MustSuggest(study, 2, "worker");
+    v1::SuggestTrialsResponse r = client_->MustSuggest(study, 2, "worker");
     if (r.trials().empty()) {
       EXPECT_EQ(r.study_state(), v1::Study::COMPLETED);
       completed = true;
@@ -1418,137 +1336,137 @@ TEST_F(StudyServiceTest, AskTellRandomStudyCompletesAfterMaxTrials) {
       EXPECT_GE(params["n"].int_value(), 1);
       EXPECT_LE(params["n"].int_value(), 10);
       EXPECT_EQ(params.contains("momentum"), params["opt"].string_value() == "sgd");
-      v1::Trial done = MustComplete(t.name(), Loss(params["x"].double_value()));
+      v1::Trial done = client_->MustComplete(t.name(), Loss(params["x"].double_value()));
       EXPECT_EQ(done.state(), v1::Trial::SUCCEEDED);
     }
   }
   EXPECT_TRUE(completed);
   EXPECT_EQ(seen, (std::set<int64_t>{1, 2, 3, 4, 5}));
-  v1::Study got = MustGetStudy(study);
+  v1::Study got = client_->MustGetStudy(study);
   EXPECT_EQ(got.state(), v1::Study::COMPLETED);
   EXPECT_EQ(got.trial_count(), 5);
   EXPECT_EQ(got.completed_trial_count(), 5);
-  EXPECT_EQ(MustSuggest(study, 1, "late-worker").trials_size(), 0);
+  EXPECT_EQ(client_->MustSuggest(study, 1, "late-worker").trials_size(), 0);
   EXPECT_EQ(QueryInt(db_path_, "SELECT COUNT(*) FROM trials WHERE state = 4"), 5);
 }
 
 TEST_F(StudyServiceTest, SuggestTrialsSameClientGetsSameTrialsBack) {
-  const std::string study = MustCreateStudy(ValidSpec());
-  v1::SuggestTrialsResponse first = MustSuggest(study, 2, "a");
+  const std::string study = client_->MustCreateStudy(ValidSpec()).name();
+  v1::SuggestTrialsResponse first = client_->MustSuggest(study, 2, "a");
   ASSERT_EQ(first.trials_size(), 2);
-  v1::SuggestTrialsResponse again = MustSuggest(study, 2, "a");
+  v1::SuggestTrialsResponse again = client_->MustSuggest(study, 2, "a");
   EXPECT_EQ(Ids(again.trials()), Ids(first.trials()));
   for (int i = 0; i < 2; ++i) {
     EXPECT_TRUE(
         MessageDifferencer::Equals(first.trials(i).parameters(0), again.trials(i).parameters(0)));
   }
-  v1::SuggestTrialsResponse other = MustSuggest(study, 2, "b");
+  v1::SuggestTrialsResponse other = client_->MustSuggest(study, 2, "b");
   ASSERT_EQ(other.trials_size(), 2);
   EXPECT_THAT(Ids(other.trials()), ElementsAre(3, 4));
   EXPECT_THAT(Ids(first.trials()), ElementsAre(1, 2));
-  EXPECT_EQ(MustGetStudy(study).trial_count(), 4);
+  EXPECT_EQ(client_->MustGetStudy(study).trial_count(), 4);
 }
 
 TEST_F(StudyServiceTest, StaleTrialIsHandedToTheNextClient) {
   v1::StudySpec spec = ValidSpec();
   spec.set_heartbeat_timeout_seconds(60);
-  const std::string study = MustCreateStudy(spec);
-  v1::SuggestTrialsResponse a = MustSuggest(study, 1, "a");
+  const std::string study = client_->MustCreateStudy(spec).name();
+  v1::SuggestTrialsResponse a = client_->MustSuggest(study, 1, "a");
   ASSERT_EQ(a.trials_size(), 1);
   clock_.Advance(absl::Seconds(61));
-  v1::SuggestTrialsResponse b = MustSuggest(study, 1, "b");
+  v1::SuggestTrialsResponse b = client_->MustSuggest(study, 1, "b");
   ASSERT_EQ(b.trials_size(), 1);
   EXPECT_EQ(b.trials(0).id(), a.trials(0).id());
   EXPECT_EQ(b.trials(0).client_id(), "b");
   EXPECT_EQ(b.trials(0).retries(), 1);
   EXPECT_EQ(b.trials(0).heartbeat_time().seconds(), 1700000061);
-  EXPECT_EQ(MustGetTrial(a.trials(0).name()).client_id(), "b");
+  EXPECT_EQ(client_->MustGetTrial(a.trials(0).name()).client_id(), "b");
 }
 
 TEST_F(StudyServiceTest, MeasuredTrialStaysWithItsClient) {
   v1::StudySpec spec = ValidSpec();
   spec.set_heartbeat_timeout_seconds(60);
-  const std::string study = MustCreateStudy(spec);
-  v1::SuggestTrialsResponse a = MustSuggest(study, 1, "a");
+  const std::string study = client_->MustCreateStudy(spec).name();
+  v1::SuggestTrialsResponse a = client_->MustSuggest(study, 1, "a");
   ASSERT_EQ(a.trials_size(), 1);
   clock_.Advance(absl::Seconds(45));
-  ASSERT_THAT(AddMeasurement(a.trials(0).name(), Loss(0.4, 1)), GrpcOk());
+  ASSERT_THAT(client_->AddMeasurement(a.trials(0).name(), Loss(0.4, 1)), GrpcOk());
   clock_.Advance(absl::Seconds(45));  // 90 s after the suggestion, 45 s after the measurement
-  v1::SuggestTrialsResponse b = MustSuggest(study, 1, "b");
+  v1::SuggestTrialsResponse b = client_->MustSuggest(study, 1, "b");
   ASSERT_EQ(b.trials_size(), 1);
   EXPECT_NE(b.trials(0).id(), a.trials(0).id());
-  EXPECT_EQ(MustGetTrial(a.trials(0).name()).client_id(), "a");
+  EXPECT_EQ(client_->MustGetTrial(a.trials(0).name()).client_id(), "a");
 }
 
 TEST_F(StudyServiceTest, StaleTrialFailsAfterMaxRetries) {
   v1::StudySpec spec = ValidSpec();
   spec.set_heartbeat_timeout_seconds(60);
   spec.set_max_trial_retries(2);
-  const std::string study = MustCreateStudy(spec);
-  v1::SuggestTrialsResponse first = MustSuggest(study, 1, "a");
+  const std::string study = client_->MustCreateStudy(spec).name();
+  v1::SuggestTrialsResponse first = client_->MustSuggest(study, 1, "a");
   ASSERT_EQ(first.trials_size(), 1);
   const std::string trial = first.trials(0).name();
   int retries = 0;
   for (const char* client : {"b", "c"}) {
     clock_.Advance(absl::Seconds(60));
-    v1::SuggestTrialsResponse r = MustSuggest(study, 1, client);
+    v1::SuggestTrialsResponse r = client_->MustSuggest(study, 1, client);
     ASSERT_EQ(r.trials_size(), 1);
     EXPECT_EQ(r.trials(0).name(), trial);
     EXPECT_EQ(r.trials(0).retries(), ++retries);
   }
   clock_.Advance(absl::Seconds(60));
-  v1::SuggestTrialsResponse d = MustSuggest(study, 1, "d");
+  v1::SuggestTrialsResponse d = client_->MustSuggest(study, 1, "d");
   ASSERT_EQ(d.trials_size(), 1);
   EXPECT_NE(d.trials(0).name(), trial);
-  v1::Trial failed = MustGetTrial(trial);
+  v1::Trial failed = client_->MustGetTrial(trial);
   EXPECT_EQ(failed.state(), v1::Trial::FAILED);
   EXPECT_EQ(failed.retries(), 2);
   EXPECT_THAT(failed.infeasible_reason(), HasSubstr("no heartbeat within 1m, 3 times"));
-  EXPECT_EQ(MustGetStudy(study).completed_trial_count(), 1);
+  EXPECT_EQ(client_->MustGetStudy(study).completed_trial_count(), 1);
 }
 
 TEST_F(StudyServiceTest, CreatedTrialIsRequestedUntilSuggested) {
-  const std::string study = MustCreateStudy(ValidSpec());
-  v1::Trial created = MustCreateTrial(study, AdamTrial(0.25, 4));
+  const std::string study = client_->MustCreateStudy(ValidSpec()).name();
+  v1::Trial created = client_->MustCreateTrial(study, AdamTrial(0.25, 4));
   EXPECT_EQ(created.state(), v1::Trial::REQUESTED);
   EXPECT_EQ(created.name(), study + "/trials/1");
-  v1::SuggestTrialsResponse r = MustSuggest(study, 1, "w");
+  v1::SuggestTrialsResponse r = client_->MustSuggest(study, 1, "w");
   ASSERT_EQ(r.trials_size(), 1);
   EXPECT_EQ(r.trials(0).id(), created.id());
   EXPECT_EQ(r.trials(0).state(), v1::Trial::ACTIVE);
   EXPECT_EQ(r.trials(0).client_id(), "w");
   EXPECT_TRUE(MessageDifferencer::Equals(r.trials(0).parameters(1), created.parameters(1)));
-  EXPECT_EQ(MustGetTrial(created.name()).state(), v1::Trial::ACTIVE);
+  EXPECT_EQ(client_->MustGetTrial(created.name()).state(), v1::Trial::ACTIVE);
 }
 
 TEST_F(StudyServiceTest, CreatedTrialWithFinalMeasurementSucceeds) {
-  const std::string study = MustCreateStudy(ValidSpec());
+  const std::string study = client_->MustCreateStudy(ValidSpec()).name();
   v1::Trial t = AdamTrial(0.25, 4);
   *t.mutable_final_measurement() = Loss(0.125);
-  v1::Trial created = MustCreateTrial(study, t);
+  v1::Trial created = client_->MustCreateTrial(study, t);
   EXPECT_EQ(created.state(), v1::Trial::SUCCEEDED);
   EXPECT_EQ(created.final_measurement().metrics().at("loss"), 0.125);
-  EXPECT_EQ(MustGetStudy(study).completed_trial_count(), 1);
+  EXPECT_EQ(client_->MustGetStudy(study).completed_trial_count(), 1);
   EXPECT_EQ(QueryInt(db_path_, "SELECT completion_seq FROM trials"), 1);
 }
 
 TEST_F(StudyServiceTest, ListOptimalTrialsSingleObjectiveReturnsTheBest) {
-  const std::string study = MustCreateStudy(ValidSpec());
+  const std::string study = client_->MustCreateStudy(ValidSpec()).name();
   for (double loss : {0.5, 0.1, 0.3}) {
     v1::Trial t = AdamTrial(loss, 2);
     *t.mutable_final_measurement() = Loss(loss);
-    MustCreateTrial(study, t);
+    client_->MustCreateTrial(study, t);
   }
-  MustSuggest(study, 1, "w");  // an ACTIVE trial is never optimal
+  client_->MustSuggest(study, 1, "w");  // an ACTIVE trial is never optimal
   v1::ListOptimalTrialsRequest req;
   req.set_parent(study);
   v1::ListOptimalTrialsResponse resp;
-  ASSERT_THAT(Call(&Stub::ListOptimalTrials, req, &resp), GrpcOk());
+  ASSERT_THAT(client_->Call(&Stub::ListOptimalTrials, req, &resp), GrpcOk());
   EXPECT_THAT(Ids(resp.optimal_trials()), ElementsAre(2));
 }
 
 TEST_F(StudyServiceTest, ListOptimalTrialsMultiObjectiveIsParetoFrontOfFeasibleTrials) {
-  const std::string study = MustCreateStudy(ParseText<v1::StudySpec>(R"pb(
+  const v1::StudySpec spec = ParseText<v1::StudySpec>(R"pb(
     metrics { name: "accuracy" goal: MAXIMIZE }
     metrics { name: "latency" goal: MINIMIZE }
     metrics { name: "memory" goal: MINIMIZE safety_threshold: 100 }
@@ -1557,7 +1475,8 @@ TEST_F(StudyServiceTest, ListOptimalTrialsMultiObjectiveIsParetoFrontOfFeasibleT
       double_spec { min: 0 max: 1 }
     }
     algorithm { algorithm: NSGA2 }
-  )pb"));
+  )pb");
+  const std::string study = client_->MustCreateStudy(spec).name();
   struct Point {
     double accuracy, latency, memory;
   };
@@ -1570,48 +1489,48 @@ TEST_F(StudyServiceTest, ListOptimalTrialsMultiObjectiveIsParetoFrontOfFeasibleT
     metrics["accuracy"] = p.accuracy;
     metrics["latency"] = p.latency;
     metrics["memory"] = p.memory;
-    MustCreateTrial(study, t);
+    client_->MustCreateTrial(study, t);
   }
   v1::ListOptimalTrialsRequest req;
   req.set_parent(study);
   v1::ListOptimalTrialsResponse resp;
-  ASSERT_THAT(Call(&Stub::ListOptimalTrials, req, &resp), GrpcOk());
+  ASSERT_THAT(client_->Call(&Stub::ListOptimalTrials, req, &resp), GrpcOk());
   EXPECT_THAT(Ids(resp.optimal_trials()), UnorderedElementsAre(1, 2));
 }
 
 TEST_F(StudyServiceTest, StopTrialMakesItStoppingAndEarlyStoppingSaysStop) {
-  const std::string study = MustCreateStudy(ValidSpec());
-  v1::SuggestTrialsResponse r = MustSuggest(study, 2, "w");
+  const std::string study = client_->MustCreateStudy(ValidSpec()).name();
+  v1::SuggestTrialsResponse r = client_->MustSuggest(study, 2, "w");
   ASSERT_EQ(r.trials_size(), 2);
   v1::StopTrialRequest stop;
   stop.set_name(r.trials(0).name());
   v1::Trial stopped;
-  ASSERT_THAT(Call(&Stub::StopTrial, stop, &stopped), GrpcOk());
+  ASSERT_THAT(client_->Call(&Stub::StopTrial, stop, &stopped), GrpcOk());
   EXPECT_EQ(stopped.state(), v1::Trial::STOPPING);
   // Stopping again is a no-op.
-  ASSERT_THAT(Call(&Stub::StopTrial, stop, &stopped), GrpcOk());
+  ASSERT_THAT(client_->Call(&Stub::StopTrial, stop, &stopped), GrpcOk());
   EXPECT_EQ(stopped.state(), v1::Trial::STOPPING);
 
   v1::CheckTrialEarlyStoppingStateRequest check;
   check.set_trial_name(r.trials(0).name());
   v1::CheckTrialEarlyStoppingStateResponse should;
-  ASSERT_THAT(Call(&Stub::CheckTrialEarlyStoppingState, check, &should), GrpcOk());
+  ASSERT_THAT(client_->Call(&Stub::CheckTrialEarlyStoppingState, check, &should), GrpcOk());
   EXPECT_TRUE(should.should_stop());
   check.set_trial_name(r.trials(1).name());
-  ASSERT_THAT(Call(&Stub::CheckTrialEarlyStoppingState, check, &should), GrpcOk());
+  ASSERT_THAT(client_->Call(&Stub::CheckTrialEarlyStoppingState, check, &should), GrpcOk());
   EXPECT_FALSE(should.should_stop());
 
   // A STOPPING trial still takes measurements and completes.
-  ASSERT_THAT(AddMeasurement(r.trials(0).name(), Loss(0.3, 2)), GrpcOk());
-  EXPECT_EQ(MustComplete(r.trials(0).name(), Loss(0.3, 2)).state(), v1::Trial::SUCCEEDED);
+  ASSERT_THAT(client_->AddMeasurement(r.trials(0).name(), Loss(0.3, 2)), GrpcOk());
+  EXPECT_EQ(client_->MustComplete(r.trials(0).name(), Loss(0.3, 2)).state(), v1::Trial::SUCCEEDED);
 }
 
 TEST_F(StudyServiceTest, ListTrialsPagesReturnEveryTrialOnce) {
-  const std::string study = MustCreateStudy(ValidSpec());
+  const std::string study = client_->MustCreateStudy(ValidSpec()).name();
   for (int i = 1; i <= 250; ++i) {
     v1::Trial t = AdamTrial(0.5, 1 + i % 10);
     if (i % 2 == 0) *t.mutable_final_measurement() = Loss(i);  // even ids SUCCEEDED
-    ASSERT_EQ(MustCreateTrial(study, t).id(), i);
+    ASSERT_EQ(client_->MustCreateTrial(study, t).id(), i);
   }
   auto list_all = [&](v1::Trial::State state, std::vector<int>* page_sizes) {
     std::vector<int64_t> ids;
@@ -1623,7 +1542,7 @@ TEST_F(StudyServiceTest, ListTrialsPagesReturnEveryTrialOnce) {
       req.set_page_size(100);
       req.set_page_token(token);
       v1::ListTrialsResponse resp;
-      EXPECT_THAT(Call(&Stub::ListTrials, req, &resp), GrpcOk());
+      EXPECT_THAT(client_->Call(&Stub::ListTrials, req, &resp), GrpcOk());
       page_sizes->push_back(resp.trials_size());
       for (int64_t id : Ids(resp.trials())) ids.push_back(id);
       token = resp.next_page_token();
@@ -1653,7 +1572,7 @@ TEST_F(StudyServiceTest, ListTrialsPagesReturnEveryTrialOnce) {
 }
 
 TEST_F(StudyServiceTest, ListStudiesPagesReturnEveryStudyOnce) {
-  for (int i = 0; i < 5; ++i) MustCreateStudy(ValidSpec());
+  for (int i = 0; i < 5; ++i) client_->MustCreateStudy(ValidSpec());
   std::vector<std::string> names;
   std::string token;
   int pages = 0;
@@ -1662,7 +1581,7 @@ TEST_F(StudyServiceTest, ListStudiesPagesReturnEveryStudyOnce) {
     req.set_page_size(2);
     req.set_page_token(token);
     v1::ListStudiesResponse resp;
-    ASSERT_THAT(Call(&Stub::ListStudies, req, &resp), GrpcOk());
+    ASSERT_THAT(client_->Call(&Stub::ListStudies, req, &resp), GrpcOk());
     for (const v1::Study& s : resp.studies()) names.push_back(s.name());
     token = resp.next_page_token();
   } while (!token.empty() && ++pages < 10);
@@ -1671,29 +1590,29 @@ TEST_F(StudyServiceTest, ListStudiesPagesReturnEveryStudyOnce) {
 
 TEST_F(StudyServiceTest, DeletedStudyIsNotFoundAndItsRowsAreGone) {
   ASSERT_NO_FATAL_FAILURE(Seed());
-  const std::string other = MustCreateStudy(ValidSpec());
+  const std::string other = client_->MustCreateStudy(ValidSpec()).name();
   v1::DeleteStudyRequest del;
   del.set_name(seed_study_);
   v1::DeleteStudyResponse deleted;
-  ASSERT_THAT(Call(&Stub::DeleteStudy, del, &deleted), GrpcOk());
+  ASSERT_THAT(client_->Call(&Stub::DeleteStudy, del, &deleted), GrpcOk());
 
   v1::GetStudyRequest get;
   get.set_name(seed_study_);
   v1::Study study;
-  EXPECT_THAT(Call(&Stub::GetStudy, get, &study),
+  EXPECT_THAT(client_->Call(&Stub::GetStudy, get, &study),
               GrpcStatusIs(StatusCode::NOT_FOUND,
                            HasSubstr(absl::StrCat("study \"", seed_study_, "\" not found"))));
   v1::GetTrialRequest get_trial;
   get_trial.set_name(seed_trials_[0]);
   v1::Trial trial;
-  EXPECT_THAT(Call(&Stub::GetTrial, get_trial, &trial),
+  EXPECT_THAT(client_->Call(&Stub::GetTrial, get_trial, &trial),
               GrpcStatusIs(StatusCode::NOT_FOUND, HasSubstr("not found")));
-  EXPECT_THAT(Call(&Stub::DeleteStudy, del, &deleted),
+  EXPECT_THAT(client_->Call(&Stub::DeleteStudy, del, &deleted),
               GrpcStatusIs(StatusCode::NOT_FOUND, HasSubstr("not found")));
 
   v1::ListStudiesRequest list;
   v1::ListStudiesResponse listed;
-  ASSERT_THAT(Call(&Stub::ListStudies, list, &listed), GrpcOk());
+  ASSERT_THAT(client_->Call(&Stub::ListStudies, list, &listed), GrpcOk());
   ASSERT_EQ(listed.studies_size(), 1);
   EXPECT_EQ(listed.studies(0).name(), other);
   EXPECT_EQ(QueryInt(db_path_, "SELECT COUNT(*) FROM studies"), 1);
@@ -1701,47 +1620,47 @@ TEST_F(StudyServiceTest, DeletedStudyIsNotFoundAndItsRowsAreGone) {
 }
 
 TEST_F(StudyServiceTest, RestartKeepsStudiesAndTrialsAndContinuesIds) {
-  const std::string study = MustCreateStudy(ValidSpec());
-  v1::SuggestTrialsResponse r = MustSuggest(study, 3, "w");
+  const std::string study = client_->MustCreateStudy(ValidSpec()).name();
+  v1::SuggestTrialsResponse r = client_->MustSuggest(study, 3, "w");
   ASSERT_EQ(r.trials_size(), 3);
-  MustComplete(r.trials(0).name(), Loss(0.3));
-  MustComplete(r.trials(1).name(), Loss(0.2));
-  const v1::Study study_before = MustGetStudy(study);
+  client_->MustComplete(r.trials(0).name(), Loss(0.3));
+  client_->MustComplete(r.trials(1).name(), Loss(0.2));
+  const v1::Study study_before = client_->MustGetStudy(study);
   v1::ListTrialsRequest list;
   list.set_parent(study);
   v1::ListTrialsResponse trials_before;
-  ASSERT_THAT(Call(&Stub::ListTrials, list, &trials_before), GrpcOk());
+  ASSERT_THAT(client_->Call(&Stub::ListTrials, list, &trials_before), GrpcOk());
   const std::string dump_before = Dump();
 
   ASSERT_NO_FATAL_FAILURE(RestartServer());
 
   EXPECT_EQ(Dump(), dump_before);  // loading writes nothing
-  EXPECT_TRUE(MessageDifferencer::Equals(MustGetStudy(study), study_before));
+  EXPECT_TRUE(MessageDifferencer::Equals(client_->MustGetStudy(study), study_before));
   v1::ListTrialsResponse trials_after;
-  ASSERT_THAT(Call(&Stub::ListTrials, list, &trials_after), GrpcOk());
+  ASSERT_THAT(client_->Call(&Stub::ListTrials, list, &trials_after), GrpcOk());
   EXPECT_TRUE(MessageDifferencer::Equals(trials_after, trials_before))
       << trials_after.DebugString();
   // The worker still holds trial 3; another one gets new ids.
-  EXPECT_THAT(Ids(MustSuggest(study, 1, "w").trials()), ElementsAre(3));
-  EXPECT_THAT(Ids(MustSuggest(study, 2, "other").trials()), ElementsAre(4, 5));
-  EXPECT_EQ(MustGetStudy(study).trial_count(), 5);
-  EXPECT_EQ(MustCreateStudy(ValidSpec()), "studies/2");
+  EXPECT_THAT(Ids(client_->MustSuggest(study, 1, "w").trials()), ElementsAre(3));
+  EXPECT_THAT(Ids(client_->MustSuggest(study, 2, "other").trials()), ElementsAre(4, 5));
+  EXPECT_EQ(client_->MustGetStudy(study).trial_count(), 5);
+  EXPECT_EQ(client_->MustCreateStudy(ValidSpec()).name(), "studies/2");
 }
 
 TEST_F(StudyServiceTest, DeletedStudyIdIsNotReusedAfterRestart) {
-  MustCreateStudy(ValidSpec());
-  const std::string doomed = MustCreateStudy(ValidSpec());
+  client_->MustCreateStudy(ValidSpec());
+  const std::string doomed = client_->MustCreateStudy(ValidSpec()).name();
   v1::DeleteStudyRequest del;
   del.set_name(doomed);
   v1::DeleteStudyResponse deleted;
-  ASSERT_THAT(Call(&Stub::DeleteStudy, del, &deleted), GrpcOk());
+  ASSERT_THAT(client_->Call(&Stub::DeleteStudy, del, &deleted), GrpcOk());
   ASSERT_NO_FATAL_FAILURE(RestartServer());
-  EXPECT_NE(MustCreateStudy(ValidSpec()), doomed);
+  EXPECT_NE(client_->MustCreateStudy(ValidSpec()).name(), doomed);
 }
 
 TEST_F(StudyServiceTest, HttpTrialsListsTheStudysTrialsAsJson) {
-  const std::string study = MustCreateStudy(ValidSpec());
-  ASSERT_EQ(MustSuggest(study, 2, "w").trials_size(), 2);
+  const std::string study = client_->MustCreateStudy(ValidSpec()).name();
+  ASSERT_EQ(client_->MustSuggest(study, 2, "w").trials_size(), 2);
   HttpReply reply = HttpGet(server_->http_port(), "/api/v1/studies/1/trials");
   EXPECT_EQ(reply.status, 200);
   EXPECT_THAT(reply.body, HasSubstr("\"name\":\"studies/1/trials/1\""));
@@ -1757,12 +1676,12 @@ TEST_F(StudyServiceTest, HttpUnknownStudyIs404) {
 }
 
 TEST_F(StudyServiceTest, HttpMetricsCountRpcsAndTrials) {
-  const std::string study = MustCreateStudy(ValidSpec());
-  ASSERT_EQ(MustSuggest(study, 2, "w").trials_size(), 2);
+  const std::string study = client_->MustCreateStudy(ValidSpec()).name();
+  ASSERT_EQ(client_->MustSuggest(study, 2, "w").trials_size(), 2);
   v1::Study rejected;
   v1::StudySpec bad = ValidSpec();
   bad.clear_metrics();
-  ASSERT_THAT(CreateStudy(bad, &rejected), Not(GrpcOk()));
+  ASSERT_THAT(client_->CreateStudy(bad, &rejected), Not(GrpcOk()));
   HttpReply reply = HttpGet(server_->http_port(), "/metrics");
   EXPECT_EQ(reply.status, 200);
   EXPECT_THAT(reply.body, HasSubstr("evoscale_rpcs_total{code=\"OK\",method=\"CreateStudy\"} 1"));
@@ -1808,8 +1727,8 @@ class StudyServiceAuthTest : public StudyServiceTest {
     std::ofstream(tokens_path_) << kAdminToken << " admin\n"
                                 << kWriterToken << " writer\n"
                                 << kReaderToken << " reader\n";
-    StudyServiceTest::SetUp();
-    token_ = kAdminToken;
+    ASSERT_NO_FATAL_FAILURE(StudyServiceTest::SetUp());
+    client_->set_token(kAdminToken);
   }
 
   ServerOptions Options() override {
@@ -1824,14 +1743,14 @@ class StudyServiceAuthTest : public StudyServiceTest {
 TEST_F(StudyServiceAuthTest, NoTokenIsUnauthenticated) {
   ASSERT_NO_FATAL_FAILURE(Seed());
   const std::string before = Dump();
-  token_.clear();
+  client_->set_token("");
   v1::Study study;
-  EXPECT_THAT(CreateStudy(ValidSpec(), &study),
+  EXPECT_THAT(client_->CreateStudy(ValidSpec(), &study),
               GrpcStatusIs(StatusCode::UNAUTHENTICATED,
                            HasSubstr("missing \"authorization: Bearer TOKEN\"")));
   v1::GetStudyRequest get;
   get.set_name(seed_study_);
-  EXPECT_THAT(Call(&Stub::GetStudy, get, &study),
+  EXPECT_THAT(client_->Call(&Stub::GetStudy, get, &study),
               GrpcStatusIs(StatusCode::UNAUTHENTICATED, HasSubstr("authorization")));
   EXPECT_EQ(Dump(), before);
 }
@@ -1839,9 +1758,9 @@ TEST_F(StudyServiceAuthTest, NoTokenIsUnauthenticated) {
 TEST_F(StudyServiceAuthTest, UnknownTokenIsUnauthenticated) {
   ASSERT_NO_FATAL_FAILURE(Seed());
   const std::string before = Dump();
-  token_ = "garbagegarbagegarbage";
+  client_->set_token("garbagegarbagegarbage");
   v1::Study study;
-  EXPECT_THAT(CreateStudy(ValidSpec(), &study),
+  EXPECT_THAT(client_->CreateStudy(ValidSpec(), &study),
               GrpcStatusIs(StatusCode::UNAUTHENTICATED, HasSubstr("authorization: unknown token")));
   EXPECT_EQ(Dump(), before);
 }
@@ -1849,50 +1768,50 @@ TEST_F(StudyServiceAuthTest, UnknownTokenIsUnauthenticated) {
 TEST_F(StudyServiceAuthTest, ReaderCannotCreateStudyButCanRead) {
   ASSERT_NO_FATAL_FAILURE(Seed());
   const std::string before = Dump();
-  token_ = kReaderToken;
+  client_->set_token(kReaderToken);
   v1::Study study;
-  EXPECT_THAT(CreateStudy(ValidSpec(), &study),
+  EXPECT_THAT(client_->CreateStudy(ValidSpec(), &study),
               GrpcStatusIs(StatusCode::PERMISSION_DENIED,
                            HasSubstr("role \"reader\" may not do this; needs \"writer\"")));
-  EXPECT_THAT(AddMeasurement(seed_trials_[2], Loss(0.1, 1)),
+  EXPECT_THAT(client_->AddMeasurement(seed_trials_[2], Loss(0.1, 1)),
               GrpcStatusIs(StatusCode::PERMISSION_DENIED, HasSubstr("needs \"writer\"")));
   EXPECT_EQ(Dump(), before);
-  EXPECT_EQ(MustGetStudy(seed_study_).trial_count(), 3);
+  EXPECT_EQ(client_->MustGetStudy(seed_study_).trial_count(), 3);
   v1::ListTrialsRequest list;
   list.set_parent(seed_study_);
   v1::ListTrialsResponse trials;
-  EXPECT_THAT(Call(&Stub::ListTrials, list, &trials), GrpcOk());
+  EXPECT_THAT(client_->Call(&Stub::ListTrials, list, &trials), GrpcOk());
   EXPECT_EQ(trials.trials_size(), 3);
 }
 
 TEST_F(StudyServiceAuthTest, WriterCannotDeleteStudy) {
   ASSERT_NO_FATAL_FAILURE(Seed());
   const std::string before = Dump();
-  token_ = kWriterToken;
+  client_->set_token(kWriterToken);
   v1::DeleteStudyRequest del;
   del.set_name(seed_study_);
   v1::DeleteStudyResponse resp;
-  EXPECT_THAT(Call(&Stub::DeleteStudy, del, &resp),
+  EXPECT_THAT(client_->Call(&Stub::DeleteStudy, del, &resp),
               GrpcStatusIs(StatusCode::PERMISSION_DENIED,
                            HasSubstr("role \"writer\" may not do this; needs \"admin\"")));
   EXPECT_EQ(Dump(), before);
   // A writer runs trials.
-  v1::SuggestTrialsResponse r = MustSuggest(seed_study_, 1, "writer-worker");
+  v1::SuggestTrialsResponse r = client_->MustSuggest(seed_study_, 1, "writer-worker");
   ASSERT_EQ(r.trials_size(), 1);
-  MustComplete(r.trials(0).name(), Loss(0.2));
+  client_->MustComplete(r.trials(0).name(), Loss(0.2));
 }
 
 TEST_F(StudyServiceAuthTest, AdminCanDoEverything) {
-  token_ = kAdminToken;
-  const std::string study = MustCreateStudy(ValidSpec());
-  v1::SuggestTrialsResponse r = MustSuggest(study, 1, "admin-worker");
+  client_->set_token(kAdminToken);
+  const std::string study = client_->MustCreateStudy(ValidSpec()).name();
+  v1::SuggestTrialsResponse r = client_->MustSuggest(study, 1, "admin-worker");
   ASSERT_EQ(r.trials_size(), 1);
-  MustComplete(r.trials(0).name(), Loss(0.2));
-  EXPECT_EQ(MustGetStudy(study).completed_trial_count(), 1);
+  client_->MustComplete(r.trials(0).name(), Loss(0.2));
+  EXPECT_EQ(client_->MustGetStudy(study).completed_trial_count(), 1);
   v1::DeleteStudyRequest del;
   del.set_name(study);
   v1::DeleteStudyResponse resp;
-  EXPECT_THAT(Call(&Stub::DeleteStudy, del, &resp), GrpcOk());
+  EXPECT_THAT(client_->Call(&Stub::DeleteStudy, del, &resp), GrpcOk());
   EXPECT_EQ(QueryInt(db_path_, "SELECT COUNT(*) FROM studies"), 0);
 }
 
