@@ -128,14 +128,14 @@ absl::Status Store::Prepare() {
 
 absl::StatusOr<int64_t> Store::NextStudyId() {
   absl::MutexLock lock(&mu_);
-  sqlite3_stmt* s = nullptr;
-  int rc = sqlite3_prepare_v2(db_, "SELECT value FROM counters WHERE name = 'next_study_id'", -1,
-                              &s, nullptr);
-  if (rc != SQLITE_OK) return SqliteError(db_, rc, "read next study id");
-  rc = sqlite3_step(s);
-  const int64_t next = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 1;
-  sqlite3_finalize(s);
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return SqliteError(db_, rc, "read next study id");
+  int64_t next = 1;
+  absl::Status st = internal::ForEachRow(
+      db_, "SELECT value FROM counters WHERE name = 'next_study_id'", "read next study id",
+      [&](sqlite3_stmt* s) {
+        next = sqlite3_column_int64(s, 0);
+        return absl::OkStatus();
+      });
+  if (!st.ok()) return st;
   return next;
 }
 
@@ -192,45 +192,40 @@ absl::Status Store::Write(const WriteBatch& batch) {
 absl::StatusOr<std::vector<StoredStudy>> Store::LoadAll() {
   absl::MutexLock lock(&mu_);
   std::vector<StoredStudy> studies;
-  sqlite3_stmt* s = nullptr;
-  int rc = sqlite3_prepare_v2(db_, "SELECT id, body FROM studies ORDER BY id", -1, &s, nullptr);
-  if (rc != SQLITE_OK) return SqliteError(db_, rc, "load studies");
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    StoredStudy study;
-    study.id = sqlite3_column_int64(s, 0);
-    if (!study.study.ParseFromString(ColumnBlob(s, 1))) {
-      sqlite3_finalize(s);
-      return absl::DataLossError(absl::StrCat("study ", study.id, ": unreadable record"));
-    }
-    study.study.set_name(absl::StrCat("studies/", study.id));
-    studies.push_back(std::move(study));
-  }
-  sqlite3_finalize(s);
-  if (rc != SQLITE_DONE) return SqliteError(db_, rc, "load studies");
+  absl::Status st = internal::ForEachRow(
+      db_, "SELECT id, body FROM studies ORDER BY id", "load studies", [&](sqlite3_stmt* s) {
+        StoredStudy study;
+        study.id = sqlite3_column_int64(s, 0);
+        if (!study.study.ParseFromString(ColumnBlob(s, 1))) {
+          return absl::DataLossError(absl::StrCat("study ", study.id, ": unreadable record"));
+        }
+        study.study.set_name(absl::StrCat("studies/", study.id));
+        studies.push_back(std::move(study));
+        return absl::OkStatus();
+      });
+  if (!st.ok()) return st;
 
-  rc = sqlite3_prepare_v2(db_,
-                          "SELECT study_id, id, completion_seq, body FROM trials "
-                          "ORDER BY study_id, id",
-                          -1, &s, nullptr);
-  if (rc != SQLITE_OK) return SqliteError(db_, rc, "load trials");
   size_t si = 0;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    const int64_t study_id = sqlite3_column_int64(s, 0);
-    while (si < studies.size() && studies[si].id < study_id) ++si;
-    if (si == studies.size() || studies[si].id != study_id) continue;  // cannot happen: FK
-    StoredTrial t;
-    t.completion_seq = sqlite3_column_int64(s, 2);
-    if (!t.trial.ParseFromString(ColumnBlob(s, 3))) {
-      const int64_t trial_id = sqlite3_column_int64(s, 1);
-      sqlite3_finalize(s);
-      return absl::DataLossError(
-          absl::StrCat("study ", study_id, " trial ", trial_id, ": unreadable record"));
-    }
-    t.trial.set_name(absl::StrCat("studies/", study_id, "/trials/", t.trial.id()));
-    studies[si].trials.push_back(std::move(t));
-  }
-  sqlite3_finalize(s);
-  if (rc != SQLITE_DONE) return SqliteError(db_, rc, "load trials");
+  st = internal::ForEachRow(
+      db_, "SELECT study_id, id, completion_seq, body FROM trials ORDER BY study_id, id",
+      "load trials", [&](sqlite3_stmt* s) {
+        const int64_t study_id = sqlite3_column_int64(s, 0);
+        while (si < studies.size() && studies[si].id < study_id) ++si;
+        if (si == studies.size() || studies[si].id != study_id) {
+          return absl::OkStatus();  // cannot happen: foreign key
+        }
+        StoredTrial t;
+        t.completion_seq = sqlite3_column_int64(s, 2);
+        if (!t.trial.ParseFromString(ColumnBlob(s, 3))) {
+          return absl::DataLossError(absl::StrCat("study ", study_id, " trial ",
+                                                  sqlite3_column_int64(s, 1),
+                                                  ": unreadable record"));
+        }
+        t.trial.set_name(absl::StrCat("studies/", study_id, "/trials/", t.trial.id()));
+        studies[si].trials.push_back(std::move(t));
+        return absl::OkStatus();
+      });
+  if (!st.ok()) return st;
   return studies;
 }
 

@@ -210,77 +210,69 @@ absl::StatusOr<int64_t> TelemetryStore::Compact(const RetentionPolicy& policy, d
 absl::StatusOr<std::vector<StoredWorkload>> TelemetryStore::LoadWorkloads() {
   absl::MutexLock lock(&mu_);
   std::vector<StoredWorkload> out;
-  sqlite3_stmt* s = nullptr;
-  int rc = sqlite3_prepare_v2(db_, "SELECT id, body FROM workloads ORDER BY id", -1, &s, nullptr);
-  if (rc != SQLITE_OK) return SqliteError(db_, rc, "load workloads");
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    StoredWorkload w;
-    w.id = sqlite3_column_int64(s, 0);
-    if (!w.workload.ParseFromString(ColumnBlob(s, 1))) {
-      sqlite3_finalize(s);
-      return absl::DataLossError(absl::StrCat("workload ", w.id, ": unreadable record"));
-    }
-    out.push_back(std::move(w));
-  }
-  sqlite3_finalize(s);
-  if (rc != SQLITE_DONE) return SqliteError(db_, rc, "load workloads");
+  absl::Status st = internal::ForEachRow(
+      db_, "SELECT id, body FROM workloads ORDER BY id", "load workloads", [&](sqlite3_stmt* s) {
+        StoredWorkload w;
+        w.id = sqlite3_column_int64(s, 0);
+        if (!w.workload.ParseFromString(ColumnBlob(s, 1))) {
+          return absl::DataLossError(absl::StrCat("workload ", w.id, ": unreadable record"));
+        }
+        out.push_back(std::move(w));
+        return absl::OkStatus();
+      });
+  if (!st.ok()) return st;
   return out;
 }
 
 absl::StatusOr<std::vector<StoredInstance>> TelemetryStore::LoadInstances() {
   absl::MutexLock lock(&mu_);
   std::vector<StoredInstance> out;
-  sqlite3_stmt* s = nullptr;
-  int rc = sqlite3_prepare_v2(db_, "SELECT id, workload_id, name FROM instances ORDER BY id", -1,
-                              &s, nullptr);
-  if (rc != SQLITE_OK) return SqliteError(db_, rc, "load instances");
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    StoredInstance in;
-    in.id = sqlite3_column_int64(s, 0);
-    in.workload_id = sqlite3_column_int64(s, 1);
-    in.name = reinterpret_cast<const char*>(sqlite3_column_text(s, 2));
-    out.push_back(std::move(in));
-  }
-  sqlite3_finalize(s);
-  if (rc != SQLITE_DONE) return SqliteError(db_, rc, "load instances");
+  absl::Status st = internal::ForEachRow(
+      db_, "SELECT id, workload_id, name FROM instances ORDER BY id", "load instances",
+      [&](sqlite3_stmt* s) {
+        StoredInstance in;
+        in.id = sqlite3_column_int64(s, 0);
+        in.workload_id = sqlite3_column_int64(s, 1);
+        in.name = reinterpret_cast<const char*>(sqlite3_column_text(s, 2));
+        out.push_back(std::move(in));
+        return absl::OkStatus();
+      });
+  if (!st.ok()) return st;
   return out;
 }
 
 absl::Status TelemetryStore::ScanSamples(const std::function<void(const TelemetryRow&)>& fn) {
   absl::MutexLock lock(&mu_);
-  sqlite3_stmt* s = nullptr;
-  int rc = sqlite3_prepare_v2(
+  return internal::ForEachRow(
       db_,
       "SELECT instance_id, resolution, ts, cpu, mem, gpu_util, gpu_mem, qps, latency, oom "
       "FROM samples ORDER BY ts, instance_id",
-      -1, &s, nullptr);
-  if (rc != SQLITE_OK) return SqliteError(db_, rc, "scan samples");
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    TelemetryRow r;
-    r.instance_id = sqlite3_column_int64(s, 0);
-    r.resolution = sqlite3_column_int(s, 1);
-    r.timestamp = sqlite3_column_double(s, 2);
-    r.cpu_cores = sqlite3_column_double(s, 3);
-    r.memory_bytes = sqlite3_column_double(s, 4);
-    r.gpu_utilization = sqlite3_column_double(s, 5);
-    r.gpu_memory_bytes = sqlite3_column_double(s, 6);
-    r.qps = sqlite3_column_double(s, 7);
-    r.latency_ms = sqlite3_column_double(s, 8);
-    r.oom = sqlite3_column_int(s, 9) != 0;
-    fn(r);
-  }
-  sqlite3_finalize(s);
-  if (rc != SQLITE_DONE) return SqliteError(db_, rc, "scan samples");
-  return absl::OkStatus();
+      "scan samples", [&](sqlite3_stmt* s) {
+        TelemetryRow r;
+        r.instance_id = sqlite3_column_int64(s, 0);
+        r.resolution = sqlite3_column_int(s, 1);
+        r.timestamp = sqlite3_column_double(s, 2);
+        r.cpu_cores = sqlite3_column_double(s, 3);
+        r.memory_bytes = sqlite3_column_double(s, 4);
+        r.gpu_utilization = sqlite3_column_double(s, 5);
+        r.gpu_memory_bytes = sqlite3_column_double(s, 6);
+        r.qps = sqlite3_column_double(s, 7);
+        r.latency_ms = sqlite3_column_double(s, 8);
+        r.oom = sqlite3_column_int(s, 9) != 0;
+        fn(r);
+        return absl::OkStatus();
+      });
 }
 
 absl::StatusOr<int64_t> TelemetryStore::CountSamples() {
   absl::MutexLock lock(&mu_);
-  sqlite3_stmt* s = nullptr;
-  int rc = sqlite3_prepare_v2(db_, "SELECT count(*) FROM samples", -1, &s, nullptr);
-  if (rc != SQLITE_OK) return SqliteError(db_, rc, "count samples");
-  int64_t n = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
-  sqlite3_finalize(s);
+  int64_t n = 0;
+  absl::Status st = internal::ForEachRow(db_, "SELECT count(*) FROM samples", "count samples",
+                                         [&](sqlite3_stmt* s) {
+                                           n = sqlite3_column_int64(s, 0);
+                                           return absl::OkStatus();
+                                         });
+  if (!st.ok()) return st;
   return n;
 }
 

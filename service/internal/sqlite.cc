@@ -37,6 +37,18 @@ std::string ColumnBlob(sqlite3_stmt* s, int i) {
   return p == nullptr ? std::string() : std::string(static_cast<const char*>(p), n);
 }
 
+absl::Status ForEachRow(sqlite3* db, const char* sql, absl::string_view what,
+                        absl::FunctionRef<absl::Status(sqlite3_stmt*)> row) {
+  sqlite3_stmt* s = nullptr;
+  int rc = sqlite3_prepare_v2(db, sql, -1, &s, nullptr);
+  if (rc != SQLITE_OK) return SqliteError(db, rc, what);
+  absl::Status st;
+  while (st.ok() && (rc = sqlite3_step(s)) == SQLITE_ROW) st = row(s);
+  if (st.ok() && rc != SQLITE_DONE) st = SqliteError(db, rc, what);
+  sqlite3_finalize(s);
+  return st;
+}
+
 absl::Status Exec(sqlite3* db, const char* sql) {
   char* err = nullptr;
   int rc = sqlite3_exec(db, sql, nullptr, nullptr, &err);

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -40,6 +41,12 @@ class StmtReset {
 };
 
 std::string ColumnBlob(sqlite3_stmt* s, int i);
+
+// Runs a query and calls `row` for each result row, in order. The statement is finalized
+// after the last call (so `row` may read every column, also on its way to an error). Errors:
+// `row`'s first error, or the SQLite error of `what`.
+absl::Status ForEachRow(sqlite3* db, const char* sql, absl::string_view what,
+                        absl::FunctionRef<absl::Status(sqlite3_stmt*)> row);
 
 // Runs SQL that returns no rows.
 absl::Status Exec(sqlite3* db, const char* sql);
