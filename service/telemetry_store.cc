@@ -64,7 +64,7 @@ absl::StatusOr<std::unique_ptr<TelemetryStore>> TelemetryStore::Open(const std::
   absl::StatusOr<sqlite3*> db = internal::OpenDatabase(path, durability, kMigrations);
   if (!db.ok()) return db.status();
   std::unique_ptr<TelemetryStore> store(new TelemetryStore(*db));
-  if (absl::Status st = store->Init(durability); !st.ok()) {
+  if (absl::Status st = store->Init(); !st.ok()) {
     return absl::Status(st.code(), absl::StrCat("database \"", path, "\": ", st.message()));
   }
   absl::StatusOr<std::unique_ptr<internal::Checkpointer>> checkpointer =
@@ -83,16 +83,14 @@ TelemetryStore::~TelemetryStore() {
   sqlite3_close(db_);
 }
 
-absl::Status TelemetryStore::Exec(const char* sql) { return internal::Exec(db_, sql); }
-
-absl::Status TelemetryStore::Init(Durability) {
+absl::Status TelemetryStore::Init() {
   absl::MutexLock lock(&mu_);
   // Samples arrive in time order and the key leads with time, so inserts append to the
   // rightmost pages; a larger page cache and fewer checkpoints keep those pages hot.
   // Checkpoints run on the Checkpointer's thread, not inside an ingest's commit.
   for (const char* pragma : {"PRAGMA cache_size=-65536", "PRAGMA wal_autocheckpoint=0",
                              "PRAGMA mmap_size=268435456"}) {
-    if (absl::Status st = Exec(pragma); !st.ok()) return st;
+    if (absl::Status st = internal::Exec(db_, pragma); !st.ok()) return st;
   }
   struct {
     sqlite3_stmt** stmt;

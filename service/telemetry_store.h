@@ -88,8 +88,7 @@ class TelemetryStore {
 
  private:
   explicit TelemetryStore(sqlite3* db);
-  absl::Status Init(Durability durability);
-  absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Init();
 
   std::unique_ptr<internal::Checkpointer> checkpointer_;
   absl::Mutex mu_;
