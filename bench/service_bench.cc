@@ -528,6 +528,22 @@ HandlerHistograms ScrapeHandlerLatency(const std::string& http_address) {
   return h;
 }
 
+// evoscale_store_operations_total{op="write"|"commit"} from /metrics; NaN if absent.
+std::pair<double, double> ScrapeStoreOperations(const std::string& http_address) {
+  std::pair<double, double> out{NAN, NAN};
+  std::optional<std::string> body = HttpGet(http_address, "/metrics");
+  if (!body) return out;
+  for (absl::string_view line : absl::StrSplit(*body, '\n')) {
+    double* slot = absl::StartsWith(line, "evoscale_store_operations_total{op=\"write\"}")
+                       ? &out.first
+                   : absl::StartsWith(line, "evoscale_store_operations_total{op=\"commit\"}")
+                       ? &out.second
+                       : nullptr;
+    if (slot != nullptr) absl::SimpleAtod(line.substr(line.rfind(' ') + 1), slot);
+  }
+  return out;
+}
+
 struct HandlerStats {
   double mean_ms = NAN;
   double p50_ms = NAN;  // interpolated within the histogram's buckets
@@ -581,6 +597,7 @@ struct RoundResult {
   double client_cpu_s = 0;
   int64_t study_trials_before = 0;
   HandlerStats handler_suggest, handler_complete;
+  double store_writes = NAN, store_commits = NAN;  // during the round (warm-up included)
 };
 
 struct RoundConfig {
@@ -629,6 +646,8 @@ RoundResult RunRound(const std::vector<std::unique_ptr<v1::StudyService::Stub>>&
   }
   const HandlerHistograms handler_before =
       cfg.http_address.empty() ? HandlerHistograms() : ScrapeHandlerLatency(cfg.http_address);
+  const std::pair<double, double> store_before =
+      cfg.http_address.empty() ? std::pair<double, double>{NAN, NAN} : ScrapeStoreOperations(cfg.http_address);
   auto duration = [](double s) {
     return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
   };
@@ -652,6 +671,9 @@ RoundResult RunRound(const std::vector<std::unique_ptr<v1::StudyService::Stub>>&
     const HandlerHistograms after = ScrapeHandlerLatency(cfg.http_address);
     r.handler_suggest = HandlerDelta(handler_before, after, "SuggestTrials");
     r.handler_complete = HandlerDelta(handler_before, after, "CompleteTrial");
+    const std::pair<double, double> store_after = ScrapeStoreOperations(cfg.http_address);
+    r.store_writes = store_after.first - store_before.first;
+    r.store_commits = store_after.second - store_before.second;
   }
   for (ClientLog& log : logs) {
     r.pair.insert(r.pair.end(), log.pair.begin(), log.pair.end());
@@ -851,6 +873,11 @@ int Run() {
           r.clients, r.handler_suggest.mean_ms, r.handler_suggest.p50_ms,
           r.handler_suggest.p99_ms, r.handler_complete.mean_ms, r.handler_complete.p50_ms,
           r.handler_complete.p99_ms));
+      if (r.store_commits > 0) {
+        handler_lines.back() += absl::StrFormat("   store: %.0f writes in %.0f commits (%.2f per commit)",
+                                                r.store_writes, r.store_commits,
+                                                r.store_writes / r.store_commits);
+      }
     }
     if (json) {
       std::printf("%s\n", JsonRow(r, durability, mode).c_str());

@@ -36,7 +36,12 @@ ServiceMetrics::ServiceMetrics()
       samples_(prometheus::BuildGauge()
                    .Name("evoscale_telemetry_samples_total")
                    .Help("Telemetry samples since start, accepted or rejected by reason")
-                   .Register(*registry_)) {}
+                   .Register(*registry_)),
+      store_(prometheus::BuildGauge()
+                 .Name("evoscale_store_operations_total")
+                 .Help("Study store since start: writes (one per mutating call) and commits "
+                       "(transactions; several writes share one under group commit)")
+                 .Register(*registry_)) {}
 
 void ServiceMetrics::RecordRpc(const std::string& method, const std::string& code,
                                double seconds) {
@@ -73,6 +78,8 @@ std::string ServiceMetrics::Scrape(StudyCore* core, AutoscalerCore* autoscaler) 
       studies_.Add({{"state", v1::Study::State_Name(state)}})
           .Set(static_cast<double>(counts.studies_by_state[state]));
     }
+    store_.Add({{"op", "write"}}).Set(static_cast<double>(counts.store_writes));
+    store_.Add({{"op", "commit"}}).Set(static_cast<double>(counts.store_commits));
   }
   if (autoscaler != nullptr) {
     for (const v1::Recommendation& r : autoscaler->AllRecommendations()) {

@@ -33,6 +33,7 @@ class ServiceMetrics {
   //       gpu_memory_bytes; bound: target, lower_bound, upper_bound
   //   evoscale_recommended_replicas{workload}
   //   evoscale_telemetry_samples_total{result}  result: accepted or the rejection reason
+  //   evoscale_store_operations_total{op}  op: write, commit (writes / commits = group commit)
   std::string Scrape(StudyCore* core, AutoscalerCore* autoscaler = nullptr);
 
   prometheus::Registry& registry() { return *registry_; }
@@ -46,6 +47,7 @@ class ServiceMetrics {
   prometheus::Family<prometheus::Gauge>& recommendation_;
   prometheus::Family<prometheus::Gauge>& replicas_;
   prometheus::Family<prometheus::Gauge>& samples_;
+  prometheus::Family<prometheus::Gauge>& store_;
 
   absl::Mutex mu_;
   // Label lookups are cached: prometheus-cpp's Add() hashes the label map each time.

@@ -74,7 +74,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
                                                    Durability durability) {
   absl::StatusOr<sqlite3*> db = internal::OpenDatabase(path, durability, kMigrations);
   if (!db.ok()) return db.status();
-  std::unique_ptr<Store> store(new Store(*db));
+  std::unique_ptr<Store> store(new Store(*db, durability));
   if (absl::Status st = store->Prepare(); !st.ok()) {
     return absl::Status(st.code(), absl::StrCat("database \"", path, "\": ", st.message()));
   }
@@ -82,16 +82,25 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
       internal::Checkpointer::Start(path, absl::Milliseconds(500));
   if (!checkpointer.ok()) return checkpointer.status();
   store->checkpointer_ = *std::move(checkpointer);
+  if (store->defers_sync()) store->committer_ = std::thread(&Store::CommitterLoop, store.get());
   return store;
 }
 
-Store::Store(sqlite3* db) : db_(db) {}
+Store::Store(sqlite3* db, Durability durability) : durability_(durability), db_(db) {}
 
 Store::~Store() {
+  if (committer_.joinable()) {
+    {
+      absl::MutexLock lock(&queue_mu_);
+      shutting_down_ = true;
+    }
+    committer_.join();  // commits what is queued first
+  }
   checkpointer_.reset();
   absl::MutexLock lock(&mu_);
   for (sqlite3_stmt* s :
-       {put_study_, bump_study_id_, delete_study_, put_trial_, begin_, commit_, rollback_}) {
+       {put_study_, bump_study_id_, delete_study_, put_trial_, begin_, commit_, rollback_,
+        savepoint_, release_, rollback_to_}) {
     sqlite3_finalize(s);
   }
   sqlite3_close(db_);
@@ -118,6 +127,9 @@ absl::Status Store::Prepare() {
       {&begin_, "BEGIN IMMEDIATE"},
       {&commit_, "COMMIT"},
       {&rollback_, "ROLLBACK"},
+      {&savepoint_, "SAVEPOINT batch"},
+      {&release_, "RELEASE batch"},
+      {&rollback_to_, "ROLLBACK TO batch"},
   };
   for (const auto& [stmt, sql] : statements) {
     int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, stmt, nullptr);
@@ -144,16 +156,177 @@ int Store::schema_version() {
   return internal::SchemaVersion(db_);
 }
 
-absl::Status Store::Write(const WriteBatch& batch) {
+absl::Status Store::Write(WriteBatch batch) {
   if (batch.empty()) return absl::OkStatus();
+  absl::StatusOr<uint64_t> ticket = Enqueue(std::move(batch));
+  if (!ticket.ok()) return ticket.status();
+  return WaitDurable(*ticket);
+}
+
+absl::StatusOr<uint64_t> Store::Enqueue(WriteBatch batch) {
+  absl::MutexLock lock(&queue_mu_);
+  if (!stopped_.ok()) return stopped_;
+  const uint64_t ticket = ++last_ticket_;
+  queue_.push_back(Queued{ticket, std::move(batch)});
+  return ticket;  // the committer's condition is re-evaluated when the lock is released
+}
+
+uint64_t Store::last_ticket() {
+  absl::MutexLock lock(&queue_mu_);
+  return last_ticket_;
+}
+
+int64_t Store::commits() {
+  absl::MutexLock lock(&queue_mu_);
+  return commits_;
+}
+
+absl::Status Store::SettledStatus(uint64_t ticket) {
+  // Once stopped, nothing is answered: the caller may have read state the database lacks.
+  if (!stopped_.ok()) {
+    batch_errors_.erase(ticket);
+    return stopped_;
+  }
+  auto it = batch_errors_.find(ticket);
+  if (it == batch_errors_.end()) return absl::OkStatus();
+  absl::Status st = std::move(it->second);
+  batch_errors_.erase(it);
+  return st;
+}
+
+absl::Status Store::WaitDurable(uint64_t ticket) {
+  absl::MutexLock lock(&queue_mu_);
+  if (defers_sync()) {
+    // The committer thread commits; wait for it (or for the stop).
+    auto settled = [this, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
+      return ticket <= durable_ || !stopped_.ok();
+    };
+    queue_mu_.Await(absl::Condition(&settled));
+    return SettledStatus(ticket);
+  }
+  for (;;) {
+    if (ticket <= durable_ || !stopped_.ok()) return SettledStatus(ticket);
+    if (!committing_) {
+      // Leader: commit everything queued so far (it includes `ticket`, which is not settled
+      // and not in flight). Nothing registers callbacks in this mode.
+      std::vector<std::pair<std::function<void(absl::Status)>, absl::Status>> due;
+      CommitQueued(&due);
+      continue;
+    }
+    auto done_or_free = [this, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
+      return !committing_ || ticket <= durable_;
+    };
+    queue_mu_.Await(absl::Condition(&done_or_free));
+  }
+}
+
+void Store::OnDurable(uint64_t ticket, std::function<void(absl::Status)> done) {
+  if (!defers_sync()) {
+    done(WaitDurable(ticket));
+    return;
+  }
+  absl::Status now;
+  {
+    absl::MutexLock lock(&queue_mu_);
+    if (ticket > durable_ && stopped_.ok()) {
+      callbacks_.emplace(ticket, std::move(done));
+      return;
+    }
+    now = SettledStatus(ticket);
+  }
+  done(now);
+}
+
+void Store::CommitQueued(
+    std::vector<std::pair<std::function<void(absl::Status)>, absl::Status>>* due) {
+  committing_ = true;
+  std::vector<Queued> group;
+  group.swap(queue_);
+  queue_mu_.Unlock();
+  std::vector<absl::Status> results;
+  CommitGroup(group, &results);
+  queue_mu_.Lock();
+  committing_ = false;
+  ++commits_;
+  for (size_t i = 0; i < group.size(); ++i) {
+    if (results[i].ok()) continue;
+    if (defers_sync() && stopped_.ok()) {
+      // The service already shows this write: stop rather than diverge from the database.
+      stopped_ = absl::UnavailableError(absl::StrCat(
+          "the database refused a write (", results[i].message(),
+          "); evoscaled stopped writing so that it never answers from state the database "
+          "lacks: restart it"));
+    }
+    batch_errors_[group[i].ticket] = results[i];
+  }
+  if (!group.empty()) durable_ = std::max(durable_, group.back().ticket);
+  if (!stopped_.ok()) {
+    // Nothing more will commit: settle every queued batch and every waiting callback.
+    queue_.clear();
+    durable_ = last_ticket_;
+    for (auto& [ticket, cb] : callbacks_) due->emplace_back(std::move(cb), stopped_);
+    callbacks_.clear();
+    return;
+  }
+  for (auto it = callbacks_.begin(); it != callbacks_.end() && it->first <= durable_;) {
+    due->emplace_back(std::move(it->second), SettledStatus(it->first));
+    it = callbacks_.erase(it);
+  }
+}
+
+void Store::CommitterLoop() {
+  absl::MutexLock lock(&queue_mu_);
+  for (;;) {
+    auto work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_) {
+      return !queue_.empty() || shutting_down_;
+    };
+    queue_mu_.Await(absl::Condition(&work));
+    if (queue_.empty()) return;  // shutting down, and everything queued is committed
+    std::vector<std::pair<std::function<void(absl::Status)>, absl::Status>> due;
+    CommitQueued(&due);
+    if (due.empty()) continue;
+    queue_mu_.Unlock();
+    for (auto& [cb, st] : due) cb(st);
+    queue_mu_.Lock();
+  }
+}
+
+void Store::CommitGroup(const std::vector<Queued>& group, std::vector<absl::Status>* results) {
+  results->assign(group.size(), absl::OkStatus());
+  if (group.empty()) return;
   absl::MutexLock lock(&mu_);
-  auto step_done = [this](sqlite3_stmt* s, absl::string_view what) -> absl::Status {
-    StmtReset reset(s);
-    int rc = sqlite3_step(s);
-    if (rc != SQLITE_DONE) return SqliteError(db_, rc, what);
-    return absl::OkStatus();
-  };
-  if (absl::Status st = step_done(begin_, "begin"); !st.ok()) return st;
+  absl::Status st = StepDone(begin_, "begin");
+  if (st.ok()) {
+    const bool savepoints = group.size() > 1;  // one batch: the transaction is enough
+    for (size_t i = 0; i < group.size() && st.ok(); ++i) {
+      if (savepoints) st = StepDone(savepoint_, "savepoint");
+      if (!st.ok()) break;
+      absl::Status batch = ApplyOps(group[i].batch);
+      if (savepoints) {
+        if (!batch.ok()) st = StepDone(rollback_to_, "rollback to savepoint");
+        if (st.ok()) st = StepDone(release_, "release savepoint");
+      }
+      (*results)[i] = batch;
+    }
+    if (st.ok() && !savepoints && !(*results)[0].ok()) st = (*results)[0];
+    if (st.ok()) st = StepDone(commit_, "commit");
+  }
+  if (!st.ok()) {
+    StepDone(rollback_, "rollback").IgnoreError();
+    for (absl::Status& r : *results) {
+      if (r.ok()) r = st;
+    }
+  }
+}
+
+absl::Status Store::StepDone(sqlite3_stmt* s, absl::string_view what) {
+  StmtReset reset(s);
+  const int rc = sqlite3_step(s);
+  if (rc != SQLITE_DONE) return SqliteError(db_, rc, what);
+  return absl::OkStatus();
+}
+
+absl::Status Store::ApplyOps(const WriteBatch& batch) {
   absl::Status st;
   for (const WriteBatch::Op& op : batch.ops_) {
     switch (op.kind) {
@@ -162,15 +335,15 @@ absl::Status Store::Write(const WriteBatch& batch) {
         sqlite3_bind_text(put_study_, 2, op.text.data(), op.text.size(), SQLITE_STATIC);
         sqlite3_bind_int(put_study_, 3, op.state);
         sqlite3_bind_blob(put_study_, 4, op.body.data(), op.body.size(), SQLITE_STATIC);
-        st = step_done(put_study_, "put study");
+        st = StepDone(put_study_, "put study");
         if (st.ok()) {
           sqlite3_bind_int64(bump_study_id_, 1, op.study_id);
-          st = step_done(bump_study_id_, "bump study id");
+          st = StepDone(bump_study_id_, "bump study id");
         }
         break;
       case WriteBatch::Op::kDeleteStudy:
         sqlite3_bind_int64(delete_study_, 1, op.study_id);
-        st = step_done(delete_study_, "delete study");
+        st = StepDone(delete_study_, "delete study");
         break;
       case WriteBatch::Op::kPutTrial:
         sqlite3_bind_int64(put_trial_, 1, op.study_id);
@@ -179,13 +352,11 @@ absl::Status Store::Write(const WriteBatch& batch) {
         sqlite3_bind_text(put_trial_, 4, op.text.data(), op.text.size(), SQLITE_STATIC);
         sqlite3_bind_int64(put_trial_, 5, op.completion_seq);
         sqlite3_bind_blob(put_trial_, 6, op.body.data(), op.body.size(), SQLITE_STATIC);
-        st = step_done(put_trial_, "put trial");
+        st = StepDone(put_trial_, "put trial");
         break;
     }
     if (!st.ok()) break;
   }
-  if (st.ok()) st = step_done(commit_, "commit");
-  if (!st.ok()) step_done(rollback_, "rollback").IgnoreError();
   return st;
 }
 

@@ -5,13 +5,18 @@
 #define EVOSCALE_SERVICE_STORE_H_
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "evoscale/v1/study.pb.h"
 
@@ -82,8 +87,37 @@ class Store {
 
   static constexpr int kSchemaVersion = 2;
 
-  // Applies the batch in one transaction. On error nothing is written.
-  absl::Status Write(const WriteBatch& batch);
+  // Applies the batch in one transaction and returns once it is durable (as `durability`
+  // defines it). On error nothing of the batch is written. Equivalent to Enqueue and
+  // WaitDurable.
+  absl::Status Write(WriteBatch batch);
+
+  // Group commit. Enqueue appends a batch to the commit queue and returns its ticket; batches
+  // commit in ticket order, several to a transaction, each inside its own savepoint so that a
+  // failing batch fails alone.
+  //  - kProcessCrash: WaitDurable(t) commits inline: the first waiter that finds no commit in
+  //    flight takes every queued batch and commits them; the others wait for it.
+  //  - kPowerLoss: a committer thread commits whatever is queued, one transaction (one fsync)
+  //    at a time, so writers that queue while an fsync runs share the next one. The study
+  //    service applies a write to its cache and answers only when it is durable, without
+  //    holding the study's lock or a gRPC thread meanwhile (OnDurable). A failed batch then
+  //    means the cache holds a write the database lacks, so any failure stops the store: every
+  //    later Enqueue, WaitDurable and OnDurable answers UNAVAILABLE until evoscaled restarts
+  //    (and reloads from the database).
+  absl::StatusOr<uint64_t> Enqueue(WriteBatch batch);
+  // The status of batch `ticket` once every batch up to it is settled.
+  absl::Status WaitDurable(uint64_t ticket);
+  // Calls `done` with what WaitDurable(ticket) would return: at once if it is settled (or with
+  // kProcessCrash, after committing inline), else from the committer thread (with no lock
+  // held; `done` must be quick: it delays the next commit).
+  void OnDurable(uint64_t ticket, std::function<void(absl::Status)> done);
+  // The last ticket handed out (0 = none): a reader waits for it so that it never answers with
+  // a write that is not yet durable.
+  uint64_t last_ticket();
+  // True with kPowerLoss: writers queue and wait after releasing their own locks.
+  bool defers_sync() const { return durability_ == Durability::kPowerLoss; }
+  // Transactions committed so far (each holds one or more batches).
+  int64_t commits();
 
   // Reads every study with its trials. Cost: the whole database.
   absl::StatusOr<std::vector<StoredStudy>> LoadAll();
@@ -94,8 +128,40 @@ class Store {
   int schema_version();
 
  private:
-  explicit Store(sqlite3* db);
+  Store(sqlite3* db, Durability durability);
   absl::Status Prepare();
+  struct Queued {
+    uint64_t ticket;
+    WriteBatch batch;
+  };
+  // Commits `group` in one transaction; fills one status per batch.
+  void CommitGroup(const std::vector<Queued>& group, std::vector<absl::Status>* results);
+  absl::Status ApplyOps(const WriteBatch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Steps a statement that returns no rows, then resets it.
+  absl::Status StepDone(sqlite3_stmt* s, absl::string_view what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the queued batches, commits them (queue_mu_ released meanwhile) and settles their
+  // tickets; the callbacks now due are appended to `due`.
+  void CommitQueued(std::vector<std::pair<std::function<void(absl::Status)>, absl::Status>>* due)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
+  // The settled status of `ticket` (consumes a recorded batch error).
+  absl::Status SettledStatus(uint64_t ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(queue_mu_);
+  void CommitterLoop();
+
+  const Durability durability_;
+  // The commit queue.
+  absl::Mutex queue_mu_;
+  std::vector<Queued> queue_ ABSL_GUARDED_BY(queue_mu_);
+  uint64_t last_ticket_ ABSL_GUARDED_BY(queue_mu_) = 0;
+  uint64_t durable_ ABSL_GUARDED_BY(queue_mu_) = 0;  // every ticket <= this is settled
+  bool committing_ ABSL_GUARDED_BY(queue_mu_) = false;
+  bool shutting_down_ ABSL_GUARDED_BY(queue_mu_) = false;
+  std::map<uint64_t, absl::Status> batch_errors_ ABSL_GUARDED_BY(queue_mu_);
+  std::multimap<uint64_t, std::function<void(absl::Status)>> callbacks_
+      ABSL_GUARDED_BY(queue_mu_);
+  absl::Status stopped_ ABSL_GUARDED_BY(queue_mu_);  // set once a deferred write failed
+  int64_t commits_ ABSL_GUARDED_BY(queue_mu_) = 0;
+  std::thread committer_;  // kPowerLoss only
 
   std::unique_ptr<internal::Checkpointer> checkpointer_;  // started after the schema is ready
   absl::Mutex mu_;
@@ -108,6 +174,9 @@ class Store {
   sqlite3_stmt* begin_ ABSL_GUARDED_BY(mu_) = nullptr;
   sqlite3_stmt* commit_ ABSL_GUARDED_BY(mu_) = nullptr;
   sqlite3_stmt* rollback_ ABSL_GUARDED_BY(mu_) = nullptr;
+  sqlite3_stmt* savepoint_ ABSL_GUARDED_BY(mu_) = nullptr;
+  sqlite3_stmt* release_ ABSL_GUARDED_BY(mu_) = nullptr;
+  sqlite3_stmt* rollback_to_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace evoscale::service

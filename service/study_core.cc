@@ -284,7 +284,7 @@ absl::StatusOr<std::pair<std::shared_ptr<StudyCore::StudyState>, int64_t>> Study
     return absl::NotFoundError(absl::StrFormat("trial \"%s\" not found", name));            \
   }
 
-absl::StatusOr<v1::Study> StudyCore::CreateStudy(const v1::CreateStudyRequest& req) {
+absl::StatusOr<v1::Study> StudyCore::DoCreateStudy(const v1::CreateStudyRequest& req) {
   const v1::Study& in = req.study();
   if (in.display_name().size() > kMaxNameLength) {
     return InvalidArgumentError(StrCat("study.display_name: longer than ", kMaxNameLength));
@@ -313,13 +313,13 @@ absl::StatusOr<v1::Study> StudyCore::CreateStudy(const v1::CreateStudyRequest& r
   *study.mutable_create_time() = ToProto(clock_->Now());
   WriteBatch batch;
   batch.PutStudy(state->id, study);
-  if (absl::Status st = store_->Write(batch); !st.ok()) return st;
+  if (absl::Status st = Commit(std::move(batch)); !st.ok()) return st;
   ++next_study_id_;
   studies_.emplace(state->id, state);
   return state->StudyWithCounts();
 }
 
-absl::StatusOr<v1::Study> StudyCore::GetStudy(const v1::GetStudyRequest& req) {
+absl::StatusOr<v1::Study> StudyCore::DoGetStudy(const v1::GetStudyRequest& req) {
   auto state = FindStudy(req.name(), "name");
   if (!state.ok()) return state.status();
   absl::MutexLock lock(&(*state)->mu);
@@ -327,7 +327,7 @@ absl::StatusOr<v1::Study> StudyCore::GetStudy(const v1::GetStudyRequest& req) {
   return (*state)->StudyWithCounts();
 }
 
-absl::StatusOr<v1::ListStudiesResponse> StudyCore::ListStudies(
+absl::StatusOr<v1::ListStudiesResponse> StudyCore::DoListStudies(
     const v1::ListStudiesRequest& req) {
   absl::StatusOr<int> page_size = PageSize(req.page_size());
   if (!page_size.ok()) return page_size.status();
@@ -354,7 +354,7 @@ absl::StatusOr<v1::ListStudiesResponse> StudyCore::ListStudies(
   return resp;
 }
 
-absl::Status StudyCore::DeleteStudy(const v1::DeleteStudyRequest& req) {
+absl::Status StudyCore::DoDeleteStudy(const v1::DeleteStudyRequest& req) {
   auto state = FindStudy(req.name(), "name");
   if (!state.ok()) return state.status();
   absl::MutexLock lock(&mu_);
@@ -362,13 +362,13 @@ absl::Status StudyCore::DeleteStudy(const v1::DeleteStudyRequest& req) {
   if ((*state)->deleted) return NotFoundStudy((*state)->id);
   WriteBatch batch;
   batch.DeleteStudy((*state)->id);
-  if (absl::Status st = store_->Write(batch); !st.ok()) return st;
+  if (absl::Status st = Commit(std::move(batch)); !st.ok()) return st;
   (*state)->deleted = true;
   studies_.erase((*state)->id);
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::Study> StudyCore::SetStudyState(const v1::SetStudyStateRequest& req) {
+absl::StatusOr<v1::Study> StudyCore::DoSetStudyState(const v1::SetStudyStateRequest& req) {
   if (req.state() != v1::Study::ACTIVE && req.state() != v1::Study::INACTIVE &&
       req.state() != v1::Study::COMPLETED) {
     return InvalidArgumentError(
@@ -383,12 +383,12 @@ absl::StatusOr<v1::Study> StudyCore::SetStudyState(const v1::SetStudyStateReques
   next.set_state(req.state());
   WriteBatch batch;
   batch.PutStudy(s.id, next);
-  if (absl::Status st = store_->Write(batch); !st.ok()) return st;
+  if (absl::Status st = Commit(std::move(batch)); !st.ok()) return st;
   s.study = std::move(next);
   return s.StudyWithCounts();
 }
 
-absl::StatusOr<v1::SuggestTrialsResponse> StudyCore::SuggestTrials(
+absl::StatusOr<v1::SuggestTrialsResponse> StudyCore::DoSuggestTrials(
     const v1::SuggestTrialsRequest& req) {
   if (req.suggestion_count() < 1 || req.suggestion_count() > kMaxSuggestionCount) {
     return InvalidArgumentError(absl::StrFormat("suggestion_count: %d must be in [1, %d]",
@@ -499,7 +499,7 @@ absl::StatusOr<v1::SuggestTrialsResponse> StudyCore::SuggestTrials(
     completed.set_state(v1::Study::COMPLETED);
     batch.PutStudy(s.id, completed);
   }
-  if (absl::Status st = store_->Write(batch); !st.ok()) {
+  if (absl::Status st = Commit(std::move(batch)); !st.ok()) {
     if (designer_used) s.RebuildDesigner().IgnoreError();
     return st;
   }
@@ -513,7 +513,7 @@ absl::StatusOr<v1::SuggestTrialsResponse> StudyCore::SuggestTrials(
   return resp;
 }
 
-absl::StatusOr<v1::Trial> StudyCore::CreateTrial(const v1::CreateTrialRequest& req) {
+absl::StatusOr<v1::Trial> StudyCore::DoCreateTrial(const v1::CreateTrialRequest& req) {
   auto found = FindStudy(req.parent(), "parent");
   if (!found.ok()) return found.status();
   StudyState& s = **found;
@@ -554,17 +554,17 @@ absl::StatusOr<v1::Trial> StudyCore::CreateTrial(const v1::CreateTrialRequest& r
   }
   WriteBatch batch;
   batch.PutTrial(s.id, t, seq);
-  if (absl::Status st = store_->Write(batch); !st.ok()) return st;
+  if (absl::Status st = Commit(std::move(batch)); !st.ok()) return st;
   s.Apply(t, seq);
   return t;
 }
 
-absl::StatusOr<v1::Trial> StudyCore::GetTrial(const v1::GetTrialRequest& req) {
+absl::StatusOr<v1::Trial> StudyCore::DoGetTrial(const v1::GetTrialRequest& req) {
   EVOSCALE_LOCK_TRIAL(req.name(), "name");
   return state->trial(trial_id);
 }
 
-absl::StatusOr<v1::ListTrialsResponse> StudyCore::ListTrials(const v1::ListTrialsRequest& req) {
+absl::StatusOr<v1::ListTrialsResponse> StudyCore::DoListTrials(const v1::ListTrialsRequest& req) {
   absl::StatusOr<int> page_size = PageSize(req.page_size());
   if (!page_size.ok()) return page_size.status();
   absl::StatusOr<int64_t> start = PageStart(req.page_token());
@@ -591,7 +591,7 @@ absl::StatusOr<v1::ListTrialsResponse> StudyCore::ListTrials(const v1::ListTrial
   return resp;
 }
 
-absl::StatusOr<v1::Trial> StudyCore::AddTrialMeasurement(
+absl::StatusOr<v1::Trial> StudyCore::DoAddTrialMeasurement(
     const v1::AddTrialMeasurementRequest& req) {
   if (absl::Status st = ValidateMeasurement(req.measurement(), "measurement"); !st.ok()) {
     return st;
@@ -615,12 +615,12 @@ absl::StatusOr<v1::Trial> StudyCore::AddTrialMeasurement(
   *n.mutable_heartbeat_time() = ToProto(clock_->Now());
   WriteBatch batch;
   batch.PutTrial(state->id, n, 0);
-  if (absl::Status st = store_->Write(batch); !st.ok()) return st;
+  if (absl::Status st = Commit(std::move(batch)); !st.ok()) return st;
   state->Apply(n, 0);
   return n;
 }
 
-absl::StatusOr<v1::Trial> StudyCore::CompleteTrial(const v1::CompleteTrialRequest& req) {
+absl::StatusOr<v1::Trial> StudyCore::DoCompleteTrial(const v1::CompleteTrialRequest& req) {
   if (absl::Status st = ValidateMeasurement(req.final_measurement(), "final_measurement");
       !st.ok()) {
     return st;
@@ -664,12 +664,12 @@ absl::StatusOr<v1::Trial> StudyCore::CompleteTrial(const v1::CompleteTrialReques
   const int64_t seq = state->next_completion_seq();
   WriteBatch batch;
   batch.PutTrial(state->id, n, seq);
-  if (absl::Status st = store_->Write(batch); !st.ok()) return st;
+  if (absl::Status st = Commit(std::move(batch)); !st.ok()) return st;
   state->Apply(n, seq);
   return n;
 }
 
-absl::StatusOr<v1::CheckTrialEarlyStoppingStateResponse> StudyCore::CheckTrialEarlyStoppingState(
+absl::StatusOr<v1::CheckTrialEarlyStoppingStateResponse> StudyCore::DoCheckTrialEarlyStoppingState(
     const v1::CheckTrialEarlyStoppingStateRequest& req) {
   EVOSCALE_LOCK_TRIAL(req.trial_name(), "trial_name");
   const v1::Trial& t = state->trial(trial_id);
@@ -692,7 +692,7 @@ absl::StatusOr<v1::CheckTrialEarlyStoppingStateResponse> StudyCore::CheckTrialEa
   return resp;
 }
 
-absl::StatusOr<v1::Trial> StudyCore::StopTrial(const v1::StopTrialRequest& req) {
+absl::StatusOr<v1::Trial> StudyCore::DoStopTrial(const v1::StopTrialRequest& req) {
   EVOSCALE_LOCK_TRIAL(req.name(), "name");
   const v1::Trial& t = state->trial(trial_id);
   if (t.state() == v1::Trial::STOPPING) return t;
@@ -705,12 +705,12 @@ absl::StatusOr<v1::Trial> StudyCore::StopTrial(const v1::StopTrialRequest& req) 
   n.set_state(v1::Trial::STOPPING);
   WriteBatch batch;
   batch.PutTrial(state->id, n, 0);
-  if (absl::Status st = store_->Write(batch); !st.ok()) return st;
+  if (absl::Status st = Commit(std::move(batch)); !st.ok()) return st;
   state->Apply(n, 0);
   return n;
 }
 
-absl::StatusOr<v1::ListOptimalTrialsResponse> StudyCore::ListOptimalTrials(
+absl::StatusOr<v1::ListOptimalTrialsResponse> StudyCore::DoListOptimalTrials(
     const v1::ListOptimalTrialsRequest& req) {
   auto found = FindStudy(req.parent(), "parent");
   if (!found.ok()) return found.status();
@@ -736,6 +736,184 @@ absl::StatusOr<v1::ListOptimalTrialsResponse> StudyCore::ListOptimalTrials(
   return resp;
 }
 
+// ---- Durability ------------------------------------------------------------------------
+// With a store that defers syncs (kPowerLoss), a mutation is applied to the cache and queued
+// under the study's lock, and the call waits for its fsync after the lock is released, so
+// concurrent writers of one study share fsyncs (group commit). Reads wait for the last queued
+// write, so no answer ever shows a write that is not yet durable. With kProcessCrash, Commit
+// writes synchronously and the wrappers add nothing.
+
+namespace {
+// The ticket of the write queued by the current call on this thread (0 = none).
+thread_local uint64_t pending_ticket = 0;
+}  // namespace
+
+absl::Status StudyCore::Commit(WriteBatch batch) {
+  if (!store_->defers_sync()) return store_->Write(std::move(batch));
+  absl::StatusOr<uint64_t> ticket = store_->Enqueue(std::move(batch));
+  if (!ticket.ok()) return ticket.status();
+  pending_ticket = *ticket;
+  return absl::OkStatus();
+}
+
+template <typename R>
+R StudyCore::Durable(R result) {
+  if (!store_->defers_sync()) return result;
+  uint64_t ticket = std::exchange(pending_ticket, 0);
+  if (ticket == 0) ticket = store_->last_ticket();
+  if (ticket == 0) return result;
+  if (absl::Status st = store_->WaitDurable(ticket); !st.ok()) return st;
+  return result;
+}
+
+absl::StatusOr<v1::Study> StudyCore::CreateStudy(const v1::CreateStudyRequest& req) {
+  return Durable(DoCreateStudy(req));
+}
+
+absl::StatusOr<v1::Study> StudyCore::GetStudy(const v1::GetStudyRequest& req) {
+  return Durable(DoGetStudy(req));
+}
+
+absl::StatusOr<v1::ListStudiesResponse> StudyCore::ListStudies(const v1::ListStudiesRequest& req) {
+  return Durable(DoListStudies(req));
+}
+
+absl::Status StudyCore::DeleteStudy(const v1::DeleteStudyRequest& req) {
+  return Durable(DoDeleteStudy(req));
+}
+
+absl::StatusOr<v1::Study> StudyCore::SetStudyState(const v1::SetStudyStateRequest& req) {
+  return Durable(DoSetStudyState(req));
+}
+
+absl::StatusOr<v1::SuggestTrialsResponse> StudyCore::SuggestTrials(
+    const v1::SuggestTrialsRequest& req) {
+  return Durable(DoSuggestTrials(req));
+}
+
+absl::StatusOr<v1::Trial> StudyCore::CreateTrial(const v1::CreateTrialRequest& req) {
+  return Durable(DoCreateTrial(req));
+}
+
+absl::StatusOr<v1::Trial> StudyCore::GetTrial(const v1::GetTrialRequest& req) {
+  return Durable(DoGetTrial(req));
+}
+
+absl::StatusOr<v1::ListTrialsResponse> StudyCore::ListTrials(const v1::ListTrialsRequest& req) {
+  return Durable(DoListTrials(req));
+}
+
+absl::StatusOr<v1::Trial> StudyCore::AddTrialMeasurement(
+    const v1::AddTrialMeasurementRequest& req) {
+  return Durable(DoAddTrialMeasurement(req));
+}
+
+absl::StatusOr<v1::Trial> StudyCore::CompleteTrial(const v1::CompleteTrialRequest& req) {
+  return Durable(DoCompleteTrial(req));
+}
+
+absl::StatusOr<v1::CheckTrialEarlyStoppingStateResponse> StudyCore::CheckTrialEarlyStoppingState(
+    const v1::CheckTrialEarlyStoppingStateRequest& req) {
+  return Durable(DoCheckTrialEarlyStoppingState(req));
+}
+
+absl::StatusOr<v1::Trial> StudyCore::StopTrial(const v1::StopTrialRequest& req) {
+  return Durable(DoStopTrial(req));
+}
+
+absl::StatusOr<v1::ListOptimalTrialsResponse> StudyCore::ListOptimalTrials(
+    const v1::ListOptimalTrialsRequest& req) {
+  return Durable(DoListOptimalTrials(req));
+}
+
+template <typename R>
+void StudyCore::DurableAsync(R result, Done<R> done) {
+  if (!store_->defers_sync()) {
+    done(std::move(result));
+    return;
+  }
+  uint64_t ticket = std::exchange(pending_ticket, 0);
+  if (ticket == 0) ticket = store_->last_ticket();
+  store_->OnDurable(ticket, [result = std::move(result),
+                             done = std::move(done)](absl::Status st) mutable {
+    if (st.ok()) {
+      done(std::move(result));
+    } else {
+      done(R(std::move(st)));
+    }
+  });
+}
+
+void StudyCore::CreateStudyAsync(const v1::CreateStudyRequest& req,
+                                 Done<absl::StatusOr<v1::Study>> done) {
+  DurableAsync(DoCreateStudy(req), std::move(done));
+}
+
+void StudyCore::GetStudyAsync(const v1::GetStudyRequest& req,
+                              Done<absl::StatusOr<v1::Study>> done) {
+  DurableAsync(DoGetStudy(req), std::move(done));
+}
+
+void StudyCore::ListStudiesAsync(const v1::ListStudiesRequest& req,
+                                 Done<absl::StatusOr<v1::ListStudiesResponse>> done) {
+  DurableAsync(DoListStudies(req), std::move(done));
+}
+
+void StudyCore::DeleteStudyAsync(const v1::DeleteStudyRequest& req, Done<absl::Status> done) {
+  DurableAsync(DoDeleteStudy(req), std::move(done));
+}
+
+void StudyCore::SetStudyStateAsync(const v1::SetStudyStateRequest& req,
+                                   Done<absl::StatusOr<v1::Study>> done) {
+  DurableAsync(DoSetStudyState(req), std::move(done));
+}
+
+void StudyCore::SuggestTrialsAsync(const v1::SuggestTrialsRequest& req,
+                                   Done<absl::StatusOr<v1::SuggestTrialsResponse>> done) {
+  DurableAsync(DoSuggestTrials(req), std::move(done));
+}
+
+void StudyCore::CreateTrialAsync(const v1::CreateTrialRequest& req,
+                                 Done<absl::StatusOr<v1::Trial>> done) {
+  DurableAsync(DoCreateTrial(req), std::move(done));
+}
+
+void StudyCore::GetTrialAsync(const v1::GetTrialRequest& req,
+                              Done<absl::StatusOr<v1::Trial>> done) {
+  DurableAsync(DoGetTrial(req), std::move(done));
+}
+
+void StudyCore::ListTrialsAsync(const v1::ListTrialsRequest& req,
+                                Done<absl::StatusOr<v1::ListTrialsResponse>> done) {
+  DurableAsync(DoListTrials(req), std::move(done));
+}
+
+void StudyCore::AddTrialMeasurementAsync(const v1::AddTrialMeasurementRequest& req,
+                                         Done<absl::StatusOr<v1::Trial>> done) {
+  DurableAsync(DoAddTrialMeasurement(req), std::move(done));
+}
+
+void StudyCore::CompleteTrialAsync(const v1::CompleteTrialRequest& req,
+                                   Done<absl::StatusOr<v1::Trial>> done) {
+  DurableAsync(DoCompleteTrial(req), std::move(done));
+}
+
+void StudyCore::CheckTrialEarlyStoppingStateAsync(
+    const v1::CheckTrialEarlyStoppingStateRequest& req,
+    Done<absl::StatusOr<v1::CheckTrialEarlyStoppingStateResponse>> done) {
+  DurableAsync(DoCheckTrialEarlyStoppingState(req), std::move(done));
+}
+
+void StudyCore::StopTrialAsync(const v1::StopTrialRequest& req,
+                               Done<absl::StatusOr<v1::Trial>> done) {
+  DurableAsync(DoStopTrial(req), std::move(done));
+}
+
+void StudyCore::ListOptimalTrialsAsync(const v1::ListOptimalTrialsRequest& req,
+                                       Done<absl::StatusOr<v1::ListOptimalTrialsResponse>> done) {
+  DurableAsync(DoListOptimalTrials(req), std::move(done));
+}
+
 TrialCounts StudyCore::Counts() {
   std::vector<std::shared_ptr<StudyState>> all;
   {
@@ -749,6 +927,8 @@ TrialCounts StudyCore::Counts() {
     ++c.studies_by_state[s->study.state()];
     for (const v1::Trial& t : s->trials) ++c.by_state[t.state()];
   }
+  c.store_writes = static_cast<int64_t>(store_->last_ticket());
+  c.store_commits = store_->commits();
   return c;
 }
 

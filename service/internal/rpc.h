@@ -4,6 +4,7 @@
 #define EVOSCALE_SERVICE_INTERNAL_RPC_H_
 
 #include <chrono>
+#include <functional>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -22,6 +23,11 @@ absl::Status Assign(absl::StatusOr<T> result, T* out) {
   if (!result.ok()) return result.status();
   *out = *std::move(result);
   return absl::OkStatus();
+}
+// A call without a result (its response message stays empty).
+template <typename T>
+absl::Status Assign(absl::Status status, T* /*out*/) {
+  return status;
 }
 
 inline double SecondsSince(std::chrono::steady_clock::time_point start) {
@@ -52,6 +58,28 @@ grpc::ServerUnaryReactor* HandleUnary(grpc::CallbackServerContext* ctx, const ch
   metrics.RecordRpc(method, StatusCodeName(status.code()), SecondsSince(start));
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+// A unary handler whose work finishes later (possibly on another thread): the token check,
+// then `fn(finish)`; `fn` calls `finish(status)` exactly once, after filling the response.
+// The reactor finishes (and the RPC's metric is recorded) only then.
+template <typename Fn>
+grpc::ServerUnaryReactor* HandleUnaryAsync(grpc::CallbackServerContext* ctx, const char* method,
+                                           Role role, const TokenAuth& auth,
+                                           ServiceMetrics& metrics, Fn&& fn) {
+  const auto start = std::chrono::steady_clock::now();
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  std::function<void(absl::Status)> finish = [reactor, method, &metrics,
+                                              start](absl::Status status) {
+    metrics.RecordRpc(method, StatusCodeName(status.code()), SecondsSince(start));
+    reactor->Finish(ToGrpcStatus(status));
+  };
+  if (absl::Status status = Authorize(ctx, auth, role); !status.ok()) {
+    finish(status);
+    return reactor;
+  }
+  fn(std::move(finish));
   return reactor;
 }
 

@@ -77,7 +77,7 @@ class StudyE2eTest : public ::testing::Test {
 
   void Restart() {
     server_.reset();
-    auto p = EvoscaledProcess::Start(db_);
+    auto p = EvoscaledProcess::Start(db_, extra_args_);
     ASSERT_TRUE(p.ok()) << p.status();
     server_ = *std::move(p);
     stub_ = server_->NewStub();
@@ -137,9 +137,24 @@ class StudyE2eTest : public ::testing::Test {
 
   TempDir dir_;
   std::string db_;
+  std::vector<std::string> extra_args_;  // evoscaled flags beyond --db, --grpc, --http
   std::unique_ptr<EvoscaledProcess> server_;
   std::unique_ptr<v1::StudyService::Stub> stub_;
 };
+
+// Both durability modes: process (WAL, no fsync) and power (fsync, group commit with the
+// study's lock released before the wait).
+class DurabilityE2eTest : public StudyE2eTest,
+                          public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override {
+    extra_args_ = {"--durability", GetParam()};
+    StudyE2eTest::SetUp();
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Modes, DurabilityE2eTest, ::testing::Values("process", "power"),
+                         [](const auto& info) { return info.param; });
 
 TEST_F(StudyE2eTest, WholeAskTellStudyRunsToCompletion) {
   const std::string study = CreateStudy(ExampleStudy(20, v1::AlgorithmSpec::RANDOM));
@@ -208,7 +223,7 @@ TEST_F(StudyE2eTest, RetryWithSameClientIdReturnsTheSameTrials) {
   EXPECT_THAT(AllTrials(study), SizeIs(5));
 }
 
-TEST_F(StudyE2eTest, SixteenConcurrentClientsNeverShareATrialAndEveryCompletionIsStored) {
+TEST_P(DurabilityE2eTest, SixteenConcurrentClientsNeverShareATrialAndEveryCompletionIsStored) {
   constexpr int kClients = 16;
   constexpr int kPerClient = 100;
   const std::string study =
@@ -313,7 +328,7 @@ TEST_P(StudyRestartTest, RestartInTheMiddleResumesWithNothingLost) { Run(); }
 INSTANTIATE_TEST_SUITE_P(Signals, StudyRestartTest, ::testing::Values(SIGTERM, SIGKILL),
                          [](const auto& info) { return info.param == SIGTERM ? "Sigterm" : "Sigkill"; });
 
-TEST_F(StudyE2eTest, KillNineDuringABurstLosesNoAcknowledgedWrite) {
+TEST_P(DurabilityE2eTest, KillNineDuringABurstLosesNoAcknowledgedWrite) {
   const std::string study = CreateStudy(ExampleStudy(0, v1::AlgorithmSpec::RANDOM));
   struct Ack {
     int64_t trial_id;

@@ -3,9 +3,11 @@
 
 #include <sqlite3.h>
 
+#include <atomic>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -251,6 +253,113 @@ TEST_F(StoreTest, FailingBatchWritesNothing) {
   next.PutStudy(2, DemoStudy());
   EXPECT_TRUE(store->Write(next).ok());
   EXPECT_EQ(LoadAll(*store).size(), 2u);
+}
+
+// Group commit: batches queued before a wait commit together, in ticket order, each in its
+// own savepoint.
+TEST_F(StoreTest, QueuedBatchesCommitTogetherInTicketOrderAndABadOneFailsAlone) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  WriteBatch study;
+  study.PutStudy(1, DemoStudy());
+  ASSERT_TRUE(store->Write(study).ok());
+  const int64_t commits_before = store->commits();
+
+  WriteBatch first, bad, last;
+  first.PutTrial(1, DemoTrial(1, v1::Trial::ACTIVE), 0);
+  bad.PutTrial(1, DemoTrial(2, v1::Trial::ACTIVE), 0);
+  bad.PutTrial(99, DemoTrial(1, v1::Trial::ACTIVE), 0);  // breaks the foreign key
+  last.PutTrial(1, DemoTrial(1, v1::Trial::SUCCEEDED), 1);  // overwrites `first`
+  absl::StatusOr<uint64_t> t1 = store->Enqueue(first);
+  absl::StatusOr<uint64_t> t2 = store->Enqueue(bad);
+  absl::StatusOr<uint64_t> t3 = store->Enqueue(last);
+  ASSERT_TRUE(t1.ok() && t2.ok() && t3.ok());
+  EXPECT_LT(*t1, *t2);
+  EXPECT_LT(*t2, *t3);
+  EXPECT_EQ(store->last_ticket(), *t3);
+  // One wait commits all three in one transaction.
+  EXPECT_TRUE(store->WaitDurable(*t3).ok());
+  EXPECT_EQ(store->commits(), commits_before + 1);
+  EXPECT_TRUE(store->WaitDurable(*t1).ok());
+  EXPECT_THAT(store->WaitDurable(*t2),
+              StatusIs(StatusCode::kInternal, HasSubstr("FOREIGN KEY constraint failed")));
+
+  std::vector<StoredStudy> all = LoadAll(*store);
+  ASSERT_EQ(all.size(), 1u);
+  ASSERT_EQ(all[0].trials.size(), 1u);  // trial 2 of the bad batch was rolled back
+  EXPECT_EQ(all[0].trials[0].trial.state(), v1::Trial::SUCCEEDED);  // `last` won
+  EXPECT_EQ(all[0].trials[0].completion_seq, 1);
+  // With kProcessCrash a failed batch does not stop the store.
+  WriteBatch next;
+  next.PutStudy(2, DemoStudy());
+  EXPECT_TRUE(store->Write(next).ok());
+}
+
+TEST_F(StoreTest, PowerLossStoreStopsAfterAFailedWriteAndKeepsWhatCommitted) {
+  {
+    absl::StatusOr<std::unique_ptr<Store>> opened = Store::Open(path_, Durability::kPowerLoss);
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    Store& store = **opened;
+    EXPECT_TRUE(store.defers_sync());
+    WriteBatch study;
+    study.PutStudy(1, DemoStudy());
+    ASSERT_TRUE(store.Write(study).ok());
+    WriteBatch good, bad;
+    good.PutTrial(1, DemoTrial(1, v1::Trial::ACTIVE), 0);
+    bad.PutTrial(99, DemoTrial(1, v1::Trial::ACTIVE), 0);
+    absl::StatusOr<uint64_t> tg = store.Enqueue(good);
+    absl::StatusOr<uint64_t> tb = store.Enqueue(bad);
+    ASSERT_TRUE(tg.ok() && tb.ok());
+    // The service has already shown these writes, so any failure stops the store.
+    EXPECT_THAT(store.WaitDurable(*tb),
+                StatusIs(StatusCode::kUnavailable,
+                         AllOf(HasSubstr("FOREIGN KEY constraint failed"),
+                               HasSubstr("restart"))));
+    EXPECT_THAT(store.WaitDurable(*tg), StatusIs(StatusCode::kUnavailable, HasSubstr("restart")));
+    WriteBatch later;
+    later.PutStudy(2, DemoStudy());
+    EXPECT_THAT(store.Enqueue(later).status(),
+                StatusIs(StatusCode::kUnavailable, HasSubstr("restart")));
+    EXPECT_THAT(store.Write(later), StatusIs(StatusCode::kUnavailable, HasSubstr("restart")));
+  }
+  // What committed is intact: the study and the good batch (its savepoint was released
+  // before the bad one's was rolled back), nothing of the bad batch or of the later one.
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  std::vector<StoredStudy> all = LoadAll(*store);
+  ASSERT_EQ(all.size(), 1u);
+  ASSERT_EQ(all[0].trials.size(), 1u);
+  EXPECT_EQ(all[0].trials[0].trial.state(), v1::Trial::ACTIVE);
+}
+
+TEST_F(StoreTest, ConcurrentWritersAllLandInTheirOwnOrder) {
+  absl::StatusOr<std::unique_ptr<Store>> opened = Store::Open(path_, Durability::kPowerLoss);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  Store& store = **opened;
+  WriteBatch study;
+  study.PutStudy(1, DemoStudy());
+  ASSERT_TRUE(store.Write(study).ok());
+  constexpr int kThreads = 8, kWrites = 40;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int w = 0; w < kThreads; ++w) {
+    threads.emplace_back([&, w] {
+      // Each thread owns trial w + 1 and writes it kWrites times: step k stores k as the
+      // completion order, so the last write must win.
+      for (int k = 1; k <= kWrites; ++k) {
+        WriteBatch b;
+        b.PutTrial(1, DemoTrial(w + 1, v1::Trial::ACTIVE), k);
+        if (!store.Write(b).ok()) ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_LE(store.commits(), 1 + kThreads * kWrites);
+  std::vector<StoredStudy> all = LoadAll(store);
+  ASSERT_EQ(all.size(), 1u);
+  ASSERT_EQ(all[0].trials.size(), static_cast<size_t>(kThreads));
+  for (const StoredTrial& t : all[0].trials) EXPECT_EQ(t.completion_seq, kWrites) << t.trial.id();
 }
 
 TEST_F(StoreTest, EmptyBatchIsOk) {

@@ -1827,5 +1827,74 @@ TEST_F(StudyServiceAuthTest, HttpWithoutTokenIs401AndReaderIs200) {
   EXPECT_EQ(HttpGet(port, "/healthz").status, 200);
 }
 
+// Durability "power": writes are applied to the cache, queued, and answered once their fsync
+// is done (group commit); reads wait for every write queued before them.
+class StudyServicePowerTest : public StudyServiceTest {
+ protected:
+  ServerOptions Options() override {
+    ServerOptions options = StudyServiceTest::Options();
+    options.durability = Durability::kPowerLoss;
+    return options;
+  }
+};
+
+TEST_F(StudyServicePowerTest, AnsweredWritesAreStoredAndReadBack) {
+  ASSERT_NO_FATAL_FAILURE(Seed());
+  const v1::Study study = client_->MustGetStudy(seed_study_);
+  EXPECT_EQ(study.trial_count(), 3);
+  EXPECT_EQ(study.completed_trial_count(), 1);
+  EXPECT_EQ(client_->MustGetTrial(seed_trials_[1]).measurements_size(), 1);
+  const std::string before = Dump();
+  ASSERT_NO_FATAL_FAILURE(RestartServer());
+  EXPECT_EQ(Dump(), before);
+  EXPECT_EQ(client_->MustGetTrial(seed_trials_[0]).state(), v1::Trial::SUCCEEDED);
+}
+
+TEST_F(StudyServicePowerTest, AWriteTheDatabaseRefusesStopsTheServiceUntilRestart) {
+  ASSERT_NO_FATAL_FAILURE(Seed());
+  // Another connection makes the database refuse new trial rows (as a full or failing disk
+  // would refuse every write).
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(db_path_.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db,
+                           "CREATE TRIGGER refuse BEFORE INSERT ON trials "
+                           "BEGIN SELECT RAISE(ABORT, 'injected failure'); END;",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  v1::SuggestTrialsRequest req;
+  req.set_parent(seed_study_);
+  req.set_suggestion_count(1);
+  req.set_client_id("other-worker");
+  v1::SuggestTrialsResponse resp;
+  EXPECT_THAT(client_->Call(&Stub::SuggestTrials, req, &resp),
+              GrpcStatusIs(StatusCode::UNAVAILABLE,
+                           AllOf(HasSubstr("injected failure"), HasSubstr("restart"))));
+  // The cache already held the refused suggestion, so nothing is answered any more, reads
+  // included.
+  v1::GetStudyRequest get;
+  get.set_name(seed_study_);
+  v1::Study study;
+  EXPECT_THAT(client_->Call(&Stub::GetStudy, get, &study),
+              GrpcStatusIs(StatusCode::UNAVAILABLE, HasSubstr("restart")));
+  EXPECT_THAT(client_->AddMeasurement(seed_trials_[1], Loss(0.6, 2)),
+              GrpcStatusIs(StatusCode::UNAVAILABLE, HasSubstr("restart")));
+  // After a restart (the trigger gone) the service answers from the database: the seed,
+  // and nothing of the refused write.
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(db_path_.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "DROP TRIGGER refuse", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  ASSERT_NO_FATAL_FAILURE(RestartServer());
+  study = client_->MustGetStudy(seed_study_);
+  EXPECT_EQ(study.trial_count(), 3);
+  EXPECT_EQ(client_->MustGetTrial(seed_trials_[1]).measurements_size(), 1);
+  EXPECT_EQ(client_->MustSuggest(seed_study_, 1, "other-worker").trials(0).id(), 4);
+}
+
 }  // namespace
 }  // namespace evoscale::service
