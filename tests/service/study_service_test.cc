@@ -1690,6 +1690,9 @@ TEST_F(StudyServiceTest, HttpMetricsCountRpcsAndTrials) {
   EXPECT_THAT(reply.body, HasSubstr("evoscale_rpcs_total{code=\"OK\",method=\"SuggestTrials\"} 1"));
   EXPECT_THAT(reply.body, HasSubstr("evoscale_trials{state=\"ACTIVE\"} 2"));
   EXPECT_THAT(reply.body, HasSubstr("evoscale_studies{state=\"ACTIVE\"} 1"));
+  // Two writes (the study, the suggestion), one at a time: one commit each.
+  EXPECT_THAT(reply.body, HasSubstr("evoscale_store_operations_total{op=\"write\"} 2"));
+  EXPECT_THAT(reply.body, HasSubstr("evoscale_store_operations_total{op=\"commit\"} 2"));
 }
 
 TEST_F(StudyServiceTest, StartOnNonLoopbackAddressWithoutTokensIsFailedPrecondition) {
