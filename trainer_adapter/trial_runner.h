@@ -1,8 +1,120 @@
-// TrialRunner: runs one managed trial (a local process or a Kubernetes Job).
-// The implementation arrives with the managed-trials issue; this header marks the module.
+// TrialRunner: runs one managed trial and reports what it prints (trainer protocol events,
+// trial_event.h) and what it uses (CPU, memory), until it ends or is stopped.
+//
+// The local runner (NewLocalProcessRunner) starts the trial as a child process in its own
+// process group; a Kubernetes runner would start a Job with the same TrialLaunch.
 #ifndef EVOSCALE_TRAINER_ADAPTER_TRIAL_RUNNER_H_
 #define EVOSCALE_TRAINER_ADAPTER_TRIAL_RUNNER_H_
 
-namespace evoscale::trainer_adapter {}  // namespace evoscale::trainer_adapter
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "trainer_adapter/trial_event.h"
+
+namespace evoscale::trainer_adapter {
+
+// What a trial may use. 0 = no limit / none.
+struct ResourceLimits {
+  double cpu_cores = 0;      // exported as EVOSCALE_CPU_CORES (the trial sizes its threads)
+  int64_t memory_bytes = 0;  // enforced: see LocalRunnerOptions::sample_every
+  int gpus = 0;
+};
+
+struct TrialLaunch {
+  std::string trial_name;         // exported as EVOSCALE_TRIAL
+  std::vector<std::string> argv;  // argv[0]: the program; searched in PATH if it has no '/'
+  std::map<std::string, std::string> env;  // added to (or replacing) the runner's environment
+  ResourceLimits limits;
+  // GPUs the trial may use, exported as CUDA_VISIBLE_DEVICES (empty: none, so that a trial
+  // never lands on a GPU it was not given).
+  std::vector<int> gpu_ids;
+  std::string work_dir;  // empty: the runner's
+};
+
+// Usage of the trial's process group at one moment.
+struct UsageSample {
+  absl::Time time;
+  double cpu_cores = 0;    // average since the previous sample
+  int64_t rss_bytes = 0;   // resident memory, summed over the group's processes
+  int processes = 0;
+};
+
+// Receives a running trial's reports. Calls come from the runner's threads, one at a time per
+// trial, in order; they must not block for long.
+class TrialObserver {
+ public:
+  virtual ~TrialObserver() = default;
+  virtual void OnEvent(const TrialEvent& event) { (void)event; }
+  virtual void OnUsage(const UsageSample& sample) { (void)sample; }
+};
+
+struct TrialOutcome {
+  enum class Kind {
+    kSucceeded,    // exited 0 after a "final" event
+    kFailed,       // anything else: non-zero exit, a signal, an "error" event, no "final"
+    kOutOfMemory,  // killed by the runner for using more than limits.memory_bytes
+    kStopped,      // Stop() was called
+  };
+  Kind kind = Kind::kFailed;
+  std::string reason;                 // one line for people; empty when kSucceeded
+  int exit_code = -1;                 // -1 if it died of a signal
+  int signal = 0;                     // the signal that ended it, or 0
+  std::optional<TrialEvent> final;    // the last "final" event
+  std::optional<TrialEvent> error;    // the last "error" event
+  int64_t events = 0;                 // protocol lines parsed
+  int64_t other_lines = 0;            // stdout lines that were not protocol events (logs)
+  std::string first_bad_line_error;   // why the first such line was not an event
+  std::string stderr_tail;            // the last few KiB of stderr
+  int64_t peak_rss_bytes = 0;         // the largest sampled group RSS
+  double cpu_seconds = 0;             // CPU time of the group's processes seen by sampling
+  absl::Duration wall_time;
+};
+
+absl::string_view TrialOutcomeKindName(TrialOutcome::Kind kind);
+
+class RunningTrial {
+ public:
+  virtual ~RunningTrial() = default;  // stops the trial if it still runs, then waits
+  virtual int pid() const = 0;
+  // Asks the trial to end (SIGTERM to its process group), and kills the group (SIGKILL) if it
+  // is still there after `grace`. Returns at once; Wait() gives the outcome (kStopped).
+  virtual void Stop(absl::Duration grace) = 0;
+  // Blocks until the trial has ended and its output is read; the same outcome every call.
+  virtual const TrialOutcome& Wait() = 0;
+};
+
+class TrialRunner {
+ public:
+  virtual ~TrialRunner() = default;
+  // Starts the trial. INVALID_ARGUMENT for an empty argv; NOT_FOUND / FAILED_PRECONDITION
+  // when the program cannot be run (it is not found or not executable) or the work_dir is
+  // missing. `observer` (may be null) must outlive the RunningTrial.
+  virtual absl::StatusOr<std::unique_ptr<RunningTrial>> Start(const TrialLaunch& launch,
+                                                              TrialObserver* observer) = 0;
+};
+
+struct LocalRunnerOptions {
+  // How often the group's CPU and memory are sampled (and the memory limit checked: a trial is
+  // killed at the first sample over its limit, so a spike shorter than this can pass; the
+  // kernel's cgroup limit, which a Kubernetes runner gets, has no such gap).
+  absl::Duration sample_every = absl::Milliseconds(200);
+  size_t stderr_tail_bytes = 4096;
+};
+
+std::unique_ptr<TrialRunner> NewLocalProcessRunner(LocalRunnerOptions options = {});
+
+// Expands `${name}` in each argument with values[name] (`$$` is a literal `$`). INVALID_ARGUMENT
+// naming the argument for an unknown name or an unclosed `${`.
+absl::StatusOr<std::vector<std::string>> ExpandArgs(
+    const std::vector<std::string>& args, const std::map<std::string, std::string>& values);
+
+}  // namespace evoscale::trainer_adapter
 
 #endif  // EVOSCALE_TRAINER_ADAPTER_TRIAL_RUNNER_H_

@@ -1,0 +1,106 @@
+// The trainer protocol's lines, good and bad, and the JSON reader under them.
+#include "trainer_adapter/trial_event.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "trainer_adapter/internal/json.h"
+
+namespace evoscale::trainer_adapter {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+
+TEST(TrialEventTest, ProgressLineAsTheTrainerPrintsIt) {
+  absl::StatusOr<TrialEvent> e = ParseTrialEvent(
+      R"({"event":"progress","step":100,"examples":102400,"elapsed_s":1.25,)"
+      R"("metrics":{"logloss":0.4717,"auc":0.7318}})");
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->kind, TrialEvent::Kind::kProgress);
+  EXPECT_EQ(e->step, 100);
+  EXPECT_EQ(e->examples, 102400);
+  EXPECT_DOUBLE_EQ(e->elapsed_s, 1.25);
+  EXPECT_THAT(e->metrics, ElementsAre(Pair("auc", 0.7318), Pair("logloss", 0.4717)));
+}
+
+TEST(TrialEventTest, FinalLineKeepsItsFiguresAndIgnoresUnknownFields) {
+  absl::StatusOr<TrialEvent> e = ParseTrialEvent(
+      R"({"event":"final","examples_per_s":52938.5,"peak_rss_bytes":171800000,)"
+      R"("metrics":{"auc":0.73,"logloss":null},"table":{"rows":12,"shard_rows":[6,6]},)"
+      R"("isa":"avx2"})");
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->kind, TrialEvent::Kind::kFinal);
+  EXPECT_DOUBLE_EQ(e->examples_per_s, 52938.5);
+  EXPECT_EQ(e->peak_rss_bytes, 171800000);
+  // null (the trainer's NaN) is left out, not read as 0.
+  EXPECT_THAT(e->metrics, ElementsAre(Pair("auc", 0.73)));
+}
+
+TEST(TrialEventTest, ErrorAndCheckpointLines) {
+  absl::StatusOr<TrialEvent> e = ParseTrialEvent(
+      R"({"event":"error","step":7,"code":"INTERNAL","message":"non-finite loss \"nan\""})");
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->kind, TrialEvent::Kind::kError);
+  EXPECT_EQ(e->step, 7);
+  EXPECT_EQ(e->code, "INTERNAL");
+  EXPECT_EQ(e->message, "non-finite loss \"nan\"");
+  e = ParseTrialEvent(
+      R"({"event":"checkpoint","step":50,"examples":5,"path":"/tmp/c\u00e9/0005"})");
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->kind, TrialEvent::Kind::kCheckpoint);
+  EXPECT_EQ(e->path, "/tmp/c\xc3\xa9/0005");
+}
+
+TEST(TrialEventTest, BadLinesNameWhatIsWrong) {
+  struct Case {
+    const char* line;
+    const char* message;
+  } const cases[] = {
+      {"epoch 1 done", "JSON: at byte 0: expected a value"},
+      {"[1,2]", "must be a JSON object"},
+      {R"({"step":1})", "\"event\": missing"},
+      {R"({"event":"done"})", "\"event\": unknown value \"done\""},
+      {R"({"event":"progress","step":"ten"})", "\"step\": must be a non-negative integer"},
+      {R"({"event":"progress","step":-1})", "\"step\": must be a non-negative integer"},
+      {R"({"event":"progress","step":1.5})", "\"step\": must be a non-negative integer"},
+      {R"({"event":"progress","metrics":[1]})", "\"metrics\": must be an object"},
+      {R"({"event":"progress","metrics":{"auc":"high"}})", "\"metrics.auc\": must be a number"},
+      {R"({"event":"final","examples_per_s":-3})", "\"examples_per_s\": must be a non-negative"},
+      {R"({"event":"error","message":5})", "\"message\": must be a string"},
+      {R"({"event":"progress"} trailing)", "expected end of input after the value"},
+      {R"({"event":"progress")", "expected ',' or '}'"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<TrialEvent> e = ParseTrialEvent(c.line);
+    ASSERT_FALSE(e.ok()) << c.line;
+    EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument) << c.line;
+    EXPECT_THAT(std::string(e.status().message()), HasSubstr(c.message)) << c.line;
+  }
+}
+
+TEST(JsonTest, StrictGrammar) {
+  using internal::ParseJson;
+  for (const char* good : {"0", "-0.5e+3", "\"a\\tb\"", "[]", "{}", " [true,false,null] ",
+                           R"({"a":{"b":[1,{"c":"\ud83d\ude00"}]}})"}) {
+    EXPECT_TRUE(ParseJson(good).ok()) << good;
+  }
+  for (const char* bad : {"", "01", "1.", ".5", "+1", "1e", "nan", "Infinity", "'a'", "\"a",
+                          "[1,]", "{\"a\":1,}", "{a:1}", "\"\\x\"", "\"\\ud800\"", "tru",
+                          "1e999", "\"tab\there\""}) {
+    EXPECT_FALSE(ParseJson(bad).ok()) << bad;
+  }
+  absl::StatusOr<internal::JsonValue> v = ParseJson(R"({"k":1,"k":2,"s":"\u00e9\ud83d\ude00"})");
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->Find("k")->number, 2);  // the last of a repeated member
+  EXPECT_EQ(v->Find("s")->string, "\xc3\xa9\xf0\x9f\x98\x80");
+  EXPECT_EQ(v->Find("missing"), nullptr);
+  std::string deep(100, '[');
+  deep += std::string(100, ']');
+  EXPECT_THAT(std::string(ParseJson(deep).status().message()), HasSubstr("at most 64"));
+}
+
+}  // namespace
+}  // namespace evoscale::trainer_adapter

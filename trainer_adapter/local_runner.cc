@@ -1,0 +1,527 @@
+// The local TrialRunner: a child process in its own process group, its stdout read as trainer
+// protocol lines, its group's /proc usage sampled.
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/close_range.h>
+#include <sys/syscall.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "trainer_adapter/trial_runner.h"
+
+extern char** environ;
+
+namespace evoscale::trainer_adapter {
+namespace {
+
+constexpr size_t kMaxLineBytes = 1 << 20;
+
+std::string SignalName(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev != nullptr ? absl::StrCat("SIG", abbrev) : absl::StrCat("signal ", sig);
+}
+
+// Finds `program` the way execvp would: as given if it has a '/', else in PATH.
+absl::StatusOr<std::string> ResolveProgram(const std::string& program, const std::string& path) {
+  auto check = [](const std::string& candidate) -> absl::Status {
+    struct stat st {};
+    if (stat(candidate.c_str(), &st) != 0) {
+      return absl::NotFoundError(absl::StrCat("argv[0] \"", candidate, "\": not found"));
+    }
+    if (!S_ISREG(st.st_mode) || access(candidate.c_str(), X_OK) != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("argv[0] \"", candidate, "\": not an executable file"));
+    }
+    return absl::OkStatus();
+  };
+  if (program.find('/') != std::string::npos) {
+    if (absl::Status st = check(program); !st.ok()) return st;
+    return program;
+  }
+  for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
+    const std::string candidate = absl::StrCat(dir, "/", program);
+    if (check(candidate).ok()) return candidate;
+  }
+  return absl::NotFoundError(absl::StrCat("argv[0] \"", program, "\": not found in PATH"));
+}
+
+// CPU ticks and resident pages of every process in process group `pgid`.
+struct GroupUsage {
+  std::map<int, uint64_t> ticks;  // pid -> utime + stime
+  int64_t rss_bytes = 0;
+  int processes = 0;
+};
+
+GroupUsage ReadGroupUsage(int pgid) {
+  static const long page = sysconf(_SC_PAGESIZE);
+  GroupUsage u;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return u;
+  while (dirent* d = readdir(proc)) {
+    int pid = 0;
+    if (!absl::SimpleAtoi(d->d_name, &pid)) continue;
+    std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+    std::string stat;
+    if (!std::getline(in, stat)) continue;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::vector<absl::string_view> f =
+        absl::StrSplit(absl::string_view(stat).substr(close + 2), ' ', absl::SkipEmpty());
+    // f[0] is field 3 (state): pgrp is field 5, utime 14, stime 15, rss 24.
+    if (f.size() < 22) continue;
+    int pgrp = 0;
+    uint64_t utime = 0, stime = 0;
+    int64_t rss = 0;
+    if (!absl::SimpleAtoi(f[2], &pgrp) || pgrp != pgid) continue;
+    if (f[0] == "Z") continue;  // a zombie holds no memory
+    if (!absl::SimpleAtoi(f[11], &utime) || !absl::SimpleAtoi(f[12], &stime) ||
+        !absl::SimpleAtoi(f[21], &rss)) {
+      continue;
+    }
+    u.ticks[pid] = utime + stime;
+    u.rss_bytes += rss * page;
+    ++u.processes;
+  }
+  closedir(proc);
+  return u;
+}
+
+class LocalTrial : public RunningTrial {
+ public:
+  LocalTrial(pid_t pid, int out_fd, int err_fd, TrialObserver* observer,
+             const LocalRunnerOptions& options, int64_t memory_limit)
+      : pid_(pid),
+        observer_(observer),
+        options_(options),
+        memory_limit_(memory_limit),
+        start_(absl::Now()) {
+    stdout_thread_ = std::thread(&LocalTrial::ReadStdout, this, out_fd);
+    stderr_thread_ = std::thread(&LocalTrial::ReadStderr, this, err_fd);
+    monitor_thread_ = std::thread(&LocalTrial::Monitor, this);
+    sampler_thread_ = std::thread(&LocalTrial::Sample, this);
+  }
+
+  ~LocalTrial() override {
+    bool running;
+    {
+      absl::MutexLock lock(&mu_);
+      running = !exited_;
+    }
+    if (running) Stop(absl::ZeroDuration());
+    Wait();
+  }
+
+  int pid() const override { return pid_; }
+
+  void Stop(absl::Duration grace) override {
+    absl::MutexLock lock(&mu_);
+    if (exited_) return;
+    if (!stop_requested_) {
+      stop_requested_ = true;
+      kill(-pid_, SIGTERM);
+    }
+    const absl::Time deadline = absl::Now() + grace;
+    if (deadline < kill_at_) kill_at_ = deadline;  // the sampler sends SIGKILL then
+  }
+
+  const TrialOutcome& Wait() override {
+    absl::MutexLock wait_lock(&wait_mu_);
+    if (waited_) return outcome_;
+    for (std::thread* t : {&monitor_thread_, &sampler_thread_, &stdout_thread_, &stderr_thread_}) {
+      if (t->joinable()) t->join();
+    }
+    Finish();
+    waited_ = true;
+    return outcome_;
+  }
+
+ private:
+  void Deliver(const TrialEvent& e) {
+    if (observer_ == nullptr) return;
+    absl::MutexLock lock(&observer_mu_);
+    observer_->OnEvent(e);
+  }
+
+  void Line(absl::string_view line) {
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    absl::StatusOr<TrialEvent> e = ParseTrialEvent(line);
+    {
+      absl::MutexLock lock(&mu_);
+      if (!e.ok()) {
+        ++outcome_.other_lines;
+        if (outcome_.first_bad_line_error.empty()) {
+          outcome_.first_bad_line_error = std::string(e.status().message());
+        }
+        return;
+      }
+      ++outcome_.events;
+      if (e->kind == TrialEvent::Kind::kFinal) outcome_.final = *e;
+      if (e->kind == TrialEvent::Kind::kError) outcome_.error = *e;
+    }
+    Deliver(*e);
+  }
+
+  void ReadStdout(int fd) {
+    std::string pending;
+    char buf[65536];
+    for (;;) {
+      const ssize_t n = read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      pending.append(buf, static_cast<size_t>(n));
+      size_t begin = 0;
+      for (size_t nl; (nl = pending.find('\n', begin)) != std::string::npos; begin = nl + 1) {
+        Line(absl::string_view(pending).substr(begin, nl - begin));
+      }
+      pending.erase(0, begin);
+      if (pending.size() > kMaxLineBytes) {  // an endless line: count it, drop it
+        Line(absl::string_view(pending).substr(0, 64));
+        pending.clear();
+      }
+    }
+    if (!pending.empty()) Line(pending);
+    close(fd);
+  }
+
+  void ReadStderr(int fd) {
+    std::string tail;
+    char buf[16384];
+    for (;;) {
+      const ssize_t n = read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      tail.append(buf, static_cast<size_t>(n));
+      if (tail.size() > 2 * options_.stderr_tail_bytes) {
+        tail.erase(0, tail.size() - options_.stderr_tail_bytes);
+      }
+    }
+    close(fd);
+    if (tail.size() > options_.stderr_tail_bytes) {
+      tail.erase(0, tail.size() - options_.stderr_tail_bytes);
+    }
+    absl::MutexLock lock(&mu_);
+    outcome_.stderr_tail = std::move(tail);
+  }
+
+  void Monitor() {
+    // Wait for the end without reaping, so that the group id cannot be reused while the
+    // group is killed: whatever the trial left running goes with it (and their end closes the
+    // output pipes the readers wait on).
+    siginfo_t info{};
+    while (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
+    }
+    kill(-pid_, SIGKILL);
+    absl::MutexLock lock(&mu_);  // Stop() and the sampler signal the group only under mu_
+    int status = 0;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    exited_ = true;
+    end_ = absl::Now();
+    if (WIFEXITED(status)) {
+      outcome_.exit_code = WEXITSTATUS(status);
+    } else if (WIFSIGNALED(status)) {
+      outcome_.signal = WTERMSIG(status);
+    }
+  }
+
+  void Sample() {
+    static const double ticks_per_s = static_cast<double>(sysconf(_SC_CLK_TCK));
+    std::map<int, uint64_t> seen;  // pid -> the largest tick count seen
+    absl::Time last = absl::Now();
+    for (;;) {
+      {
+        absl::MutexLock lock(&mu_);
+        const absl::Time wake = std::min(absl::Now() + options_.sample_every, kill_at_);
+        auto exited = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return exited_; };
+        mu_.AwaitWithDeadline(absl::Condition(&exited), wake);
+        if (exited_) break;
+        if (absl::Now() >= kill_at_) {
+          kill(-pid_, SIGKILL);
+          kill_at_ = absl::InfiniteFuture();
+        }
+      }
+      const GroupUsage u = ReadGroupUsage(pid_);
+      const absl::Time now = absl::Now();
+      uint64_t delta = 0;
+      for (const auto& [pid, ticks] : u.ticks) {
+        uint64_t& s = seen[pid];
+        if (ticks > s) {
+          delta += ticks - s;
+          s = ticks;
+        }
+      }
+      UsageSample sample;
+      sample.time = now;
+      sample.rss_bytes = u.rss_bytes;
+      sample.processes = u.processes;
+      const double dt = absl::ToDoubleSeconds(now - last);
+      sample.cpu_cores = dt > 0 ? static_cast<double>(delta) / ticks_per_s / dt : 0;
+      last = now;
+      {
+        absl::MutexLock lock(&mu_);
+        outcome_.peak_rss_bytes = std::max(outcome_.peak_rss_bytes, u.rss_bytes);
+        if (memory_limit_ > 0 && u.rss_bytes > memory_limit_ && !oom_ && !exited_) {
+          oom_ = true;
+          oom_rss_ = u.rss_bytes;
+          kill(-pid_, SIGKILL);
+        }
+      }
+      if (observer_ != nullptr && u.processes > 0) {
+        absl::MutexLock lock(&observer_mu_);
+        observer_->OnUsage(sample);
+      }
+    }
+    uint64_t total = 0;
+    for (const auto& [pid, ticks] : seen) total += ticks;
+    absl::MutexLock lock(&mu_);
+    outcome_.cpu_seconds = static_cast<double>(total) / ticks_per_s;
+  }
+
+  void Finish() {
+    absl::MutexLock lock(&mu_);
+    TrialOutcome& o = outcome_;
+    o.wall_time = end_ - start_;
+    if (stop_requested_) {
+      o.kind = TrialOutcome::Kind::kStopped;
+      o.reason = "stopped";
+    } else if (oom_) {
+      o.kind = TrialOutcome::Kind::kOutOfMemory;
+      o.reason = absl::StrFormat("killed: resident memory %d bytes over the limit of %d bytes",
+                                 oom_rss_, memory_limit_);
+    } else if (o.exit_code == 0 && o.final.has_value() && !o.error.has_value()) {
+      o.kind = TrialOutcome::Kind::kSucceeded;
+    } else {
+      o.kind = TrialOutcome::Kind::kFailed;
+      if (o.error.has_value()) {
+        o.reason = absl::StrCat("error event: ", o.error->code.empty() ? "" : o.error->code + ": ",
+                                o.error->message);
+      } else if (o.signal != 0) {
+        o.reason = absl::StrCat("killed by ", SignalName(o.signal));
+      } else if (o.exit_code != 0) {
+        o.reason = absl::StrCat("exit code ", o.exit_code);
+      } else {
+        o.reason = "exited 0 without a \"final\" event";
+      }
+      // The last line of stderr usually says why.
+      absl::string_view tail = o.stderr_tail;
+      while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r')) tail.remove_suffix(1);
+      if (!tail.empty()) {
+        const size_t nl = tail.rfind('\n');
+        absl::StrAppend(&o.reason, "; stderr: ",
+                        nl == absl::string_view::npos ? tail : tail.substr(nl + 1));
+      }
+    }
+  }
+
+  const pid_t pid_;
+  TrialObserver* const observer_;
+  const LocalRunnerOptions options_;
+  const int64_t memory_limit_;
+  const absl::Time start_;
+  std::thread stdout_thread_, stderr_thread_, monitor_thread_, sampler_thread_;
+
+  absl::Mutex observer_mu_;  // one observer call at a time
+  absl::Mutex wait_mu_;
+  bool waited_ ABSL_GUARDED_BY(wait_mu_) = false;
+
+  absl::Mutex mu_;
+  bool exited_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time end_ ABSL_GUARDED_BY(mu_);
+  bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time kill_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  bool oom_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t oom_rss_ ABSL_GUARDED_BY(mu_) = 0;
+  TrialOutcome outcome_;  // fields written under mu_ until Finish()
+};
+
+class LocalProcessRunner : public TrialRunner {
+ public:
+  explicit LocalProcessRunner(LocalRunnerOptions options) : options_(options) {}
+
+  absl::StatusOr<std::unique_ptr<RunningTrial>> Start(const TrialLaunch& launch,
+                                                      TrialObserver* observer) override {
+    if (launch.argv.empty() || launch.argv[0].empty()) {
+      return absl::InvalidArgumentError("argv: must name a program");
+    }
+    if (launch.limits.memory_bytes < 0 || launch.limits.cpu_cores < 0 || launch.limits.gpus < 0) {
+      return absl::InvalidArgumentError("limits: must be >= 0");
+    }
+    // The environment: the runner's, then the launch's, then the trial's own variables.
+    std::map<std::string, std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string kv = *e;
+      const size_t eq = kv.find('=');
+      if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    for (const auto& [k, v] : launch.env) {
+      if (k.empty() || k.find('=') != std::string::npos) {
+        return absl::InvalidArgumentError(absl::StrCat("env: bad variable name \"", k, "\""));
+      }
+      env[k] = v;
+    }
+    env["EVOSCALE_TRIAL"] = launch.trial_name;
+    if (launch.limits.cpu_cores > 0) {
+      env["EVOSCALE_CPU_CORES"] = absl::StrFormat("%g", launch.limits.cpu_cores);
+    }
+    if (launch.limits.memory_bytes > 0) {
+      env["EVOSCALE_MEMORY_BYTES"] = absl::StrCat(launch.limits.memory_bytes);
+    }
+    env["CUDA_VISIBLE_DEVICES"] = absl::StrJoin(launch.gpu_ids, ",");
+    absl::StatusOr<std::string> program = ResolveProgram(launch.argv[0], env["PATH"]);
+    if (!program.ok()) return program.status();
+    if (!launch.work_dir.empty()) {
+      struct stat st {};
+      if (stat(launch.work_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("work_dir \"", launch.work_dir, "\": not a directory"));
+      }
+    }
+
+    // Everything the child needs is built before fork: after it, only async-signal-safe calls.
+    std::vector<std::string> env_strings;
+    for (const auto& [k, v] : env) env_strings.push_back(absl::StrCat(k, "=", v));
+    std::vector<char*> envp, argv;
+    for (std::string& s : env_strings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> args = launch.argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const char* work_dir = launch.work_dir.empty() ? nullptr : launch.work_dir.c_str();
+
+    int out[2], err[2], exec_status[2];
+    if (pipe2(out, O_CLOEXEC) != 0) return absl::InternalError("pipe for stdout");
+    if (pipe2(err, O_CLOEXEC) != 0) {
+      close(out[0]);
+      close(out[1]);
+      return absl::InternalError("pipe for stderr");
+    }
+    if (pipe2(exec_status, O_CLOEXEC) != 0) {
+      for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
+      return absl::InternalError("pipe for exec status");
+    }
+    const pid_t pid = fork();
+    if (pid < 0) {
+      for (int fd : {out[0], out[1], err[0], err[1], exec_status[0], exec_status[1]}) close(fd);
+      return absl::ResourceExhaustedError(absl::StrCat("fork: ", std::strerror(errno)));
+    }
+    if (pid == 0) {
+      setpgid(0, 0);
+      // No descriptor of the runner's (sockets, databases) leaks into the trial.
+      syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
+      dup2(out[1], STDOUT_FILENO);
+      dup2(err[1], STDERR_FILENO);
+      const int devnull = open("/dev/null", O_RDONLY);
+      if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+      int e = 0;
+      if (work_dir != nullptr && chdir(work_dir) != 0) e = errno;
+      if (e == 0) {
+        execve(program->c_str(), argv.data(), envp.data());
+        e = errno;
+      }
+      ssize_t ignored = write(exec_status[1], &e, sizeof e);
+      (void)ignored;
+      _exit(127);
+    }
+    setpgid(pid, pid);  // also here, so that a Stop() right away reaches the group
+    close(out[1]);
+    close(err[1]);
+    close(exec_status[1]);
+    int child_errno = 0;
+    ssize_t n;
+    while ((n = read(exec_status[0], &child_errno, sizeof child_errno)) < 0 && errno == EINTR) {
+    }
+    close(exec_status[0]);
+    if (n == sizeof child_errno) {  // exec failed
+      while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      close(out[0]);
+      close(err[0]);
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot run \"", *program, "\"", work_dir ? absl::StrCat(" in \"", work_dir, "\"") : "",
+          ": ", std::strerror(child_errno)));
+    }
+    return std::unique_ptr<RunningTrial>(std::make_unique<LocalTrial>(
+        pid, out[0], err[0], observer, options_, launch.limits.memory_bytes));
+  }
+
+ private:
+  const LocalRunnerOptions options_;
+};
+
+}  // namespace
+
+absl::string_view TrialOutcomeKindName(TrialOutcome::Kind kind) {
+  switch (kind) {
+    case TrialOutcome::Kind::kSucceeded: return "succeeded";
+    case TrialOutcome::Kind::kFailed: return "failed";
+    case TrialOutcome::Kind::kOutOfMemory: return "out_of_memory";
+    case TrialOutcome::Kind::kStopped: return "stopped";
+  }
+  return "?";
+}
+
+std::unique_ptr<TrialRunner> NewLocalProcessRunner(LocalRunnerOptions options) {
+  return std::make_unique<LocalProcessRunner>(options);
+}
+
+absl::StatusOr<std::vector<std::string>> ExpandArgs(
+    const std::vector<std::string>& args, const std::map<std::string, std::string>& values) {
+  std::vector<std::string> out;
+  out.reserve(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    std::string r;
+    for (size_t p = 0; p < a.size();) {
+      if (a[p] != '$') {
+        r.push_back(a[p++]);
+        continue;
+      }
+      if (p + 1 < a.size() && a[p + 1] == '$') {
+        r.push_back('$');
+        p += 2;
+        continue;
+      }
+      if (p + 1 < a.size() && a[p + 1] == '{') {
+        const size_t close = a.find('}', p + 2);
+        if (close == std::string::npos) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("args[", i, "] \"", a, "\": unclosed \"${\""));
+        }
+        const std::string name = a.substr(p + 2, close - p - 2);
+        auto it = values.find(name);
+        if (it == values.end()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("args[", i, "] \"", a, "\": unknown name \"", name, "\""));
+        }
+        r += it->second;
+        p = close + 1;
+        continue;
+      }
+      r.push_back(a[p++]);  // a lone '$'
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace evoscale::trainer_adapter
