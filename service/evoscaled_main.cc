@@ -1,10 +1,12 @@
 // evoscaled: the evoscale server. Flags are parsed here; everything else lives in server.cc.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <string>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "service/server.h"
@@ -14,13 +16,17 @@ namespace {
 constexpr char kUsage[] =
     "usage: evoscaled [--db PATH] [--grpc HOST:PORT] [--http HOST:PORT]\n"
     "                 [--auth-tokens FILE] [--durability process|power]\n"
+    "                 [--max-running-trials N] [--gpus N]\n"
     "  --db           SQLite database file (default evoscale.db)\n"
     "  --grpc         gRPC address (default 127.0.0.1:50051; port 0 picks a free port)\n"
     "  --http         HTTP address for /healthz, /metrics, /api/v1 (default 127.0.0.1:8080)\n"
     "  --auth-tokens  file of \"TOKEN ROLE\" lines (admin|writer|reader); required to listen\n"
     "                 on a non-loopback address\n"
     "  --durability   process (default): an acknowledged write survives the process being\n"
-    "                 killed; power: it also survives power loss (fsync on every commit)\n";
+    "                 killed; power: it also survives power loss (fsync on every commit)\n"
+    "  --max-running-trials N  trials of managed studies (a trial template with a command)\n"
+    "                 run at once as local processes (default: the number of CPUs; 0: none)\n"
+    "  --gpus N       GPUs lent to managed trials, ids 0..N-1 (default 0)\n";
 
 int Fail(const std::string& msg) {
   std::cerr << "evoscaled: " << msg << "\n";
@@ -34,6 +40,8 @@ int main(int argc, char** argv) {
   // our lock order is fixed (study -> store, service -> watcher -> core).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   evoscale::service::ServerOptions options;
+  options.scheduler.max_running_trials =
+      std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     std::string value;
@@ -65,6 +73,12 @@ int main(int argc, char** argv) {
       } else {
         return Fail(absl::StrCat("--durability \"", value, "\": want process or power"));
       }
+    } else if (arg == "--max-running-trials" || arg == "--gpus") {
+      int n = 0;
+      if (!absl::SimpleAtoi(value, &n) || n < 0 || n > 100000) {
+        return Fail(absl::StrCat(arg, " \"", value, "\": want an integer >= 0"));
+      }
+      (arg == "--gpus" ? options.scheduler.gpus : options.scheduler.max_running_trials) = n;
     } else {
       return Fail(absl::StrCat("unknown flag \"", arg, "\"\n", kUsage));
     }

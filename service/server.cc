@@ -74,6 +74,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   }
   s->http_ = *std::move(http);
   s->http_port_ = s->http_->port();
+  s->scheduler_ = std::make_unique<Scheduler>(s->core_.get(), options.scheduler);
   return s;
 }
 
@@ -83,6 +84,7 @@ void Server::Shutdown() {
     if (shut_down_) return;
     shut_down_ = true;
   }
+  scheduler_.reset();  // stops managed trials; they stay ACTIVE and run again after a restart
   if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   http_.reset();
   if (autoscaler_service_) autoscaler_service_->Shutdown();

@@ -14,6 +14,7 @@
 #include "service/clock.h"
 #include "service/http_server.h"
 #include "service/metrics.h"
+#include "service/scheduler.h"
 #include "service/store.h"
 #include "service/study_core.h"
 #include "service/study_service.h"
@@ -32,6 +33,10 @@ struct ServerOptions {
   int http_threads = 2;
   int max_message_bytes = 4 << 20;
   Clock* clock = nullptr;  // null: the real clock
+  // Managed studies (a trial template with a command): how many of their trials run at once
+  // as local processes (0: none; such studies then wait), and the rest of the scheduler's
+  // settings.
+  SchedulerOptions scheduler;
 };
 
 class Server {
@@ -58,6 +63,7 @@ class Server {
   std::unique_ptr<TokenAuth> auth_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<StudyCore> core_;
+  std::unique_ptr<Scheduler> scheduler_;  // after core_: destroyed (trials stopped) first
   std::unique_ptr<ServiceMetrics> metrics_;
   std::unique_ptr<StudyServiceImpl> service_;
   std::unique_ptr<TelemetryStore> telemetry_;

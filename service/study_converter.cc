@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 #include <utility>
 
@@ -10,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "search/designer.h"
+#include "trainer_adapter/trial_runner.h"
 
 namespace evoscale::service {
 namespace {
@@ -298,6 +300,56 @@ void ActiveNames(const std::vector<search::ParameterConfig>& ps,
 
 }  // namespace
 
+namespace {
+
+void CollectParameterName(const v1::ParameterSpec& p, std::map<std::string, std::string>* names) {
+  (*names)[p.name()] = "";
+  for (const auto& child : p.children()) CollectParameterName(child.parameter_spec(), names);
+}
+
+}  // namespace
+
+std::map<std::string, std::string> TrialTemplateNames(const v1::StudySpec& spec) {
+  std::map<std::string, std::string> names = {{"trial", ""}, {"trial_id", ""}, {"study", ""}};
+  for (const v1::ParameterSpec& p : spec.parameters()) CollectParameterName(p, &names);
+  return names;
+}
+
+absl::Status ValidateTrialTemplate(const v1::StudySpec& spec) {
+  const v1::TrialTemplate& t = spec.trial_template();
+  if (t.parallel_trials() < 0 || t.parallel_trials() > 1000) {
+    return InvalidArgumentError(StrFormat(
+        "spec.trial_template.parallel_trials: %d must be in [0, 1000]", t.parallel_trials()));
+  }
+  if (t.command().empty()) {
+    if (t.args_size() > 0 || t.env_size() > 0 || t.parallel_trials() > 0) {
+      return InvalidArgumentError(
+          "spec.trial_template.command: empty, but args, env or parallel_trials are set "
+          "(a managed study needs a command)");
+    }
+    return absl::OkStatus();
+  }
+  if (t.command().size() > 4096) {
+    return InvalidArgumentError("spec.trial_template.command: longer than 4096 bytes");
+  }
+  for (const auto& [k, v] : t.env()) {
+    if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos) {
+      return InvalidArgumentError(
+          StrFormat("spec.trial_template.env: bad variable name \"%s\"", k));
+    }
+  }
+  // Every ${name} must name a parameter (at any depth) or trial, trial_id, study.
+  std::vector<std::string> args(t.args().begin(), t.args().end());
+  absl::StatusOr<std::vector<std::string>> expanded =
+      trainer_adapter::ExpandArgs(args, TrialTemplateNames(spec));
+  if (!expanded.ok()) {
+    return InvalidArgumentError(
+        StrCat("spec.trial_template.", expanded.status().message(),
+               " (names: the parameters, trial, trial_id, study)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<search::ProblemStatement> ToProblem(const v1::StudySpec& spec) {
   search::ProblemStatement problem;
   // Metrics.
@@ -400,6 +452,7 @@ absl::StatusOr<search::ProblemStatement> ToProblem(const v1::StudySpec& spec) {
       tt.gpus() < 0) {
     return InvalidArgumentError("spec.trial_template.resources: must be finite and >= 0");
   }
+  if (absl::Status st = ValidateTrialTemplate(spec); !st.ok()) return st;
   return problem;
 }
 

@@ -5,6 +5,9 @@
 #ifndef EVOSCALE_SERVICE_STUDY_CONVERTER_H_
 #define EVOSCALE_SERVICE_STUDY_CONVERTER_H_
 
+#include <map>
+#include <string>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "evoscale/v1/study.pb.h"
@@ -35,6 +38,14 @@ absl::StatusOr<search::ParameterDict> ToParameterDict(
 // Validates a measurement (finite metrics, non-empty names, step >= 0). Paths start with
 // `path`.
 absl::Status ValidateMeasurement(const v1::Measurement& m, absl::string_view path);
+
+// The study's trial template: a managed study (one with a command) has valid env names,
+// parallel_trials in [0, 1000] and only known ${name}s in its args; without a command, no
+// args, env or parallel_trials. Called by ToProblem.
+absl::Status ValidateTrialTemplate(const v1::StudySpec& spec);
+// The names a template's ${name} may use (each mapped to ""): every parameter at any depth,
+// and trial, trial_id, study.
+std::map<std::string, std::string> TrialTemplateNames(const v1::StudySpec& spec);
 
 void SetParameters(const search::ParameterDict& params, v1::Trial* trial);
 search::Trial ToSearchTrial(const v1::Trial& trial);

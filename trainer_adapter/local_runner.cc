@@ -426,6 +426,15 @@ class LocalProcessRunner : public TrialRunner {
     }
     if (pid == 0) {
       setpgid(0, 0);
+      // The runner's host may block signals in every thread (evoscaled waits for SIGTERM with
+      // sigwait) or ignore SIGPIPE; a blocked mask and ignored signals survive exec, so the
+      // trial starts with neither.
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      signal(SIGPIPE, SIG_DFL);
+      signal(SIGTERM, SIG_DFL);
+      signal(SIGINT, SIG_DFL);
       // No descriptor of the runner's (sockets, databases) leaks into the trial.
       syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
       dup2(out[1], STDOUT_FILENO);

@@ -204,10 +204,16 @@ TEST_F(LocalRunnerTest, StopEndsTheWholeGroupAndKillsWhatIgnoresSigterm) {
   // Nothing of the group is left running (the background sleep included).
   EXPECT_EQ(LiveProcessesInGroup(pid), 0);
 
-  // A trial that honours SIGTERM ends with it.
+  // A trial that honours SIGTERM ends with it, even when the runner's thread blocks SIGTERM
+  // (as evoscaled's threads do: the mask would otherwise pass to the trial).
   launch.argv = {"/bin/sh", "-c", "echo '{\"event\":\"progress\"}'; exec sleep 300"};
   Recorder rec2;
+  sigset_t term, old_mask;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &term, &old_mask), 0);
   trial = runner_->Start(launch, &rec2);
+  ASSERT_EQ(pthread_sigmask(SIG_SETMASK, &old_mask, nullptr), 0);
   ASSERT_TRUE(trial.ok()) << trial.status();
   rec2.AwaitEvents(1);
   (*trial)->Stop(absl::Seconds(60));

@@ -1,0 +1,353 @@
+#include "service/scheduler.h"
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <cstdio>
+#include <functional>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "service/study_converter.h"
+
+namespace evoscale::service {
+
+namespace ta = ::evoscale::trainer_adapter;
+
+struct Scheduler::Slot {
+  std::string client_id;
+  std::string trial_name;
+  std::vector<int> gpu_ids;
+  std::thread driver;
+  std::atomic<bool> done{false};
+  std::atomic<bool> shutdown{false};  // stopped because evoscaled stops: leave it ACTIVE
+  absl::Time last_heartbeat = absl::Now();
+
+  absl::Mutex mu;
+  ta::RunningTrial* run ABSL_GUARDED_BY(mu) = nullptr;
+  bool stop_wanted ABSL_GUARDED_BY(mu) = false;
+  absl::Duration stop_grace ABSL_GUARDED_BY(mu) = absl::InfiniteDuration();
+
+  void RequestStop(absl::Duration grace) {
+    absl::MutexLock lock(&mu);
+    stop_wanted = true;
+    stop_grace = std::min(stop_grace, grace);
+    if (run != nullptr) run->Stop(stop_grace);
+  }
+};
+
+namespace {
+
+// Shortest text that reads back as the same double.
+std::string DoubleText(double v) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, end) : absl::StrCat(v);
+}
+
+std::map<std::string, std::string> TemplateValues(const v1::Study& study, const v1::Trial& t) {
+  std::map<std::string, std::string> values = {
+      {"trial", t.name()}, {"trial_id", absl::StrCat(t.id())}, {"study", study.name()}};
+  for (const v1::Parameter& p : t.parameters()) {
+    switch (p.value_case()) {
+      case v1::Parameter::kDoubleValue:
+        values[p.name()] = DoubleText(p.double_value());
+        break;
+      case v1::Parameter::kIntValue:
+        values[p.name()] = absl::StrCat(p.int_value());
+        break;
+      case v1::Parameter::kStringValue:
+        values[p.name()] = p.string_value();
+        break;
+      default:
+        break;
+    }
+  }
+  return values;
+}
+
+void Log(const std::string& what, const std::string& trial, const std::string& detail) {
+  // Structured and quiet: one line per trial that could not be reported.
+  std::fprintf(stderr, "{\"event\":\"scheduler\",\"what\":\"%s\",\"trial\":\"%s\",\"detail\":\"%s\"}\n",
+               what.c_str(), trial.c_str(), absl::CHexEscape(detail).c_str());
+}
+
+// Turns a trial's events into measurements and early-stopping checks.
+class Reporter : public ta::TrialObserver {
+ public:
+  Reporter(StudyCore* core, std::string trial_name, absl::Duration grace,
+           std::function<void(absl::Duration)> stop)
+      : core_(core), trial_(std::move(trial_name)), grace_(grace), stop_(std::move(stop)),
+        start_(absl::Now()) {}
+
+  void OnEvent(const ta::TrialEvent& e) override {
+    if (e.kind != ta::TrialEvent::Kind::kProgress || e.metrics.empty()) return;
+    v1::AddTrialMeasurementRequest req;
+    req.set_trial_name(trial_);
+    v1::Measurement* m = req.mutable_measurement();
+    m->set_step(e.step >= 0 ? e.step : next_step_);
+    next_step_ = m->step() + 1;
+    m->set_elapsed_seconds(e.elapsed_s >= 0 ? e.elapsed_s
+                                            : absl::ToDoubleSeconds(absl::Now() - start_));
+    for (const auto& [name, value] : e.metrics) (*m->mutable_metrics())[name] = value;
+    absl::StatusOr<v1::Trial> added = core_->AddTrialMeasurement(req);
+    if (!added.ok()) {
+      if (!warned_) Log("measurement refused", trial_, std::string(added.status().message()));
+      warned_ = true;
+      return;
+    }
+    v1::CheckTrialEarlyStoppingStateRequest check;
+    check.set_trial_name(trial_);
+    absl::StatusOr<v1::CheckTrialEarlyStoppingStateResponse> r =
+        core_->CheckTrialEarlyStoppingState(check);
+    if (r.ok() && r->should_stop()) stop_(grace_);
+  }
+
+ private:
+  StudyCore* const core_;
+  const std::string trial_;
+  const absl::Duration grace_;
+  const std::function<void(absl::Duration)> stop_;
+  const absl::Time start_;
+  int64_t next_step_ = 1;
+  bool warned_ = false;
+};
+
+}  // namespace
+
+Scheduler::Scheduler(StudyCore* core, SchedulerOptions options)
+    : core_(core),
+      options_(std::move(options)),
+      runner_(ta::NewLocalProcessRunner(options_.runner)) {
+  gpu_busy_.assign(static_cast<size_t>(std::max(options_.gpus, 0)), false);
+  loop_ = std::thread(&Scheduler::Loop, this);
+}
+
+Scheduler::~Scheduler() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    for (auto& [key, slot] : slots_) {
+      slot->shutdown = true;
+      slot->RequestStop(std::min(options_.stop_grace, absl::Seconds(2)));
+    }
+  }
+  loop_.join();
+  absl::MutexLock lock(&mu_);
+  for (auto& [key, slot] : slots_) {
+    if (slot->driver.joinable()) slot->driver.join();
+  }
+}
+
+int Scheduler::running() {
+  absl::MutexLock lock(&mu_);
+  int n = 0;
+  for (const auto& [key, slot] : slots_) n += slot->done ? 0 : 1;
+  return n;
+}
+
+void Scheduler::Loop() {
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.poll_every);
+      if (stopping_) return;
+      // Reap finished slots.
+      for (auto it = slots_.begin(); it != slots_.end();) {
+        if (!it->second->done) {
+          ++it;
+          continue;
+        }
+        it->second->driver.join();
+        for (int g : it->second->gpu_ids) gpu_busy_[static_cast<size_t>(g)] = false;
+        it = slots_.erase(it);
+      }
+      // Running trials: a client's StopTrial (or early stopping) and heartbeats.
+      const absl::Time now = absl::Now();
+      for (auto& [key, slot] : slots_) {
+        if (slot->done) continue;
+        v1::CheckTrialEarlyStoppingStateRequest check;
+        check.set_trial_name(slot->trial_name);
+        absl::StatusOr<v1::CheckTrialEarlyStoppingStateResponse> r =
+            core_->CheckTrialEarlyStoppingState(check);
+        if (r.ok() && r->should_stop()) slot->RequestStop(options_.stop_grace);
+        if (now - slot->last_heartbeat >= options_.heartbeat_every) {
+          // Asking again with the slot's client id hands back (and refreshes) its trial.
+          v1::SuggestTrialsRequest beat;
+          beat.set_parent(key.study);
+          beat.set_suggestion_count(1);
+          beat.set_client_id(slot->client_id);
+          core_->SuggestTrials(beat).IgnoreError();
+          slot->last_heartbeat = now;
+        }
+      }
+    }
+    if (options_.max_running_trials <= 0) continue;
+    // Managed studies with room for another trial.
+    std::vector<v1::Study> managed;
+    v1::ListStudiesRequest list;
+    list.set_page_size(kMaxPageSize);
+    for (;;) {
+      absl::StatusOr<v1::ListStudiesResponse> page = core_->ListStudies(list);
+      if (!page.ok()) break;
+      for (const v1::Study& s : page->studies()) {
+        if (s.state() == v1::Study::ACTIVE && !s.spec().trial_template().command().empty()) {
+          managed.push_back(s);
+        }
+      }
+      if (page->next_page_token().empty()) break;
+      list.set_page_token(page->next_page_token());
+    }
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    for (const v1::Study& s : managed) FillSlots(s);
+  }
+}
+
+void Scheduler::FillSlots(const v1::Study& study) {
+  const v1::TrialTemplate& tt = study.spec().trial_template();
+  const int parallel = std::max(1, tt.parallel_trials());
+  const int gpus = tt.resources().gpus();
+  if (gpus > options_.gpus) return;  // never fits here (the study's page says why)
+  for (int i = 0; i < parallel; ++i) {
+    const Key key{study.name(), i};
+    if (slots_.contains(key)) continue;
+    int running = 0;
+    for (const auto& [k, s] : slots_) running += s->done ? 0 : 1;
+    if (running >= options_.max_running_trials) return;
+    std::vector<int> gpu_ids;
+    for (size_t g = 0; g < gpu_busy_.size() && static_cast<int>(gpu_ids.size()) < gpus; ++g) {
+      if (!gpu_busy_[g]) gpu_ids.push_back(static_cast<int>(g));
+    }
+    if (static_cast<int>(gpu_ids.size()) < gpus) return;  // wait for GPUs
+    auto slot = std::make_shared<Slot>();
+    slot->client_id = absl::StrCat("evoscaled/slot-", i);
+    v1::SuggestTrialsRequest req;
+    req.set_parent(study.name());
+    req.set_suggestion_count(1);
+    req.set_client_id(slot->client_id);
+    absl::StatusOr<v1::SuggestTrialsResponse> got = core_->SuggestTrials(req);
+    if (!got.ok() || got->trials().empty()) return;  // budget spent, or not ACTIVE any more
+    const v1::Trial& trial = got->trials(0);
+    slot->trial_name = trial.name();
+    slot->gpu_ids = gpu_ids;
+    for (int g : gpu_ids) gpu_busy_[static_cast<size_t>(g)] = true;
+    slot->driver = std::thread(&Scheduler::Drive, this, slot, study, trial);
+    slots_.emplace(key, std::move(slot));
+  }
+}
+
+void Scheduler::Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial trial) {
+  const v1::TrialTemplate& tt = study.spec().trial_template();
+  auto infeasible = [&](const std::string& reason) {
+    v1::CompleteTrialRequest req;
+    req.set_name(trial.name());
+    req.set_trial_infeasible(true);
+    req.set_infeasible_reason(reason.substr(0, 4096));
+    Complete(req);
+  };
+  std::vector<std::string> args(tt.args().begin(), tt.args().end());
+  absl::StatusOr<std::vector<std::string>> expanded =
+      ta::ExpandArgs(args, TemplateValues(study, trial));
+  if (!expanded.ok()) {
+    // A ${name} of a conditional parameter this trial does not have.
+    infeasible(absl::StrCat("trial_template.", expanded.status().message()));
+    slot->done = true;
+    return;
+  }
+  ta::TrialLaunch launch;
+  launch.trial_name = trial.name();
+  launch.argv.push_back(tt.command());
+  launch.argv.insert(launch.argv.end(), expanded->begin(), expanded->end());
+  launch.env.insert(tt.env().begin(), tt.env().end());
+  launch.limits.cpu_cores = trial.resources().cpu_cores();
+  launch.limits.memory_bytes = trial.resources().memory_bytes();
+  launch.limits.gpus = trial.resources().gpus();
+  launch.gpu_ids = slot->gpu_ids;
+  Reporter reporter(core_, trial.name(), options_.stop_grace,
+                    [slot](absl::Duration grace) { slot->RequestStop(grace); });
+  absl::StatusOr<std::unique_ptr<ta::RunningTrial>> run = runner_->Start(launch, &reporter);
+  if (!run.ok()) {
+    infeasible(absl::StrCat("cannot start: ", run.status().message()));
+    slot->done = true;
+    return;
+  }
+  {
+    absl::MutexLock lock(&slot->mu);
+    slot->run = run->get();
+    if (slot->stop_wanted) slot->run->Stop(slot->stop_grace);
+  }
+  const ta::TrialOutcome outcome = (*run)->Wait();
+  {
+    absl::MutexLock lock(&slot->mu);
+    slot->run = nullptr;
+  }
+  run->reset();
+  if (!slot->shutdown) Report(*slot, study, trial, outcome);
+  slot->done = true;
+}
+
+void Scheduler::Report(Slot& slot, const v1::Study& study, const v1::Trial& trial,
+                       const ta::TrialOutcome& outcome) {
+  (void)slot;
+  v1::CompleteTrialRequest req;
+  req.set_name(trial.name());
+  switch (outcome.kind) {
+    case ta::TrialOutcome::Kind::kSucceeded: {
+      v1::Measurement* m = req.mutable_final_measurement();
+      for (const auto& [name, value] : outcome.final->metrics) (*m->mutable_metrics())[name] = value;
+      // What the trial used, next to what it scored (not objectives; the designer ignores them).
+      (*m->mutable_metrics())["evoscale/peak_rss_bytes"] =
+          static_cast<double>(outcome.peak_rss_bytes);
+      (*m->mutable_metrics())["evoscale/cpu_seconds"] = outcome.cpu_seconds;
+      (*m->mutable_metrics())["evoscale/wall_seconds"] = absl::ToDoubleSeconds(outcome.wall_time);
+      m->set_elapsed_seconds(absl::ToDoubleSeconds(outcome.wall_time));
+      for (const v1::MetricSpec& metric : study.spec().metrics()) {
+        if (!outcome.final->metrics.contains(metric.name())) {
+          std::vector<std::string> have;
+          for (const auto& [name, value] : outcome.final->metrics) have.push_back(name);
+          req.clear_final_measurement();
+          req.set_trial_infeasible(true);
+          req.set_infeasible_reason(absl::StrCat(
+              "the final event has no metric \"", metric.name(), "\" (it has: ",
+              have.empty() ? "none" : absl::StrJoin(have, ", "), ")"));
+          break;
+        }
+      }
+      break;
+    }
+    case ta::TrialOutcome::Kind::kStopped:
+      // Early stopping or a client's StopTrial: the last measurement is final (Vizier).
+      break;
+    case ta::TrialOutcome::Kind::kFailed:
+    case ta::TrialOutcome::Kind::kOutOfMemory:
+      req.set_trial_infeasible(true);
+      req.set_infeasible_reason(
+          absl::StrCat(ta::TrialOutcomeKindName(outcome.kind), ": ", outcome.reason).substr(0, 4096));
+      break;
+  }
+  if (outcome.kind == ta::TrialOutcome::Kind::kStopped) {
+    absl::StatusOr<v1::Trial> done = core_->CompleteTrial(req);
+    if (!done.ok() && done.status().code() == absl::StatusCode::kInvalidArgument) {
+      req.set_trial_infeasible(true);
+      req.set_infeasible_reason("stopped before its first measurement");
+      Complete(req);
+    } else if (!done.ok()) {
+      Log("completion refused", trial.name(), std::string(done.status().message()));
+    }
+    return;
+  }
+  Complete(req);
+}
+
+void Scheduler::Complete(const v1::CompleteTrialRequest& req) {
+  absl::StatusOr<v1::Trial> done = core_->CompleteTrial(req);
+  // FAILED_PRECONDITION: a client completed it meanwhile; nothing to do.
+  if (!done.ok() && done.status().code() != absl::StatusCode::kFailedPrecondition) {
+    Log("completion refused", req.name(), std::string(done.status().message()));
+  }
+}
+
+}  // namespace evoscale::service

@@ -1,0 +1,87 @@
+// Scheduler: runs the trials of managed studies (a trial template with a command) as local
+// processes through trainer_adapter, and reports them through StudyCore like any client would:
+//
+//  - every poll it lists the ACTIVE managed studies and, for each free slot (a study has
+//    `trial_template.parallel_trials` slots; all studies together at most
+//    `max_running_trials`), asks for one trial with the slot's own client id
+//    ("evoscaled/slot-N"), so that after a restart each slot gets its unfinished trial back
+//    and runs it again;
+//  - the trial's progress events become measurements; after each one (and every poll) it asks
+//    CheckTrialEarlyStoppingState, and stops the process when told to (early stopping, or a
+//    client's StopTrial);
+//  - at the end: the final event's metrics (plus evoscale/peak_rss_bytes, evoscale/cpu_seconds
+//    and evoscale/wall_seconds) complete the trial; a stopped trial completes with its last
+//    measurement; a failure, an out-of-memory kill or a final event without the study's
+//    metrics makes it INFEASIBLE with the reason.
+//
+// On shutdown the running processes are stopped and their trials stay ACTIVE: they run again
+// after the next start.
+#ifndef EVOSCALE_SERVICE_SCHEDULER_H_
+#define EVOSCALE_SERVICE_SCHEDULER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "service/study_core.h"
+#include "trainer_adapter/trial_runner.h"
+
+namespace evoscale::service {
+
+struct SchedulerOptions {
+  int max_running_trials = 1;  // over all studies; 0 runs none (ask/tell only)
+  int gpus = 0;                // GPUs this machine lends to trials (ids 0..gpus-1)
+  absl::Duration poll_every = absl::Milliseconds(250);
+  absl::Duration stop_grace = absl::Seconds(10);  // SIGTERM to SIGKILL
+  // How often a running trial's heartbeat is refreshed (a trial that prints nothing for
+  // longer than the study's heartbeat timeout would otherwise be handed to another client).
+  absl::Duration heartbeat_every = absl::Seconds(30);
+  trainer_adapter::LocalRunnerOptions runner;
+};
+
+class Scheduler {
+ public:
+  // Starts the scheduling thread. `core` must outlive the scheduler.
+  Scheduler(StudyCore* core, SchedulerOptions options);
+  ~Scheduler();  // stops the running trials (they stay ACTIVE) and joins every thread
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  int running();  // trials running now
+
+ private:
+  struct Slot;
+  struct Key {
+    std::string study;
+    int slot;
+    bool operator<(const Key& o) const { return std::tie(study, slot) < std::tie(o.study, o.slot); }
+  };
+
+  void Loop();
+  void FillSlots(const v1::Study& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial trial);
+  void Report(Slot& slot, const v1::Study& study, const v1::Trial& trial,
+              const trainer_adapter::TrialOutcome& outcome);
+  void Complete(const v1::CompleteTrialRequest& req);
+
+  StudyCore* const core_;
+  const SchedulerOptions options_;
+  const std::unique_ptr<trainer_adapter::TrialRunner> runner_;
+
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<Key, std::shared_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> gpu_busy_ ABSL_GUARDED_BY(mu_);
+  std::thread loop_;
+};
+
+}  // namespace evoscale::service
+
+#endif  // EVOSCALE_SERVICE_SCHEDULER_H_

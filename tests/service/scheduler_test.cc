@@ -1,0 +1,241 @@
+// Managed studies: the real evoscaled server (in process, port 0, a SQLite file) runs each
+// trial as a real child process (/bin/sh scripts) and reports it through the study API.
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "service/server.h"
+#include "tests/service/test_support.h"
+
+namespace evoscale::service {
+namespace {
+
+using ::evoscale::service::testing::GrpcOk;
+using ::evoscale::service::testing::GrpcStatusIs;
+using ::evoscale::service::testing::ScopedTempDir;
+using ::evoscale::service::testing::StudyClient;
+using ::grpc::StatusCode;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// loss = (x - 0.3)^2, printed with every digit.
+constexpr char kLoss[] = "$(awk -v x=\"$1\" 'BEGIN{printf \"%.17g\", (x-0.3)^2}')";
+
+v1::StudySpec ManagedSpec(int max_trials, const std::string& script, int parallel) {
+  v1::StudySpec spec;
+  v1::MetricSpec* metric = spec.add_metrics();
+  metric->set_name("loss");
+  metric->set_goal(v1::MetricSpec::MINIMIZE);
+  v1::ParameterSpec* x = spec.add_parameters();
+  x->set_name("x");
+  x->mutable_double_spec()->set_min(0);
+  x->mutable_double_spec()->set_max(1);
+  spec.mutable_algorithm()->set_algorithm(v1::AlgorithmSpec::QUASI_RANDOM);
+  spec.set_max_trials(max_trials);
+  v1::TrialTemplate* t = spec.mutable_trial_template();
+  t->set_command("/bin/sh");
+  // sh -c SCRIPT NAME ARG1 ARG2: $1 is x, $2 the trial's name.
+  for (const char* a : {"-c", script.c_str(), "trial", "${x}", "${trial}"}) t->add_args(a);
+  t->set_parallel_trials(parallel);
+  return spec;
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(Start()); }
+
+  void Start() {
+    ServerOptions options;
+    options.db_path = dir_.File("evoscale.db");
+    options.grpc_address = "127.0.0.1:0";
+    options.http_address = "127.0.0.1:0";
+    options.scheduler.max_running_trials = 4;
+    options.scheduler.poll_every = absl::Milliseconds(50);
+    options.scheduler.stop_grace = absl::Seconds(5);
+    options.scheduler.runner.sample_every = absl::Milliseconds(50);
+    absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    client_ = std::make_unique<StudyClient>(absl::StrCat("127.0.0.1:", server_->grpc_port()));
+  }
+
+  // Polls until `done(study)` or 60 s.
+  v1::Study AwaitStudy(const std::string& name, const std::function<bool(const v1::Study&)>& done) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    v1::Study s;
+    while (absl::Now() < deadline) {
+      s = client_->MustGetStudy(name);
+      if (done(s)) return s;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    ADD_FAILURE() << "timed out waiting on " << name << ": " << s.ShortDebugString();
+    return s;
+  }
+
+  std::vector<v1::Trial> Trials(const std::string& study) {
+    v1::ListTrialsRequest req;
+    req.set_parent(study);
+    req.set_page_size(1000);
+    v1::ListTrialsResponse resp;
+    EXPECT_THAT(client_->Call(&StudyClient::Stub::ListTrials, req, &resp), GrpcOk());
+    return {resp.trials().begin(), resp.trials().end()};
+  }
+
+  v1::Trial Trial(const std::string& name) { return client_->MustGetTrial(name); }
+
+  ScopedTempDir dir_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<StudyClient> client_;
+};
+
+TEST_F(SchedulerTest, AManagedStudyRunsItsTrialsToCompletion) {
+  const std::string script = absl::StrCat(
+      "echo 'loading'\n"
+      "echo \"{\\\"event\\\":\\\"progress\\\",\\\"step\\\":1,\\\"metrics\\\":{\\\"loss\\\":", kLoss,
+      "}}\"\n"
+      "echo \"{\\\"event\\\":\\\"final\\\",\\\"metrics\\\":{\\\"loss\\\":", kLoss, "}}\"\n");
+  const std::string study = client_->MustCreateStudy(ManagedSpec(6, script, 3)).name();
+  // The scheduler's next ask after the budget is spent marks the study COMPLETED.
+  AwaitStudy(study, [](const v1::Study& s) {
+    return s.completed_trial_count() == 6 && s.state() == v1::Study::COMPLETED;
+  });
+  const std::vector<v1::Trial> trials = Trials(study);
+  ASSERT_EQ(trials.size(), 6u);
+  for (const v1::Trial& t : trials) {
+    ASSERT_EQ(t.state(), v1::Trial::SUCCEEDED) << t.ShortDebugString();
+    const double x = t.parameters(0).double_value();
+    EXPECT_DOUBLE_EQ(t.final_measurement().metrics().at("loss"), (x - 0.3) * (x - 0.3));
+    ASSERT_EQ(t.measurements_size(), 1);  // the progress line
+    EXPECT_EQ(t.measurements(0).step(), 1);
+    EXPECT_GT(t.final_measurement().metrics().at("evoscale/wall_seconds"), 0);
+    EXPECT_TRUE(t.final_measurement().metrics().contains("evoscale/peak_rss_bytes"));
+    EXPECT_THAT(t.client_id(), StartsWith("evoscaled/slot-"));
+  }
+}
+
+TEST_F(SchedulerTest, EveryWayATrialFailsMakesItInfeasibleWithTheReason) {
+  // x in [0, 0.3): fine; [0.3, 0.55): exits 3; [0.55, 0.8): its final event lacks "loss";
+  // [0.8, 1]: grows past its 64 MiB memory limit.
+  const std::string script = absl::StrCat(
+      "case $(awk -v x=\"$1\" 'BEGIN{print (x<0.3)?\"ok\":(x<0.55)?\"exit\":(x<0.8)?\"auc\":\"oom\"}') in\n"
+      "ok) echo \"{\\\"event\\\":\\\"final\\\",\\\"metrics\\\":{\\\"loss\\\":", kLoss, "}}\";;\n"
+      "exit) echo 'disk full' >&2; exit 3;;\n"
+      "auc) echo '{\"event\":\"final\",\"metrics\":{\"auc\":0.7}}';;\n"
+      "oom) head -c 4000000000 /dev/zero | tail -n 1 > /dev/null;;\n"
+      "esac\n");
+  v1::StudySpec spec = ManagedSpec(12, script, 4);
+  spec.mutable_trial_template()->mutable_resources()->set_memory_bytes(64 << 20);
+  const std::string study = client_->MustCreateStudy(spec).name();
+  AwaitStudy(study, [](const v1::Study& s) { return s.completed_trial_count() == 12; });
+  int seen[4] = {0, 0, 0, 0};
+  for (const v1::Trial& t : Trials(study)) {
+    const double x = t.parameters(0).double_value();
+    if (x < 0.3) {
+      ++seen[0];
+      EXPECT_EQ(t.state(), v1::Trial::SUCCEEDED) << t.ShortDebugString();
+    } else if (x < 0.55) {
+      ++seen[1];
+      EXPECT_EQ(t.state(), v1::Trial::INFEASIBLE);
+      EXPECT_EQ(t.infeasible_reason(), "failed: exit code 3; stderr: disk full");
+    } else if (x < 0.8) {
+      ++seen[2];
+      EXPECT_EQ(t.state(), v1::Trial::INFEASIBLE);
+      EXPECT_EQ(t.infeasible_reason(), "the final event has no metric \"loss\" (it has: auc)");
+    } else {
+      ++seen[3];
+      EXPECT_EQ(t.state(), v1::Trial::INFEASIBLE);
+      EXPECT_THAT(t.infeasible_reason(),
+                  HasSubstr("out_of_memory: killed: resident memory"));
+      EXPECT_THAT(t.infeasible_reason(), HasSubstr("over the limit of 67108864 bytes"));
+    }
+  }
+  for (int n : seen) EXPECT_GE(n, 1);  // the quasi-random points cover each range
+}
+
+TEST_F(SchedulerTest, StopTrialStopsTheProcessAndItsLastMeasurementIsFinal) {
+  const std::string script = absl::StrCat(
+      "echo \"{\\\"event\\\":\\\"progress\\\",\\\"step\\\":4,\\\"metrics\\\":{\\\"loss\\\":", kLoss,
+      "}}\"\n"
+      "exec sleep 300\n");
+  const std::string study = client_->MustCreateStudy(ManagedSpec(1, script, 1)).name();
+  const std::string trial = study + "/trials/1";
+  // Wait until the trial runs and its first measurement is in.
+  AwaitStudy(study, [&](const v1::Study& s) {
+    return s.trial_count() == 1 && Trial(trial).measurements_size() == 1;
+  });
+  v1::StopTrialRequest stop;
+  stop.set_name(trial);
+  v1::Trial stopped;
+  ASSERT_THAT(client_->Call(&StudyClient::Stub::StopTrial, stop, &stopped), GrpcOk());
+  AwaitStudy(study, [](const v1::Study& s) { return s.completed_trial_count() == 1; });
+  const v1::Trial t = Trial(trial);
+  EXPECT_EQ(t.state(), v1::Trial::SUCCEEDED);
+  EXPECT_EQ(t.final_measurement().step(), 4);
+  const double x = t.parameters(0).double_value();
+  EXPECT_DOUBLE_EQ(t.final_measurement().metrics().at("loss"), (x - 0.3) * (x - 0.3));
+}
+
+TEST_F(SchedulerTest, TrialsInterruptedByARestartRunAgainAfterIt) {
+  // First run of a trial: leave a mark and hang. Second run (after the restart): finish.
+  const std::string marks = dir_.path();
+  const std::string script = absl::StrCat(
+      "mark=\"", marks, "/$(echo \"$2\" | tr / _)\"\n"
+      "if [ -e \"$mark\" ]; then\n"
+      "  echo \"{\\\"event\\\":\\\"final\\\",\\\"metrics\\\":{\\\"loss\\\":", kLoss, "}}\"\n"
+      "else\n"
+      "  touch \"$mark\"; exec sleep 300\n"
+      "fi\n");
+  const std::string study = client_->MustCreateStudy(ManagedSpec(2, script, 2)).name();
+  auto marked = [&](int id) {
+    const std::string trial = absl::StrCat(study, "/trials/", id);
+    return std::ifstream(absl::StrCat(marks, "/", absl::StrReplaceAll(trial, {{"/", "_"}}))).good();
+  };
+  AwaitStudy(study, [&](const v1::Study&) { return marked(1) && marked(2); });
+  server_.reset();  // stops both processes; the trials stay ACTIVE
+  ASSERT_NO_FATAL_FAILURE(Start());
+  const v1::Study done =
+      AwaitStudy(study, [](const v1::Study& s) { return s.completed_trial_count() == 2; });
+  EXPECT_EQ(done.trial_count(), 2);  // the same two trials, not new ones
+  for (const v1::Trial& t : Trials(study)) {
+    EXPECT_EQ(t.state(), v1::Trial::SUCCEEDED) << t.ShortDebugString();
+  }
+}
+
+TEST_F(SchedulerTest, BadTemplatesAreRejectedNamingTheField) {
+  struct Case {
+    std::function<void(v1::TrialTemplate*)> edit;
+    const char* message;
+  } const cases[] = {
+      {[](v1::TrialTemplate* t) { t->set_args(4, "--lr=${lr}"); },
+       "spec.trial_template.args[4] \"--lr=${lr}\": unknown name \"lr\" (names: the "
+       "parameters, trial, trial_id, study)"},
+      {[](v1::TrialTemplate* t) { t->set_args(3, "${x"); }, "unclosed \"${\""},
+      {[](v1::TrialTemplate* t) { t->set_parallel_trials(-1); },
+       "spec.trial_template.parallel_trials: -1 must be in [0, 1000]"},
+      {[](v1::TrialTemplate* t) { (*t->mutable_env())["A=B"] = "1"; },
+       "spec.trial_template.env: bad variable name \"A=B\""},
+      {[](v1::TrialTemplate* t) { t->clear_command(); },
+       "spec.trial_template.command: empty, but args, env or parallel_trials are set"},
+  };
+  for (const Case& c : cases) {
+    v1::StudySpec spec = ManagedSpec(1, "true", 1);
+    c.edit(spec.mutable_trial_template());
+    v1::Study out;
+    EXPECT_THAT(client_->CreateStudy(spec, &out),
+                GrpcStatusIs(StatusCode::INVALID_ARGUMENT, HasSubstr(c.message)))
+        << c.message;
+  }
+  v1::ListStudiesRequest list;
+  v1::ListStudiesResponse studies;
+  ASSERT_THAT(client_->Call(&StudyClient::Stub::ListStudies, list, &studies), GrpcOk());
+  EXPECT_EQ(studies.studies_size(), 0);
+}
+
+}  // namespace
+}  // namespace evoscale::service
