@@ -3,7 +3,8 @@
 #   scripts/dev.sh deps    install the Debian 12 packages the build and tests need
 #   scripts/dev.sh build   configure and build Release into build/ (binaries in build/bin/)
 #   scripts/dev.sh test    deps + build + every test (ctest, parallel)
-#   scripts/dev.sh demo    deps + build + start evoscaled and run an example study to the end
+#   scripts/dev.sh demo    deps + build + start evoscaled and run two example studies to the end
+#                          (ask/tell through the CLI; managed: evoscaled runs the trainer)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -70,7 +71,9 @@ demo() {
   local dir
   dir="$(mktemp -d "${TMPDIR:-/tmp}/evoscale-demo.XXXXXX")"
   local out="$dir/evoscaled.out"
-  "$BUILD/bin/evoscaled" --db "$dir/demo.db" --grpc 127.0.0.1:0 --http 127.0.0.1:0 >"$out" 2>"$dir/evoscaled.err" &
+  # build/bin on evoscaled's PATH: the managed study's trials run evoscale-trainer.
+  PATH="$BUILD/bin:$PATH" "$BUILD/bin/evoscaled" --db "$dir/demo.db" --grpc 127.0.0.1:0 \
+    --http 127.0.0.1:0 >"$out" 2>"$dir/evoscaled.err" &
   local pid=$!
   trap 'kill "$pid" 2>/dev/null || true' EXIT
   for _ in $(seq 1 100); do grep -q listening "$out" 2>/dev/null && break; sleep 0.1; done
@@ -81,6 +84,8 @@ demo() {
   log "evoscaled: gRPC $grpc, database $dir/demo.db"
   log "dashboard: http://$http/  (open it now to watch the study run)"
   EVOSCALE_SERVER="$grpc" "$ROOT/examples/ask_tell_demo.sh" "$BUILD/bin/evoscale"
+  log "now a managed study: evoscaled runs each trial itself (the real trainer)"
+  EVOSCALE_SERVER="$grpc" "$ROOT/examples/managed_demo.sh" "$BUILD/bin/evoscale"
   log "study JSON: http://$http/api/v1/studies/1  metrics: http://$http/metrics"
   # At a terminal the dashboard stays up until Ctrl-C; in scripts and CI the demo ends here.
   if [ -t 0 ] && [ -z "${EVOSCALE_DEMO_EXIT:-}" ]; then

@@ -121,6 +121,53 @@ TEST_F(CliE2eTest, DrivesTheExampleStudyToCompletion) {
   EXPECT_THAT(table.out, HasSubstr("SUCCEEDED"));
 }
 
+// A managed study: examples/managed_study.yaml through the CLI, and evoscaled runs every trial
+// itself as the real evoscale-trainer (found in its PATH, as scripts/dev.sh demo arranges).
+TEST_F(CliE2eTest, RunsTheManagedExampleStudyWithTheRealTrainer) {
+  const std::string path = absl::StrCat(BinDir(), ":", getenv("PATH") ? getenv("PATH") : "");
+  ASSERT_EQ(setenv("PATH", path.c_str(), 1), 0);  // evoscaled (our child) inherits it
+  StartServer({"--max-running-trials", "2"});
+  CliResult created = Cli(
+      {"study", "create", "-f", std::string(EVOSCALE_SOURCE_DIR) + "/examples/managed_study.yaml",
+       "--json"});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  const v1::Study study = ParseJson<v1::Study>(created.out);
+  const int max_trials = study.spec().max_trials();
+  ASSERT_EQ(max_trials, 10);
+  v1::Study now;
+  for (int i = 0; i < 1200; ++i) {  // at most about 5 minutes
+    CliResult got = Cli({"study", "get", study.name(), "--json"});
+    ASSERT_EQ(got.exit_code, 0) << got.err;
+    now = ParseJson<v1::Study>(got.out);
+    if (now.completed_trial_count() == max_trials) break;
+    usleep(250000);
+  }
+  ASSERT_EQ(now.completed_trial_count(), max_trials) << now.ShortDebugString();
+  CliResult list = Cli({"trials", "list", study.name(), "--json"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  const auto trials = ParseJson<v1::ListTrialsResponse>(list.out);
+  ASSERT_THAT(trials.trials(), SizeIs(max_trials));
+  int ran_to_the_end = 0;
+  for (const v1::Trial& t : trials.trials()) {
+    // Every trial trained (some were stopped early by the median rule: their last progress
+    // measurement is final); none failed.
+    ASSERT_EQ(t.state(), v1::Trial::SUCCEEDED) << t.ShortDebugString();
+    EXPECT_THAT(t.client_id(), HasSubstr("evoscaled/slot-"));
+    EXPECT_GE(t.measurements_size(), 1) << t.name();
+    const double auc = t.final_measurement().metrics().at("auc");
+    EXPECT_GT(auc, 0.0);
+    EXPECT_LT(auc, 1.0);
+    if (t.final_measurement().metrics().contains("evoscale/peak_rss_bytes")) {
+      ++ran_to_the_end;
+      EXPECT_GT(t.final_measurement().metrics().at("evoscale/peak_rss_bytes"), 1e6);
+    }
+  }
+  EXPECT_GE(ran_to_the_end, 1);
+  CliResult optimal = Cli({"optimal", study.name(), "--json"});
+  ASSERT_EQ(optimal.exit_code, 0) << optimal.err;
+  EXPECT_THAT(ParseJson<v1::ListOptimalTrialsResponse>(optimal.out).optimal_trials(), SizeIs(1));
+}
+
 TEST_F(CliE2eTest, ServerErrorsExitOneAndUsageErrorsExitTwo) {
   StartServer();
   CliResult missing = Cli({"study", "get", "studies/99"});
