@@ -70,7 +70,8 @@ std::map<std::string, std::string> TemplateValues(const v1::Study& study, const 
 
 void Log(const std::string& what, const std::string& trial, const std::string& detail) {
   // Structured and quiet: one line per trial that could not be reported.
-  std::fprintf(stderr, "{\"event\":\"scheduler\",\"what\":\"%s\",\"trial\":\"%s\",\"detail\":\"%s\"}\n",
+  std::fprintf(stderr,
+               "{\"event\":\"scheduler\",\"what\":\"%s\",\"trial\":\"%s\",\"detail\":\"%s\"}\n",
                what.c_str(), trial.c_str(), absl::CHexEscape(detail).c_str());
 }
 
@@ -172,7 +173,10 @@ void Scheduler::Loop() {
         check.set_trial_name(slot->trial_name);
         absl::StatusOr<v1::CheckTrialEarlyStoppingStateResponse> r =
             core_->CheckTrialEarlyStoppingState(check);
-        if (r.ok() && r->should_stop()) slot->RequestStop(options_.stop_grace);
+        if (r.ok() && r->should_stop()) {
+          slot->RequestStop(options_.stop_grace);
+          continue;  // no heartbeat: a STOPPING trial is not handed back, a new one would be
+        }
         if (now - slot->last_heartbeat >= options_.heartbeat_every) {
           // Asking again with the slot's client id hands back (and refreshes) its trial.
           v1::SuggestTrialsRequest beat;
@@ -297,7 +301,8 @@ void Scheduler::Report(Slot& slot, const v1::Study& study, const v1::Trial& tria
   switch (outcome.kind) {
     case ta::TrialOutcome::Kind::kSucceeded: {
       v1::Measurement* m = req.mutable_final_measurement();
-      for (const auto& [name, value] : outcome.final->metrics) (*m->mutable_metrics())[name] = value;
+      for (const auto& [name, value] : outcome.final->metrics)
+        (*m->mutable_metrics())[name] = value;
       // What the trial used, next to what it scored (not objectives; the designer ignores them).
       (*m->mutable_metrics())["evoscale/peak_rss_bytes"] =
           static_cast<double>(outcome.peak_rss_bytes);
@@ -325,7 +330,8 @@ void Scheduler::Report(Slot& slot, const v1::Study& study, const v1::Trial& tria
     case ta::TrialOutcome::Kind::kOutOfMemory:
       req.set_trial_infeasible(true);
       req.set_infeasible_reason(
-          absl::StrCat(ta::TrialOutcomeKindName(outcome.kind), ": ", outcome.reason).substr(0, 4096));
+          absl::StrCat(ta::TrialOutcomeKindName(outcome.kind), ": ", outcome.reason)
+              .substr(0, 4096));
       break;
   }
   if (outcome.kind == ta::TrialOutcome::Kind::kStopped) {

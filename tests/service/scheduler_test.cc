@@ -123,8 +123,11 @@ TEST_F(SchedulerTest, EveryWayATrialFailsMakesItInfeasibleWithTheReason) {
   // x in [0, 0.3): fine; [0.3, 0.55): exits 3; [0.55, 0.8): its final event lacks "loss";
   // [0.8, 1]: grows past its 64 MiB memory limit.
   const std::string script = absl::StrCat(
-      "case $(awk -v x=\"$1\" 'BEGIN{print (x<0.3)?\"ok\":(x<0.55)?\"exit\":(x<0.8)?\"auc\":\"oom\"}') in\n"
-      "ok) echo \"{\\\"event\\\":\\\"final\\\",\\\"metrics\\\":{\\\"loss\\\":", kLoss, "}}\";;\n"
+      "case $(awk -v x=\"$1\" 'BEGIN{print "
+      "(x<0.3)?\"ok\":(x<0.55)?\"exit\":(x<0.8)?\"auc\":\"oom\"}') in\n"
+      "ok) echo \"{\\\"event\\\":\\\"final\\\",\\\"metrics\\\":{\\\"loss\\\":",
+      kLoss,
+      "}}\";;\n"
       "exit) echo 'disk full' >&2; exit 3;;\n"
       "auc) echo '{\"event\":\"final\",\"metrics\":{\"auc\":0.7}}';;\n"
       "oom) head -c 4000000000 /dev/zero | tail -n 1 > /dev/null;;\n"
