@@ -106,6 +106,19 @@ GroupUsage ReadGroupUsage(int pgid) {
   return u;
 }
 
+// Reads `fd` to its end, handing each chunk to `on_chunk`, then closes it.
+template <typename Fn>
+void ReadUntilEof(int fd, Fn on_chunk) {
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    on_chunk(absl::string_view(buf, static_cast<size_t>(n)));
+  }
+  close(fd);
+}
+
 class LocalTrial : public RunningTrial {
  public:
   LocalTrial(pid_t pid, int out_fd, int err_fd, TrialObserver* observer,
@@ -183,12 +196,8 @@ class LocalTrial : public RunningTrial {
 
   void ReadStdout(int fd) {
     std::string pending;
-    char buf[65536];
-    for (;;) {
-      const ssize_t n = read(fd, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      pending.append(buf, static_cast<size_t>(n));
+    ReadUntilEof(fd, [&](absl::string_view chunk) {
+      pending.append(chunk.data(), chunk.size());
       size_t begin = 0;
       for (size_t nl; (nl = pending.find('\n', begin)) != std::string::npos; begin = nl + 1) {
         Line(absl::string_view(pending).substr(begin, nl - begin));
@@ -198,24 +207,18 @@ class LocalTrial : public RunningTrial {
         Line(absl::string_view(pending).substr(0, 64));
         pending.clear();
       }
-    }
+    });
     if (!pending.empty()) Line(pending);
-    close(fd);
   }
 
   void ReadStderr(int fd) {
     std::string tail;
-    char buf[16384];
-    for (;;) {
-      const ssize_t n = read(fd, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      tail.append(buf, static_cast<size_t>(n));
+    ReadUntilEof(fd, [&](absl::string_view chunk) {
+      tail.append(chunk.data(), chunk.size());
       if (tail.size() > 2 * options_.stderr_tail_bytes) {
         tail.erase(0, tail.size() - options_.stderr_tail_bytes);
       }
-    }
-    close(fd);
+    });
     if (tail.size() > options_.stderr_tail_bytes) {
       tail.erase(0, tail.size() - options_.stderr_tail_bytes);
     }

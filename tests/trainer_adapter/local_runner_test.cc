@@ -201,8 +201,14 @@ TEST_F(LocalRunnerTest, StopEndsTheWholeGroupAndKillsWhatIgnoresSigterm) {
   const TrialOutcome& o = (*trial)->Wait();
   EXPECT_EQ(o.kind, TrialOutcome::Kind::kStopped);
   EXPECT_EQ(o.signal, SIGKILL);  // SIGTERM was ignored
-  // Nothing of the group is left running (the background sleep included).
-  EXPECT_EQ(LiveProcessesInGroup(pid), 0);
+  // Nothing of the group is left running (the background sleep included). A killed process
+  // closes its pipes before it becomes a zombie, so it may still be on its way out here.
+  int live = LiveProcessesInGroup(pid);
+  for (int i = 0; i < 1000 && live != 0; ++i) {
+    usleep(10000);
+    live = LiveProcessesInGroup(pid);
+  }
+  EXPECT_EQ(live, 0);
 
   // A trial that honours SIGTERM ends with it, even when the runner's thread blocks SIGTERM
   // (as evoscaled's threads do: the mask would otherwise pass to the trial).
