@@ -121,7 +121,11 @@ class Reporter : public ta::TrialObserver {
 Scheduler::Scheduler(StudyCore* core, SchedulerOptions options)
     : core_(core),
       options_(std::move(options)),
-      runner_(ta::NewLocalProcessRunner(options_.runner)) {
+      runner_(ta::NewLocalProcessRunner([&] {
+        ta::LocalRunnerOptions o = options_.runner;
+        o.die_with_starting_thread = true;  // each Drive thread outlives its trial
+        return o;
+      }())) {
   gpu_busy_.assign(static_cast<size_t>(std::max(options_.gpus, 0)), false);
   loop_ = std::thread(&Scheduler::Loop, this);
 }

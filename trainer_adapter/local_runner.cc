@@ -5,6 +5,7 @@
 #include <linux/close_range.h>
 #include <sys/syscall.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -422,6 +423,8 @@ class LocalProcessRunner : public TrialRunner {
       for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
       return absl::InternalError("pipe for exec status");
     }
+    const bool die_with_parent = options_.die_with_starting_thread;
+    const pid_t parent = getpid();
     const pid_t pid = fork();
     if (pid < 0) {
       for (int fd : {out[0], out[1], err[0], err[1], exec_status[0], exec_status[1]}) close(fd);
@@ -429,6 +432,10 @@ class LocalProcessRunner : public TrialRunner {
     }
     if (pid == 0) {
       setpgid(0, 0);
+      if (die_with_parent) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127);  // the parent died before prctl
+      }
       // The runner's host may block signals in every thread (evoscaled waits for SIGTERM with
       // sigwait) or ignore SIGPIPE; a blocked mask and ignored signals survive exec, so the
       // trial starts with neither.
@@ -508,9 +515,9 @@ absl::StatusOr<std::vector<std::string>> ExpandArgs(
         r.push_back(a[p++]);
         continue;
       }
-      if (p + 1 < a.size() && a[p + 1] == '$') {
-        r.push_back('$');
-        p += 2;
+      if (a.compare(p, 3, "$${") == 0) {  // an escaped "${"
+        r += "${";
+        p += 3;
         continue;
       }
       if (p + 1 < a.size() && a[p + 1] == '{') {
@@ -529,7 +536,7 @@ absl::StatusOr<std::vector<std::string>> ExpandArgs(
         p = close + 1;
         continue;
       }
-      r.push_back(a[p++]);  // a lone '$'
+      r.push_back(a[p++]);  // any other '$' (shell's $1, $$, $HOME) stays as it is
     }
     out.push_back(std::move(r));
   }

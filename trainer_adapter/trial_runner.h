@@ -106,12 +106,18 @@ struct LocalRunnerOptions {
   // kernel's cgroup limit, which a Kubernetes runner gets, has no such gap).
   absl::Duration sample_every = absl::Milliseconds(200);
   size_t stderr_tail_bytes = 4096;
+  // The trial's first process gets SIGKILL when the thread that called Start() ends
+  // (PR_SET_PDEATHSIG), so that a runner killed with SIGKILL leaves no orphan training on.
+  // Only for a caller whose starting thread outlives its trials (evoscaled's scheduler starts
+  // each trial from a thread that waits for it). Processes the trial forks are not covered.
+  bool die_with_starting_thread = false;
 };
 
 std::unique_ptr<TrialRunner> NewLocalProcessRunner(LocalRunnerOptions options = {});
 
-// Expands `${name}` in each argument with values[name] (`$$` is a literal `$`). INVALID_ARGUMENT
-// naming the argument for an unknown name or an unclosed `${`.
+// Expands `${name}` in each argument with values[name]; `$${` is a literal `${`, and every
+// other `$` stays as it is (a shell script's `$1`, `$$` or `$HOME` pass through).
+// INVALID_ARGUMENT naming the argument for an unknown name or an unclosed `${`.
 absl::StatusOr<std::vector<std::string>> ExpandArgs(
     const std::vector<std::string>& args, const std::map<std::string, std::string>& values);
 

@@ -5,8 +5,10 @@
 
 #include <atomic>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -420,6 +422,54 @@ std::string ToString(const grpc::ByteBuffer& bb) {
   std::string out;
   for (const auto& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
   return out;
+}
+
+// A managed trial does not outlive evoscaled: killed with SIGKILL, evoscaled cannot stop its
+// trials, so each trial is tied to it (PR_SET_PDEATHSIG) and dies too; after the restart the
+// trial runs again, once.
+TEST_F(StudyE2eTest, KillNineOfEvoscaledTakesItsManagedTrialsWithIt) {
+  extra_args_ = {"--max-running-trials", "1"};
+  Restart();
+  const std::string pid_file = dir_.path() + "/trial.pid";
+  const std::string runs_file = dir_.path() + "/runs";
+  v1::Study spec = ExampleStudy(1, v1::AlgorithmSpec::RANDOM);
+  v1::TrialTemplate* t = spec.mutable_spec()->mutable_trial_template();
+  t->set_command("/bin/sh");
+  t->add_args("-c");
+  // First run: record the pid and hang. Second run: finish.
+  t->add_args("echo run >> '" + runs_file + "'; if [ -e '" + pid_file +
+              "' ]; then echo '{\"event\":\"final\",\"metrics\":{\"loss\":1}}'; "
+              "else echo $$ > '" + pid_file + "'; exec sleep 300; fi");
+  const std::string study = CreateStudy(spec);
+  auto read_pid = [&]() -> int {
+    std::ifstream in(pid_file);
+    int pid = 0;
+    in >> pid;
+    return pid;
+  };
+  for (int i = 0; i < 3000 && read_pid() == 0; ++i) usleep(10000);
+  const int pid = read_pid();
+  ASSERT_GT(pid, 0) << "the trial never started";
+  server_->Stop(SIGKILL);
+  // The trial's process is gone (or a zombie waiting for a reaper).
+  auto alive = [&] {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat;
+    if (!std::getline(in, stat)) return false;
+    const size_t close = stat.rfind(')');
+    return close != std::string::npos && stat.substr(close + 2, 1) != "Z";
+  };
+  for (int i = 0; i < 1000 && alive(); ++i) usleep(10000);
+  EXPECT_FALSE(alive()) << "trial process " << pid << " outlived evoscaled";
+  Restart();
+  for (int i = 0; i < 3000 && GetStudy(study).completed_trial_count() < 1; ++i) usleep(10000);
+  std::vector<v1::Trial> all = AllTrials(study);
+  ASSERT_THAT(all, SizeIs(1));
+  EXPECT_EQ(all[0].state(), v1::Trial::SUCCEEDED) << all[0].ShortDebugString();
+  std::ifstream runs(runs_file);
+  int n = 0;
+  for (std::string line; std::getline(runs, line);) ++n;
+  EXPECT_EQ(n, 2);  // the interrupted run and the one after the restart
 }
 
 TEST_F(StudyE2eTest, HealthCheckAndServerReflectionAnswer) {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -237,6 +238,36 @@ TEST_F(LocalRunnerTest, DestroyingARunningTrialStopsIt) {
   EXPECT_NE(kill(pid, 0), 0);
 }
 
+TEST_F(LocalRunnerTest, ATrialCanBeTiedToTheThreadThatStartedIt) {
+  // Started from a thread that then ends: with die_with_starting_thread the trial is killed
+  // (as when evoscaled itself is killed), without it the trial runs on.
+  for (bool tied : {true, false}) {
+    std::unique_ptr<TrialRunner> runner =
+        NewLocalProcessRunner(LocalRunnerOptions{.sample_every = absl::Milliseconds(20),
+                                                 .die_with_starting_thread = tied});
+    TrialLaunch launch;
+    launch.argv = {"sleep", "300"};
+    std::unique_ptr<RunningTrial> trial;
+    std::thread starter([&] {
+      absl::StatusOr<std::unique_ptr<RunningTrial>> started = runner->Start(launch, nullptr);
+      ASSERT_TRUE(started.ok()) << started.status();
+      trial = *std::move(started);
+    });
+    starter.join();
+    ASSERT_NE(trial, nullptr);
+    if (tied) {
+      const TrialOutcome& o = trial->Wait();
+      EXPECT_EQ(o.kind, TrialOutcome::Kind::kFailed);
+      EXPECT_EQ(o.signal, SIGKILL);
+    } else {
+      usleep(100000);
+      EXPECT_EQ(kill(trial->pid(), 0), 0);  // still running
+      trial->Stop(absl::Seconds(10));
+      EXPECT_EQ(trial->Wait().kind, TrialOutcome::Kind::kStopped);
+    }
+  }
+}
+
 TEST_F(LocalRunnerTest, UsingMoreMemoryThanTheLimitKillsTheGroup) {
   // `tail -n 1` keeps a line without newlines in memory: the group's RSS grows until killed.
   Recorder rec;
@@ -311,10 +342,11 @@ TEST_F(LocalRunnerTest, RunsTheRealTrainerAndSamplesItsUsage) {
 
 TEST(ExpandArgsTest, SubstitutesNamesAndRejectsUnknownOnes) {
   absl::StatusOr<std::vector<std::string>> out =
-      ExpandArgs({"--lr=${lr}", "${a}${b}", "$$HOME", "cost $5", "plain"},
+      ExpandArgs({"--lr=${lr}", "${a}${b}", "$${lr}", "echo $$ $1 $HOME", "cost $5", "plain"},
                  {{"lr", "0.01"}, {"a", "x"}, {"b", "y"}});
   ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_THAT(*out, ElementsAre("--lr=0.01", "xy", "$HOME", "cost $5", "plain"));
+  EXPECT_THAT(*out, ElementsAre("--lr=0.01", "xy", "${lr}", "echo $$ $1 $HOME", "cost $5",
+                                "plain"));
   absl::Status st = ExpandArgs({"ok", "--x=${nope}"}, {}).status();
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(st.message(), "args[1] \"--x=${nope}\": unknown name \"nope\"");
