@@ -293,20 +293,20 @@ void Scheduler::Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial tri
     slot->run = nullptr;
   }
   run->reset();
-  if (!slot->shutdown) Report(*slot, study, trial, outcome);
+  if (!slot->shutdown) Report(study, trial, outcome);
   slot->done = true;
 }
 
-void Scheduler::Report(Slot& slot, const v1::Study& study, const v1::Trial& trial,
+void Scheduler::Report(const v1::Study& study, const v1::Trial& trial,
                        const ta::TrialOutcome& outcome) {
-  (void)slot;
   v1::CompleteTrialRequest req;
   req.set_name(trial.name());
   switch (outcome.kind) {
     case ta::TrialOutcome::Kind::kSucceeded: {
       v1::Measurement* m = req.mutable_final_measurement();
-      for (const auto& [name, value] : outcome.final->metrics)
+      for (const auto& [name, value] : outcome.final->metrics) {
         (*m->mutable_metrics())[name] = value;
+      }
       // What the trial used, next to what it scored (not objectives; the designer ignores them).
       (*m->mutable_metrics())["evoscale/peak_rss_bytes"] =
           static_cast<double>(outcome.peak_rss_bytes);
@@ -344,7 +344,7 @@ void Scheduler::Report(Slot& slot, const v1::Study& study, const v1::Trial& tria
       req.set_trial_infeasible(true);
       req.set_infeasible_reason("stopped before its first measurement");
       Complete(req);
-    } else if (!done.ok()) {
+    } else if (!done.ok() && done.status().code() != absl::StatusCode::kFailedPrecondition) {
       Log("completion refused", trial.name(), std::string(done.status().message()));
     }
     return;

@@ -67,7 +67,7 @@ class Scheduler {
   void Loop();
   void FillSlots(const v1::Study& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial trial);
-  void Report(Slot& slot, const v1::Study& study, const v1::Trial& trial,
+  void Report(const v1::Study& study, const v1::Trial& trial,
               const trainer_adapter::TrialOutcome& outcome);
   void Complete(const v1::CompleteTrialRequest& req);
 

@@ -1,12 +1,14 @@
 #include "service/study_core.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/notification.h"
 #include "google/protobuf/util/time_util.h"
 #include "search/early_stopping.h"
 #include "search/pareto.h"
@@ -757,13 +759,34 @@ absl::Status StudyCore::Commit(WriteBatch batch) {
 }
 
 template <typename R>
-R StudyCore::Durable(R result) {
-  if (!store_->defers_sync()) return result;
+void StudyCore::DurableAsync(R result, Done<R> done) {
+  if (!store_->defers_sync()) {
+    done(std::move(result));
+    return;
+  }
   uint64_t ticket = std::exchange(pending_ticket, 0);
   if (ticket == 0) ticket = store_->last_ticket();
-  if (ticket == 0) return result;
-  if (absl::Status st = store_->WaitDurable(ticket); !st.ok()) return st;
-  return result;
+  store_->OnDurable(ticket, [result = std::move(result),
+                             done = std::move(done)](absl::Status st) mutable {
+    if (st.ok()) {
+      done(std::move(result));
+    } else {
+      done(R(std::move(st)));
+    }
+  });
+}
+
+template <typename R>
+R StudyCore::Durable(R result) {
+  if (!store_->defers_sync()) return result;
+  std::optional<R> out;
+  absl::Notification durable;
+  DurableAsync(std::move(result), Done<R>([&](R r) {
+                 out.emplace(std::move(r));
+                 durable.Notify();
+               }));
+  durable.WaitForNotification();
+  return *std::move(out);
 }
 
 absl::StatusOr<v1::Study> StudyCore::CreateStudy(const v1::CreateStudyRequest& req) {
@@ -824,24 +847,6 @@ absl::StatusOr<v1::Trial> StudyCore::StopTrial(const v1::StopTrialRequest& req) 
 absl::StatusOr<v1::ListOptimalTrialsResponse> StudyCore::ListOptimalTrials(
     const v1::ListOptimalTrialsRequest& req) {
   return Durable(DoListOptimalTrials(req));
-}
-
-template <typename R>
-void StudyCore::DurableAsync(R result, Done<R> done) {
-  if (!store_->defers_sync()) {
-    done(std::move(result));
-    return;
-  }
-  uint64_t ticket = std::exchange(pending_ticket, 0);
-  if (ticket == 0) ticket = store_->last_ticket();
-  store_->OnDurable(ticket, [result = std::move(result),
-                             done = std::move(done)](absl::Status st) mutable {
-    if (st.ok()) {
-      done(std::move(result));
-    } else {
-      done(R(std::move(st)));
-    }
-  });
 }
 
 void StudyCore::CreateStudyAsync(const v1::CreateStudyRequest& req,
