@@ -38,11 +38,11 @@ struct TrialLaunch {
   std::string work_dir;  // empty: the runner's
 };
 
-// Usage of the trial's process group at one moment.
+// Usage of the trial's processes (its first process and their descendants) at one moment.
 struct UsageSample {
   absl::Time time;
   double cpu_cores = 0;    // average since the previous sample
-  int64_t rss_bytes = 0;   // resident memory, summed over the group's processes
+  int64_t rss_bytes = 0;   // resident memory, summed over the processes
   int processes = 0;
 };
 
@@ -72,8 +72,8 @@ struct TrialOutcome {
   int64_t other_lines = 0;            // stdout lines that were not protocol events (logs)
   std::string first_bad_line_error;   // why the first such line was not an event
   std::string stderr_tail;            // the last few KiB of stderr
-  int64_t peak_rss_bytes = 0;         // the largest sampled group RSS
-  double cpu_seconds = 0;             // CPU time of the group's processes seen by sampling
+  int64_t peak_rss_bytes = 0;         // the largest sampled RSS of the trial's processes
+  double cpu_seconds = 0;             // CPU time of the trial's processes seen by sampling
   absl::Duration wall_time;
 };
 
@@ -101,7 +101,7 @@ class TrialRunner {
 };
 
 struct LocalRunnerOptions {
-  // How often the group's CPU and memory are sampled (and the memory limit checked: a trial is
+  // How often the trial's CPU and memory are sampled (and the memory limit checked: a trial is
   // killed at the first sample over its limit, so a spike shorter than this can pass; the
   // kernel's cgroup limit, which a Kubernetes runner gets, has no such gap).
   absl::Duration sample_every = absl::Milliseconds(200);
