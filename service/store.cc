@@ -40,7 +40,7 @@ static_assert(std::size(kMigrations) == Store::kSchemaVersion);
 
 using internal::ColumnBlob;
 using internal::SqliteError;
-using internal::StmtReset;
+using internal::StepDone;
 
 }  // namespace
 
@@ -295,35 +295,28 @@ void Store::CommitGroup(const std::vector<Queued>& group, std::vector<absl::Stat
   results->assign(group.size(), absl::OkStatus());
   if (group.empty()) return;
   absl::MutexLock lock(&mu_);
-  absl::Status st = StepDone(begin_, "begin");
+  absl::Status st = StepDone(db_, begin_, "begin");
   if (st.ok()) {
     const bool savepoints = group.size() > 1;  // one batch: the transaction is enough
     for (size_t i = 0; i < group.size() && st.ok(); ++i) {
-      if (savepoints) st = StepDone(savepoint_, "savepoint");
+      if (savepoints) st = StepDone(db_, savepoint_, "savepoint");
       if (!st.ok()) break;
       absl::Status batch = ApplyOps(group[i].batch);
       if (savepoints) {
-        if (!batch.ok()) st = StepDone(rollback_to_, "rollback to savepoint");
-        if (st.ok()) st = StepDone(release_, "release savepoint");
+        if (!batch.ok()) st = StepDone(db_, rollback_to_, "rollback to savepoint");
+        if (st.ok()) st = StepDone(db_, release_, "release savepoint");
       }
       (*results)[i] = batch;
     }
     if (st.ok() && !savepoints && !(*results)[0].ok()) st = (*results)[0];
-    if (st.ok()) st = StepDone(commit_, "commit");
+    if (st.ok()) st = StepDone(db_, commit_, "commit");
   }
   if (!st.ok()) {
-    StepDone(rollback_, "rollback").IgnoreError();
+    StepDone(db_, rollback_, "rollback").IgnoreError();
     for (absl::Status& r : *results) {
       if (r.ok()) r = st;
     }
   }
-}
-
-absl::Status Store::StepDone(sqlite3_stmt* s, absl::string_view what) {
-  StmtReset reset(s);
-  const int rc = sqlite3_step(s);
-  if (rc != SQLITE_DONE) return SqliteError(db_, rc, what);
-  return absl::OkStatus();
 }
 
 absl::Status Store::ApplyOps(const WriteBatch& batch) {
@@ -335,15 +328,15 @@ absl::Status Store::ApplyOps(const WriteBatch& batch) {
         sqlite3_bind_text(put_study_, 2, op.text.data(), op.text.size(), SQLITE_STATIC);
         sqlite3_bind_int(put_study_, 3, op.state);
         sqlite3_bind_blob(put_study_, 4, op.body.data(), op.body.size(), SQLITE_STATIC);
-        st = StepDone(put_study_, "put study");
+        st = StepDone(db_, put_study_, "put study");
         if (st.ok()) {
           sqlite3_bind_int64(bump_study_id_, 1, op.study_id);
-          st = StepDone(bump_study_id_, "bump study id");
+          st = StepDone(db_, bump_study_id_, "bump study id");
         }
         break;
       case WriteBatch::Op::kDeleteStudy:
         sqlite3_bind_int64(delete_study_, 1, op.study_id);
-        st = StepDone(delete_study_, "delete study");
+        st = StepDone(db_, delete_study_, "delete study");
         break;
       case WriteBatch::Op::kPutTrial:
         sqlite3_bind_int64(put_trial_, 1, op.study_id);
@@ -352,7 +345,7 @@ absl::Status Store::ApplyOps(const WriteBatch& batch) {
         sqlite3_bind_text(put_trial_, 4, op.text.data(), op.text.size(), SQLITE_STATIC);
         sqlite3_bind_int64(put_trial_, 5, op.completion_seq);
         sqlite3_bind_blob(put_trial_, 6, op.body.data(), op.body.size(), SQLITE_STATIC);
-        st = StepDone(put_trial_, "put trial");
+        st = StepDone(db_, put_trial_, "put trial");
         break;
     }
     if (!st.ok()) break;

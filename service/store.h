@@ -137,9 +137,6 @@ class Store {
   // Commits `group` in one transaction; fills one status per batch.
   void CommitGroup(const std::vector<Queued>& group, std::vector<absl::Status>* results);
   absl::Status ApplyOps(const WriteBatch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Steps a statement that returns no rows, then resets it.
-  absl::Status StepDone(sqlite3_stmt* s, absl::string_view what)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes the queued batches, commits them (queue_mu_ released meanwhile) and settles their
   // tickets; the callbacks now due are appended to `due`.
   void CommitQueued(std::vector<std::pair<std::function<void(absl::Status)>, absl::Status>>* due)

@@ -14,7 +14,7 @@ namespace {
 
 using internal::ColumnBlob;
 using internal::SqliteError;
-using internal::StmtReset;
+using internal::StepDone;
 
 constexpr const char* kMigrations[] = {
     // 0 -> 1
@@ -116,14 +116,11 @@ absl::Status TelemetryStore::PutWorkload(int64_t id, const v1::Workload& workloa
   v1::Workload copy = workload;
   copy.clear_sample_count();
   const std::string body = copy.SerializeAsString();
-  StmtReset reset(put_workload_);
   sqlite3_bind_int64(put_workload_, 1, id);
   sqlite3_bind_text(put_workload_, 2, workload.name().data(), workload.name().size(),
                     SQLITE_STATIC);
   sqlite3_bind_blob(put_workload_, 3, body.data(), body.size(), SQLITE_STATIC);
-  int rc = sqlite3_step(put_workload_);
-  if (rc != SQLITE_DONE) return SqliteError(db_, rc, "put workload");
-  return absl::OkStatus();
+  return StepDone(db_, put_workload_, "put workload");
 }
 
 absl::Status TelemetryStore::Append(absl::Span<const StoredInstance> new_instances,
@@ -133,15 +130,12 @@ absl::Status TelemetryStore::Append(absl::Span<const StoredInstance> new_instanc
   Transaction tx(db_);
   if (absl::Status st = tx.Begin(); !st.ok()) return st;
   for (const StoredInstance& in : new_instances) {
-    StmtReset reset(put_instance_);
     sqlite3_bind_int64(put_instance_, 1, in.id);
     sqlite3_bind_int64(put_instance_, 2, in.workload_id);
     sqlite3_bind_text(put_instance_, 3, in.name.data(), in.name.size(), SQLITE_STATIC);
-    int rc = sqlite3_step(put_instance_);
-    if (rc != SQLITE_DONE) return SqliteError(db_, rc, "put instance");
+    if (absl::Status st = StepDone(db_, put_instance_, "put instance"); !st.ok()) return st;
   }
   for (const TelemetryRow& r : rows) {
-    StmtReset reset(put_sample_);
     sqlite3_bind_int64(put_sample_, 1, r.instance_id);
     sqlite3_bind_int(put_sample_, 2, r.resolution);
     sqlite3_bind_double(put_sample_, 3, r.timestamp);
@@ -152,8 +146,7 @@ absl::Status TelemetryStore::Append(absl::Span<const StoredInstance> new_instanc
     sqlite3_bind_double(put_sample_, 8, r.qps);
     sqlite3_bind_double(put_sample_, 9, r.latency_ms);
     sqlite3_bind_int(put_sample_, 10, r.oom ? 1 : 0);
-    int rc = sqlite3_step(put_sample_);
-    if (rc != SQLITE_DONE) return SqliteError(db_, rc, "put sample");
+    if (absl::Status st = StepDone(db_, put_sample_, "put sample"); !st.ok()) return st;
   }
   return tx.Commit();
 }

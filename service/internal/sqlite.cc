@@ -49,6 +49,13 @@ absl::Status ForEachRow(sqlite3* db, const char* sql, absl::string_view what,
   return st;
 }
 
+absl::Status StepDone(sqlite3* db, sqlite3_stmt* s, absl::string_view what) {
+  StmtReset reset(s);
+  const int rc = sqlite3_step(s);
+  if (rc != SQLITE_DONE) return SqliteError(db, rc, what);
+  return absl::OkStatus();
+}
+
 absl::Status Exec(sqlite3* db, const char* sql) {
   char* err = nullptr;
   int rc = sqlite3_exec(db, sql, nullptr, nullptr, &err);

@@ -51,6 +51,10 @@ absl::Status ForEachRow(sqlite3* db, const char* sql, absl::string_view what,
 // Runs SQL that returns no rows.
 absl::Status Exec(sqlite3* db, const char* sql);
 
+// Steps a prepared (and bound) statement that returns no rows, then resets it and clears its
+// bindings. Error: the SQLite error of `what`.
+absl::Status StepDone(sqlite3* db, sqlite3_stmt* s, absl::string_view what);
+
 // Opens `path` (creating it), sets WAL mode, the durability and foreign keys, and applies
 // `migrations[v]` for each schema version v from the file's PRAGMA user_version up to
 // migrations.size(), each in its own transaction. The caller owns the returned connection.
