@@ -493,10 +493,18 @@ std::optional<std::string> HttpGet(const std::string& host_port, const std::stri
   return out;
 }
 
-HandlerHistograms ScrapeHandlerLatency(const std::string& http_address) {
-  HandlerHistograms h;
+// What one read of evoscaled's /metrics gives the bench: the handler histograms and the
+// store's write and commit counts (NaN if absent).
+struct ServerScrape {
+  HandlerHistograms handlers;
+  double store_writes = NAN;
+  double store_commits = NAN;
+};
+
+ServerScrape ScrapeMetrics(const std::string& http_address) {
+  ServerScrape out;
   std::optional<std::string> body = HttpGet(http_address, "/metrics");
-  if (!body) return h;
+  if (!body) return out;
   auto label = [](absl::string_view line, absl::string_view key) -> std::string {
     const std::string k = absl::StrCat(key, "=\"");
     size_t b = line.find(k);
@@ -505,12 +513,20 @@ HandlerHistograms ScrapeHandlerLatency(const std::string& http_address) {
     return std::string(line.substr(b, line.find('"', b) - b));
   };
   for (absl::string_view line : absl::StrSplit(*body, '\n')) {
+    double value = 0;
+    if (!absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &value)) continue;
+    if (absl::StartsWith(line, "evoscale_store_operations_total{op=\"write\"}")) {
+      out.store_writes = value;
+      continue;
+    }
+    if (absl::StartsWith(line, "evoscale_store_operations_total{op=\"commit\"}")) {
+      out.store_commits = value;
+      continue;
+    }
     const bool bucket = absl::StartsWith(line, "evoscale_rpc_latency_seconds_bucket{");
     const bool sum = absl::StartsWith(line, "evoscale_rpc_latency_seconds_sum{");
     if (!bucket && !sum) continue;
-    double value = 0;
-    if (!absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &value)) continue;
-    HandlerHistogram& m = h[label(line, "method")];
+    HandlerHistogram& m = out.handlers[label(line, "method")];
     if (sum) {
       m.sum = value;
       continue;
@@ -524,22 +540,6 @@ HandlerHistograms ScrapeHandlerLatency(const std::string& http_address) {
     }
     m.bounds.push_back(bound);
     m.counts.push_back(value);
-  }
-  return h;
-}
-
-// evoscale_store_operations_total{op="write"|"commit"} from /metrics; NaN if absent.
-std::pair<double, double> ScrapeStoreOperations(const std::string& http_address) {
-  std::pair<double, double> out{NAN, NAN};
-  std::optional<std::string> body = HttpGet(http_address, "/metrics");
-  if (!body) return out;
-  for (absl::string_view line : absl::StrSplit(*body, '\n')) {
-    double* slot = absl::StartsWith(line, "evoscale_store_operations_total{op=\"write\"}")
-                       ? &out.first
-                   : absl::StartsWith(line, "evoscale_store_operations_total{op=\"commit\"}")
-                       ? &out.second
-                       : nullptr;
-    if (slot != nullptr) absl::SimpleAtod(line.substr(line.rfind(' ') + 1), slot);
   }
   return out;
 }
@@ -644,10 +644,8 @@ RoundResult RunRound(const std::vector<std::unique_ptr<v1::StudyService::Stub>>&
                            absl::StrCat("bench-", cfg.clients, "-", i), &go, &w, &logs[i]);
     }
   }
-  const HandlerHistograms handler_before =
-      cfg.http_address.empty() ? HandlerHistograms() : ScrapeHandlerLatency(cfg.http_address);
-  const std::pair<double, double> store_before =
-      cfg.http_address.empty() ? std::pair<double, double>{NAN, NAN} : ScrapeStoreOperations(cfg.http_address);
+  const ServerScrape before =
+      cfg.http_address.empty() ? ServerScrape() : ScrapeMetrics(cfg.http_address);
   auto duration = [](double s) {
     return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
   };
@@ -668,12 +666,11 @@ RoundResult RunRound(const std::vector<std::unique_ptr<v1::StudyService::Stub>>&
   r.client_cpu_s = (SelfCpuSeconds() - client_cpu0) * scale;
   if (!cfg.http_address.empty()) {
     // Includes the warm-up's calls: a close enough picture of where the time goes.
-    const HandlerHistograms after = ScrapeHandlerLatency(cfg.http_address);
-    r.handler_suggest = HandlerDelta(handler_before, after, "SuggestTrials");
-    r.handler_complete = HandlerDelta(handler_before, after, "CompleteTrial");
-    const std::pair<double, double> store_after = ScrapeStoreOperations(cfg.http_address);
-    r.store_writes = store_after.first - store_before.first;
-    r.store_commits = store_after.second - store_before.second;
+    const ServerScrape after = ScrapeMetrics(cfg.http_address);
+    r.handler_suggest = HandlerDelta(before.handlers, after.handlers, "SuggestTrials");
+    r.handler_complete = HandlerDelta(before.handlers, after.handlers, "CompleteTrial");
+    r.store_writes = after.store_writes - before.store_writes;
+    r.store_commits = after.store_commits - before.store_commits;
   }
   for (ClientLog& log : logs) {
     r.pair.insert(r.pair.end(), log.pair.begin(), log.pair.end());
@@ -874,9 +871,9 @@ int Run() {
           r.handler_suggest.p99_ms, r.handler_complete.mean_ms, r.handler_complete.p50_ms,
           r.handler_complete.p99_ms));
       if (r.store_commits > 0) {
-        handler_lines.back() += absl::StrFormat("   store: %.0f writes in %.0f commits (%.2f per commit)",
-                                                r.store_writes, r.store_commits,
-                                                r.store_writes / r.store_commits);
+        handler_lines.back() +=
+            absl::StrFormat("   store: %.0f writes in %.0f commits (%.2f per commit)",
+                            r.store_writes, r.store_commits, r.store_writes / r.store_commits);
       }
     }
     if (json) {

@@ -148,6 +148,10 @@ Scheduler::~Scheduler() {
 
 int Scheduler::running() {
   absl::MutexLock lock(&mu_);
+  return RunningLocked();
+}
+
+int Scheduler::RunningLocked() {
   int n = 0;
   for (const auto& [key, slot] : slots_) n += slot->done ? 0 : 1;
   return n;
@@ -222,9 +226,7 @@ void Scheduler::FillSlots(const v1::Study& study) {
   for (int i = 0; i < parallel; ++i) {
     const Key key{study.name(), i};
     if (slots_.contains(key)) continue;
-    int running = 0;
-    for (const auto& [k, s] : slots_) running += s->done ? 0 : 1;
-    if (running >= options_.max_running_trials) return;
+    if (RunningLocked() >= options_.max_running_trials) return;
     std::vector<int> gpu_ids;
     for (size_t g = 0; g < gpu_busy_.size() && static_cast<int>(gpu_ids.size()) < gpus; ++g) {
       if (!gpu_busy_[g]) gpu_ids.push_back(static_cast<int>(g));

@@ -64,6 +64,7 @@ class Scheduler {
     bool operator<(const Key& o) const { return std::tie(study, slot) < std::tie(o.study, o.slot); }
   };
 
+  int RunningLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Loop();
   void FillSlots(const v1::Study& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial trial);
