@@ -7,9 +7,9 @@
 #include <functional>
 #include <vector>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "service/internal/json_escape.h"
 #include "service/study_converter.h"
 
 namespace evoscale::service {
@@ -72,7 +72,8 @@ void Log(const std::string& what, const std::string& trial, const std::string& d
   // Structured and quiet: one line per trial that could not be reported.
   std::fprintf(stderr,
                "{\"event\":\"scheduler\",\"what\":\"%s\",\"trial\":\"%s\",\"detail\":\"%s\"}\n",
-               what.c_str(), trial.c_str(), absl::CHexEscape(detail).c_str());
+               internal::JsonEscape(what).c_str(), internal::JsonEscape(trial).c_str(),
+               internal::JsonEscape(detail).c_str());
 }
 
 // Turns a trial's events into measurements and early-stopping checks.
