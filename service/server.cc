@@ -53,6 +53,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default, which lets a second server bind the same port and take
+  // half of the connections: bind exclusively, so a port in use fails to start instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(options.grpc_address, grpc::InsecureServerCredentials(), &s->grpc_port_);
   builder.RegisterService(s->service_.get());
   builder.RegisterService(s->autoscaler_service_.get());

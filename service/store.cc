@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "service/internal/database_lock.h"
 #include "service/internal/sqlite.h"
 
 namespace evoscale::service {
@@ -72,9 +73,14 @@ void WriteBatch::PutTrial(int64_t study_id, const v1::Trial& trial, int64_t comp
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
                                                    Durability durability) {
+  // The lock comes first: no second process may migrate or write the file meanwhile.
+  absl::StatusOr<std::unique_ptr<internal::DatabaseLock>> lock =
+      internal::DatabaseLock::Acquire(path);
+  if (!lock.ok()) return lock.status();
   absl::StatusOr<sqlite3*> db = internal::OpenDatabase(path, durability, kMigrations);
   if (!db.ok()) return db.status();
   std::unique_ptr<Store> store(new Store(*db, durability));
+  store->lock_ = *std::move(lock);
   if (absl::Status st = store->Prepare(); !st.ok()) {
     return absl::Status(st.code(), absl::StrCat("database \"", path, "\": ", st.message()));
   }

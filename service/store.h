@@ -26,6 +26,7 @@ struct sqlite3_stmt;
 namespace evoscale::service {
 namespace internal {
 class Checkpointer;
+class DatabaseLock;
 }  // namespace internal
 
 // How a commit reaches the disk.
@@ -160,6 +161,8 @@ class Store {
   int64_t commits_ ABSL_GUARDED_BY(queue_mu_) = 0;
   std::thread committer_;  // kPowerLoss only
 
+  // Held from before the file is opened until after the destructor has closed it.
+  std::unique_ptr<internal::DatabaseLock> lock_;
   std::unique_ptr<internal::Checkpointer> checkpointer_;  // started after the schema is ready
   absl::Mutex mu_;
   sqlite3* const db_;  // owned

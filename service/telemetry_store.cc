@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "service/internal/database_lock.h"
 #include "service/internal/sqlite.h"
 
 namespace evoscale::service {
@@ -61,9 +62,13 @@ class Transaction {
 
 absl::StatusOr<std::unique_ptr<TelemetryStore>> TelemetryStore::Open(const std::string& path,
                                                                     Durability durability) {
+  absl::StatusOr<std::unique_ptr<internal::DatabaseLock>> lock =
+      internal::DatabaseLock::Acquire(path);
+  if (!lock.ok()) return lock.status();
   absl::StatusOr<sqlite3*> db = internal::OpenDatabase(path, durability, kMigrations);
   if (!db.ok()) return db.status();
   std::unique_ptr<TelemetryStore> store(new TelemetryStore(*db));
+  store->lock_ = *std::move(lock);
   if (absl::Status st = store->Init(); !st.ok()) {
     return absl::Status(st.code(), absl::StrCat("database \"", path, "\": ", st.message()));
   }

@@ -90,6 +90,8 @@ class TelemetryStore {
   explicit TelemetryStore(sqlite3* db);
   absl::Status Init();
 
+  // Held from before the file is opened until after the destructor has closed it.
+  std::unique_ptr<internal::DatabaseLock> lock_;
   std::unique_ptr<internal::Checkpointer> checkpointer_;
   absl::Mutex mu_;
   sqlite3* const db_;  // owned

@@ -38,8 +38,58 @@ class TempDir {
   std::string path_;
 };
 
+// What an evoscaled that was expected to exit on its own did.
+struct ExitedProcess {
+  int exit_code = -1;  // -1: killed by a signal, or still running at the deadline (then killed)
+  std::string output;  // stdout and stderr together
+};
+
 class EvoscaledProcess {
  public:
+  // Runs `build/bin/evoscaled args...` and waits (up to 30 s) for it to exit by itself, as a
+  // server refusing to start must.
+  static ExitedProcess RunToExit(const std::vector<std::string>& args) {
+    ExitedProcess result;
+    int out[2];
+    if (pipe(out) != 0) return result;
+    std::vector<std::string> argv_strings = {BinDir() + "/evoscaled"};
+    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    pid_t pid = fork();
+    if (pid < 0) return result;
+    if (pid == 0) {
+      dup2(out[1], STDOUT_FILENO);
+      dup2(out[1], STDERR_FILENO);
+      close(out[0]);
+      close(out[1]);
+      std::vector<char*> argv;
+      for (auto& a : argv_strings) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(out[1]);
+    // Read until EOF (the process and its children closed the pipe) or the deadline.
+    bool eof = false;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!eof && std::chrono::steady_clock::now() < deadline) {
+      pollfd pfd{out[0], POLLIN, 0};
+      if (poll(&pfd, 1, 100) <= 0) continue;
+      char c[512];
+      ssize_t n = read(out[0], c, sizeof c);
+      if (n <= 0) {
+        eof = true;
+      } else {
+        result.output.append(c, n);
+      }
+    }
+    close(out[0]);
+    if (!eof) kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (eof && WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+    return result;
+  }
+
   // Starts `build/bin/evoscaled --db db --grpc 127.0.0.1:0 --http 127.0.0.1:0 extra...` and
   // waits (up to 30 s) for its "listening" line.
   static absl::StatusOr<std::unique_ptr<EvoscaledProcess>> Start(

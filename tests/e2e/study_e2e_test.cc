@@ -24,6 +24,7 @@ namespace evoscale {
 namespace {
 
 using ::evoscale::testing::EvoscaledProcess;
+using ::evoscale::testing::ExitedProcess;
 using ::evoscale::testing::TempDir;
 using ::testing::SizeIs;
 
@@ -525,6 +526,57 @@ TEST_F(StudyE2eTest, HealthCheckAndServerReflectionAnswer) {
   call->Finish(&status, reinterpret_cast<void*>(5));
   step(reinterpret_cast<void*>(5));
   EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
+// The issue 16 data loss: two evoscaled on one database each answered CreateStudy with
+// studies/2 and only one survived. Now the second exits at once naming the holder.
+TEST_F(StudyE2eTest, SecondEvoscaledOnTheSameDatabaseExitsAndTheFirstLosesNothing) {
+  const std::string first = CreateStudy(ExampleStudy(5, v1::AlgorithmSpec::GENETIC));
+  EXPECT_EQ(first, "studies/1");
+  ExitedProcess second = EvoscaledProcess::RunToExit(
+      {"--db", db_, "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"});
+  EXPECT_EQ(second.exit_code, 2) << second.output;
+  EXPECT_THAT(second.output,
+              ::testing::HasSubstr(absl::StrCat("evoscaled: database \"", db_,
+                                                "\" is in use by another evoscaled (pid ",
+                                                server_->pid(), ", lock \"", db_, ".lock\")")));
+  EXPECT_THAT(second.output, ::testing::Not(::testing::HasSubstr("listening")));
+  // The first keeps serving, and every acknowledged study survives its restart.
+  const std::string next = CreateStudy(ExampleStudy(5, v1::AlgorithmSpec::RANDOM));
+  EXPECT_EQ(next, "studies/2");
+  Restart();
+  EXPECT_EQ(GetStudy(first).spec().algorithm().algorithm(), v1::AlgorithmSpec::GENETIC);
+  EXPECT_EQ(GetStudy(next).spec().algorithm().algorithm(), v1::AlgorithmSpec::RANDOM);
+}
+
+TEST_F(StudyE2eTest, LockIsReleasedWhenTheHolderIsKilled) {
+  const std::string first = CreateStudy(ExampleStudy(5, v1::AlgorithmSpec::GENETIC));
+  server_->Stop(SIGKILL);  // no clean shutdown: the kernel drops the flock
+  Restart();
+  EXPECT_EQ(GetStudy(first).name(), first);
+}
+
+// gRPC enables SO_REUSEPORT by default: a second server bound the same port and took half of
+// the connections, to another database.
+TEST_F(StudyE2eTest, SecondEvoscaledOnTheSameGrpcPortExitsAndTheFirstKeepsServing) {
+  const std::string first = CreateStudy(ExampleStudy(5, v1::AlgorithmSpec::GENETIC));
+  const std::string address = server_->grpc_address();
+  ExitedProcess second = EvoscaledProcess::RunToExit(
+      {"--db", dir_.path() + "/other.db", "--grpc", address, "--http", "127.0.0.1:0"});
+  EXPECT_EQ(second.exit_code, 2) << second.output;
+  EXPECT_THAT(second.output, ::testing::HasSubstr(absl::StrCat(
+                                 "evoscaled: --grpc \"", address,
+                                 "\": cannot listen (in use or bad address)")));
+  // Every new connection still reaches the first server and its database.
+  for (int i = 0; i < 8; ++i) {
+    auto stub = server_->NewStub();
+    v1::ListStudiesRequest req;
+    v1::ListStudiesResponse resp;
+    grpc::Status st = stub->ListStudies(Ctx().get(), req, &resp);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    ASSERT_EQ(resp.studies_size(), 1);
+    EXPECT_EQ(resp.studies(0).name(), first);
+  }
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // Tests of service/store.h on real SQLite files in a temp dir.
 #include "service/store.h"
 
+#include <unistd.h>
+
 #include <sqlite3.h>
 
 #include <atomic>
@@ -17,6 +19,7 @@
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "service/telemetry_store.h"
 #include "tests/service/test_support.h"
 
 namespace evoscale::service {
@@ -408,7 +411,41 @@ TEST_F(StoreTest, MissingDirectoryIsFailedPreconditionNamingThePath) {
   EXPECT_THAT(
       Store::Open(path, Durability::kProcessCrash).status(),
       StatusIs(StatusCode::kFailedPrecondition,
-               AllOf(HasSubstr("\"" + path + "\""), HasSubstr("unable to open database file"))));
+               AllOf(HasSubstr("\"" + path + "\""), HasSubstr("No such file or directory"))));
+}
+
+TEST_F(StoreTest, SecondOpenOfTheSameDatabaseFailsNamingTheHolderUntilTheFirstCloses) {
+  std::unique_ptr<Store> first = OpenStore();
+  ASSERT_NE(first, nullptr);
+  WriteBatch batch;
+  batch.PutStudy(1, DemoStudy());
+  ASSERT_TRUE(first->Write(batch).ok());
+  EXPECT_THAT(Store::Open(path_, Durability::kPowerLoss).status(),
+              StatusIs(StatusCode::kFailedPrecondition,
+                       Eq(absl::StrCat("database \"", path_, "\" is in use by another evoscaled "
+                                       "(pid ", getpid(), ", lock \"", path_, ".lock\"): one "
+                                       "evoscaled serves a database; stop that one or give "
+                                       "another --db"))));
+  // The refused open wrote nothing: the first store's data and its lock are as they were.
+  EXPECT_EQ(LoadAll(*first).size(), 1u);
+  EXPECT_THAT(Store::Open(path_, Durability::kProcessCrash).status(),
+              StatusIs(StatusCode::kFailedPrecondition, HasSubstr("in use")));
+  first.reset();
+  std::unique_ptr<Store> again = OpenStore();
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(LoadAll(*again).size(), 1u);
+}
+
+TEST_F(StoreTest, TelemetryStoreTakesItsOwnLock) {
+  const std::string telemetry = dir_.File("store.telemetry.db");
+  absl::StatusOr<std::unique_ptr<TelemetryStore>> first =
+      TelemetryStore::Open(telemetry, Durability::kProcessCrash);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_THAT(TelemetryStore::Open(telemetry, Durability::kProcessCrash).status(),
+              StatusIs(StatusCode::kFailedPrecondition,
+                       HasSubstr(absl::StrCat("database \"", telemetry,
+                                              "\" is in use by another evoscaled (pid ",
+                                              getpid()))));
 }
 
 }  // namespace
