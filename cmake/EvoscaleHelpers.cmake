@@ -16,10 +16,12 @@ function(evoscale_cc_library)
   add_library(evoscale::${ARG_NAME} ALIAS ${target})
 endfunction()
 
-# evoscale_cc_test(NAME name SRCS ... DEPS ... [LABELS ...])
-#   One gtest binary, registered with ctest test by test (gtest_discover_tests).
+# evoscale_cc_test(NAME name SRCS ... DEPS ... [LABELS ...] [SLOW_TESTS gtest-filter])
+#   One gtest binary, registered with ctest test by test (gtest_discover_tests). Tests matching
+#   SLOW_TESTS (those that run the real trainer) also carry the label "slow", so a quick run can
+#   skip them: ctest -LE slow.
 function(evoscale_cc_test)
-  cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "NAME;SLOW_TESTS" "SRCS;DEPS;LABELS" ${ARGN})
   add_executable(${ARG_NAME} ${ARG_SRCS})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   target_include_directories(${ARG_NAME} PRIVATE ${PROJECT_SOURCE_DIR})
@@ -27,5 +29,12 @@ function(evoscale_cc_test)
   target_compile_definitions(${ARG_NAME} PRIVATE
     EVOSCALE_BIN_DIR="${CMAKE_RUNTIME_OUTPUT_DIRECTORY}"
     EVOSCALE_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
-  gtest_discover_tests(${ARG_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${ARG_LABELS}")
+  if(ARG_SLOW_TESTS)
+    gtest_discover_tests(${ARG_NAME} DISCOVERY_TIMEOUT 60 TEST_FILTER "-${ARG_SLOW_TESTS}"
+                         PROPERTIES LABELS "${ARG_LABELS}")
+    gtest_discover_tests(${ARG_NAME} DISCOVERY_TIMEOUT 60 TEST_FILTER "${ARG_SLOW_TESTS}"
+                         PROPERTIES LABELS "${ARG_LABELS};slow")
+  else()
+    gtest_discover_tests(${ARG_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${ARG_LABELS}")
+  endif()
 endfunction()

@@ -11,7 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "evoscale/v1/autoscaler.grpc.pb.h"
 #include "service/auth.h"
-#include "service/autoscaler_core.h"
+#include "service/autoscaler/autoscaler_core.h"
 #include "service/metrics.h"
 
 namespace evoscale::service {

@@ -16,7 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "google/protobuf/util/json_util.h"
-#include "service/internal/json_escape.h"
+#include "nlohmann/json.hpp"
 
 namespace evoscale::service {
 namespace internal {
@@ -30,7 +30,6 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
-using internal::JsonEscape;
 
 int HttpCode(absl::StatusCode code) {
   switch (code) {
@@ -57,8 +56,10 @@ int HttpCode(absl::StatusCode code) {
 
 HttpResponse Error(const absl::Status& st) {
   return {HttpCode(st.code()), "application/json",
-          absl::StrCat("{\"error\":{\"code\":\"", absl::StatusCodeToString(st.code()),
-                       "\",\"message\":\"", JsonEscape(st.message()), "\"}}")};
+          nlohmann::ordered_json{{"error",
+                                  {{"code", absl::StatusCodeToString(st.code())},
+                                   {"message", std::string(st.message())}}}}
+              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
 }
 
 template <typename M>
@@ -150,7 +151,7 @@ HttpResponse HandleHttp(StudyCore* core, AutoscalerCore* autoscaler, ServiceMetr
         req.set_page_token(v);
       }
     }
-    return Json(core->ListStudies(req));
+    return Json(core->Call(req));
   }
   absl::ConsumePrefix(&rest, "/");
   std::vector<absl::string_view> parts = absl::StrSplit(rest, '/');
@@ -158,7 +159,7 @@ HttpResponse HandleHttp(StudyCore* core, AutoscalerCore* autoscaler, ServiceMetr
   if (parts.size() == 1) {
     v1::GetStudyRequest req;
     req.set_name(study);
-    return Json(core->GetStudy(req));
+    return Json(core->Call(req));
   }
   if (parts.size() == 2 && parts[1] == "trials") {
     v1::ListTrialsRequest req;
@@ -178,12 +179,12 @@ HttpResponse HandleHttp(StudyCore* core, AutoscalerCore* autoscaler, ServiceMetr
         req.set_state(s);
       }
     }
-    return Json(core->ListTrials(req));
+    return Json(core->Call(req));
   }
   if (parts.size() == 2 && parts[1] == "optimal") {
     v1::ListOptimalTrialsRequest req;
     req.set_parent(study);
-    return Json(core->ListOptimalTrials(req));
+    return Json(core->Call(req));
   }
   return Error(absl::NotFoundError(absl::StrCat("no route for \"", path, "\"")));
 }

@@ -10,9 +10,9 @@
 
 #include "absl/status/statusor.h"
 #include "service/auth.h"
-#include "service/autoscaler_core.h"
+#include "service/autoscaler/autoscaler_core.h"
 #include "service/metrics.h"
-#include "service/study_core.h"
+#include "service/study/study_core.h"
 
 namespace evoscale::service {
 

@@ -2,8 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "prometheus/text_serializer.h"
-#include "service/autoscaler_core.h"
-#include "service/study_core.h"
+#include "service/autoscaler/autoscaler_core.h"
+#include "service/study/study_core.h"
 
 namespace evoscale::service {
 

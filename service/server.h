@@ -9,16 +9,16 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/server.h"
 #include "service/auth.h"
-#include "service/autoscaler_core.h"
+#include "service/autoscaler/autoscaler_core.h"
 #include "service/autoscaler_service.h"
-#include "service/clock.h"
+#include "service/common/clock.h"
 #include "service/http_server.h"
 #include "service/metrics.h"
-#include "service/scheduler.h"
-#include "service/store.h"
-#include "service/study_core.h"
+#include "service/scheduler/scheduler.h"
+#include "service/store/store.h"
+#include "service/study/study_core.h"
 #include "service/study_service.h"
-#include "service/telemetry_store.h"
+#include "service/store/telemetry_store.h"
 
 namespace evoscale::service {
 

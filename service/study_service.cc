@@ -20,7 +20,7 @@ using internal::Assign;
     return internal::HandleUnaryAsync(                                                       \
         ctx, #Method, RoleNeeded, *auth_, *metrics_,                                         \
         [this, req, resp](std::function<void(absl::Status)> finish) {                        \
-          core_->Method##Async(*req, [resp, finish = std::move(finish)](auto result) {       \
+          core_->CallAsync(*req,      [resp, finish = std::move(finish)](auto result) {       \
             finish(Assign(std::move(result), resp));                                         \
           });                                                                                \
         });                                                                                  \

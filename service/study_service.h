@@ -6,7 +6,7 @@
 #include "evoscale/v1/study.grpc.pb.h"
 #include "service/auth.h"
 #include "service/metrics.h"
-#include "service/study_core.h"
+#include "service/study/study_core.h"
 
 namespace evoscale::service {
 

@@ -30,7 +30,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
-#include "service/clock.h"
+#include "service/common/clock.h"
 #include "service/server.h"
 #include "tests/service/test_support.h"
 

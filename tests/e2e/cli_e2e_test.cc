@@ -12,10 +12,12 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/evoscaled_process.h"
+#include "tests/support/test_support.h"
 
 namespace evoscale {
 namespace {
 
+using ::evoscale::testing::AwaitCondition;
 using ::evoscale::testing::BinDir;
 using ::evoscale::testing::EvoscaledProcess;
 using ::evoscale::testing::TempDir;
@@ -135,13 +137,14 @@ TEST_F(CliE2eTest, RunsTheManagedExampleStudyWithTheRealTrainer) {
   const int max_trials = study.spec().max_trials();
   ASSERT_EQ(max_trials, 10);
   v1::Study now;
-  for (int i = 0; i < 1200; ++i) {  // at most about 5 minutes
-    CliResult got = Cli({"study", "get", study.name(), "--json"});
-    ASSERT_EQ(got.exit_code, 0) << got.err;
-    now = ParseJson<v1::Study>(got.out);
-    if (now.completed_trial_count() == max_trials) break;
-    usleep(250000);
-  }
+  AwaitCondition(
+      [&] {
+        CliResult got = Cli({"study", "get", study.name(), "--json"});
+        EXPECT_EQ(got.exit_code, 0) << got.err;
+        now = ParseJson<v1::Study>(got.out);
+        return got.exit_code != 0 || now.completed_trial_count() == max_trials;
+      },
+      absl::Minutes(5), absl::Milliseconds(250));
   ASSERT_EQ(now.completed_trial_count(), max_trials) << now.ShortDebugString();
   CliResult list = Cli({"trials", "list", study.name(), "--json"});
   ASSERT_EQ(list.exit_code, 0) << list.err;

@@ -19,10 +19,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/evoscaled_process.h"
+#include "tests/support/test_support.h"
 
 namespace evoscale {
 namespace {
 
+using ::evoscale::testing::AwaitCondition;
 using ::evoscale::testing::EvoscaledProcess;
 using ::evoscale::testing::ExitedProcess;
 using ::evoscale::testing::TempDir;
@@ -448,9 +450,8 @@ TEST_F(StudyE2eTest, KillNineOfEvoscaledTakesItsManagedTrialsWithIt) {
     in >> pid;
     return pid;
   };
-  for (int i = 0; i < 3000 && read_pid() == 0; ++i) usleep(10000);
+  ASSERT_TRUE(AwaitCondition([&] { return read_pid() != 0; })) << "the trial never started";
   const int pid = read_pid();
-  ASSERT_GT(pid, 0) << "the trial never started";
   server_->Stop(SIGKILL);
   // The trial's process is gone (or a zombie waiting for a reaper).
   auto alive = [&] {
@@ -460,10 +461,10 @@ TEST_F(StudyE2eTest, KillNineOfEvoscaledTakesItsManagedTrialsWithIt) {
     const size_t close = stat.rfind(')');
     return close != std::string::npos && stat.substr(close + 2, 1) != "Z";
   };
-  for (int i = 0; i < 1000 && alive(); ++i) usleep(10000);
-  EXPECT_FALSE(alive()) << "trial process " << pid << " outlived evoscaled";
+  EXPECT_TRUE(AwaitCondition([&] { return !alive(); }, absl::Seconds(10)))
+      << "trial process " << pid << " outlived evoscaled";
   Restart();
-  for (int i = 0; i < 3000 && GetStudy(study).completed_trial_count() < 1; ++i) usleep(10000);
+  EXPECT_TRUE(AwaitCondition([&] { return GetStudy(study).completed_trial_count() >= 1; }));
   std::vector<v1::Trial> all = AllTrials(study);
   ASSERT_THAT(all, SizeIs(1));
   EXPECT_EQ(all[0].state(), v1::Trial::SUCCEEDED) << all[0].ShortDebugString();

@@ -38,7 +38,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
 #include "gtest/gtest.h"
-#include "service/clock.h"
+#include "service/common/clock.h"
 #include "service/server.h"
 #include "tests/service/test_support.h"
 

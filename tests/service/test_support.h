@@ -1,18 +1,12 @@
-// What the service and CLI tests share: a scoped temp directory, status matchers that check
+// What the service and CLI tests share beyond tests/support/: gRPC status matchers that check
 // the code and the message together, and a StudyService client.
 #ifndef EVOSCALE_TESTS_SERVICE_TEST_SUPPORT_H_
 #define EVOSCALE_TESTS_SERVICE_TEST_SUPPORT_H_
 
-#include <stdlib.h>
-
-#include <cerrno>
 #include <chrono>
-#include <cstring>
-#include <filesystem>
 #include <memory>
 #include <ostream>
 #include <string>
-#include <system_error>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -27,6 +21,7 @@
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/status.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_support.h"
 
 // Lets gtest print a grpc::Status readably (found by argument-dependent lookup).
 namespace grpc {
@@ -38,44 +33,9 @@ inline void PrintTo(const Status& status, std::ostream* os) {
 
 namespace evoscale::service::testing {
 
-// A fresh directory (mkdtemp under the test temp dir), removed with its content on
-// destruction. Not thread-safe.
-class ScopedTempDir {
- public:
-  ScopedTempDir() {
-    std::string templ = ::testing::TempDir() + "evoscale_service_test.XXXXXX";
-    if (mkdtemp(templ.data()) == nullptr) {
-      ADD_FAILURE() << "mkdtemp(" << templ << "): " << std::strerror(errno);
-    }
-    path_ = templ;
-  }
-  ~ScopedTempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  ScopedTempDir(const ScopedTempDir&) = delete;
-  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  // The path of `name` inside the directory.
-  std::string File(absl::string_view name) const { return absl::StrCat(path_, "/", name); }
-
- private:
-  std::string path_;
-};
-
-// Matches an absl::Status with code `code` and a message matching `message_matcher`.
-MATCHER_P2(StatusIs, code, message_matcher,
-           absl::StrCat("has code ", absl::StatusCodeToString(code), " and a message that ",
-                        ::testing::DescribeMatcher<std::string>(message_matcher))) {
-  if (arg.code() != code) {
-    *result_listener << "whose code is " << absl::StatusCodeToString(arg.code()) << " (message \""
-                     << arg.message() << "\")";
-    return false;
-  }
-  return ::testing::ExplainMatchResult(message_matcher, std::string(arg.message()),
-                                       result_listener);
-}
+using ::evoscale::testing::AwaitCondition;
+using ::evoscale::testing::ScopedTempDir;
+using ::evoscale::testing::StatusIs;
 
 // Matches a grpc::Status with code `code` and a message matching `message_matcher`.
 MATCHER_P2(GrpcStatusIs, code, message_matcher,

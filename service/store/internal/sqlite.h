@@ -1,7 +1,7 @@
 // Small helpers shared by the SQLite stores: status conversion, statement reset, opening a
 // database in WAL mode and migrating its schema.
-#ifndef EVOSCALE_SERVICE_INTERNAL_SQLITE_H_
-#define EVOSCALE_SERVICE_INTERNAL_SQLITE_H_
+#ifndef EVOSCALE_SERVICE_STORE_INTERNAL_SQLITE_H_
+#define EVOSCALE_SERVICE_STORE_INTERNAL_SQLITE_H_
 
 #include <sqlite3.h>
 
@@ -16,7 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "service/store.h"
+#include "service/store/store.h"
 
 namespace evoscale::service::internal {
 
@@ -87,4 +87,4 @@ class Checkpointer {
 
 }  // namespace evoscale::service::internal
 
-#endif  // EVOSCALE_SERVICE_INTERNAL_SQLITE_H_
+#endif  // EVOSCALE_SERVICE_STORE_INTERNAL_SQLITE_H_

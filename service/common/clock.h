@@ -1,6 +1,6 @@
 // The clock, injected so that tests control time (as LevelDB's Env, Envoy's TimeSource).
-#ifndef EVOSCALE_SERVICE_CLOCK_H_
-#define EVOSCALE_SERVICE_CLOCK_H_
+#ifndef EVOSCALE_SERVICE_COMMON_CLOCK_H_
+#define EVOSCALE_SERVICE_COMMON_CLOCK_H_
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -45,4 +45,4 @@ inline Clock* Clock::Real() {
 
 }  // namespace evoscale::service
 
-#endif  // EVOSCALE_SERVICE_CLOCK_H_
+#endif  // EVOSCALE_SERVICE_COMMON_CLOCK_H_

@@ -2,8 +2,8 @@
 // validates what clients send. Every error is INVALID_ARGUMENT with a message that starts
 // with the path of the offending field, e.g. `spec.parameters[2].double_spec: min 5 must be
 // < max 1`.
-#ifndef EVOSCALE_SERVICE_STUDY_CONVERTER_H_
-#define EVOSCALE_SERVICE_STUDY_CONVERTER_H_
+#ifndef EVOSCALE_SERVICE_STUDY_STUDY_CONVERTER_H_
+#define EVOSCALE_SERVICE_STUDY_STUDY_CONVERTER_H_
 
 #include <map>
 #include <string>
@@ -52,4 +52,4 @@ search::Trial ToSearchTrial(const v1::Trial& trial);
 
 }  // namespace evoscale::service
 
-#endif  // EVOSCALE_SERVICE_STUDY_CONVERTER_H_
+#endif  // EVOSCALE_SERVICE_STUDY_STUDY_CONVERTER_H_

@@ -5,8 +5,8 @@
 // Bounded: raw samples older than `raw_retention` are folded into `bucket_seconds` buckets
 // (mean CPU/GPU/QPS/latency, peak memory and GPU memory, any OOM), and buckets older than
 // `bucket_retention` are deleted, by Compact().
-#ifndef EVOSCALE_SERVICE_TELEMETRY_STORE_H_
-#define EVOSCALE_SERVICE_TELEMETRY_STORE_H_
+#ifndef EVOSCALE_SERVICE_STORE_TELEMETRY_STORE_H_
+#define EVOSCALE_SERVICE_STORE_TELEMETRY_STORE_H_
 
 #include <cstdint>
 #include <functional>
@@ -20,7 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "evoscale/v1/autoscaler.pb.h"
-#include "service/store.h"
+#include "service/store/store.h"
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -102,4 +102,4 @@ class TelemetryStore {
 
 }  // namespace evoscale::service
 
-#endif  // EVOSCALE_SERVICE_TELEMETRY_STORE_H_
+#endif  // EVOSCALE_SERVICE_STORE_TELEMETRY_STORE_H_

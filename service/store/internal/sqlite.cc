@@ -1,4 +1,4 @@
-#include "service/internal/sqlite.h"
+#include "service/store/internal/sqlite.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

@@ -1,15 +1,18 @@
-#include "service/autoscaler_core.h"
+#include "service/autoscaler/autoscaler_core.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <set>
+#include <string>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "service/internal/recommenders.h"
+#include "load_model/replica_load_window.h"
+#include "service/autoscaler/internal/recommenders.h"
 
 namespace evoscale::service {
 
@@ -37,38 +40,9 @@ struct AutoscalerCore::WorkloadState {
   bool has_gpu_memory = false;
   double newest_timestamp = 0;
 
-  // The replica-load window being filled: samples of all instances within
-  // [window_start, window_start + kLoadWindowSeconds).
-  double window_start = -1;
-  std::set<int64_t> window_instances;
-  double window_gpu_util = 0, window_cpu = 0, window_qps = 0, window_latency = 0;
-  int window_samples = 0, window_gpu_samples = 0, window_latency_samples = 0;
+  load_model::ReplicaLoadWindow window{kLoadWindowSeconds};
   load_model::ReplicaRecommendation last_replicas;
   int current_replicas = 0;
-
-  void CloseWindow() {
-    if (window_samples == 0) return;
-    const int n = static_cast<int>(window_instances.size());
-    load_model::LoadSample ls;
-    ls.time = absl::FromUnixSeconds(0) + absl::Seconds(window_start + kLoadWindowSeconds);
-    ls.replicas = n;
-    if (window_gpu_samples > 0) {
-      ls.utilization = window_gpu_util / window_gpu_samples;
-    } else {
-      // CPU-bound serving: utilisation of the recommended CPU request.
-      const double request = resources->Recommend(ls.time).cpu_cores.target;
-      ls.utilization = request > 0 ? window_cpu / window_samples / request : 0;
-    }
-    // Offered load: the instances' mean QPS within the window, summed over instances.
-    ls.qps = window_qps / window_samples * n;
-    ls.latency_ms = window_latency_samples > 0 ? window_latency / window_latency_samples : -1;
-    replicas->AddSample(ls);
-    current_replicas = n;
-    last_replicas = replicas->Recommend(ls.time, n);
-    window_instances.clear();
-    window_gpu_util = window_cpu = window_qps = window_latency = 0;
-    window_samples = window_gpu_samples = window_latency_samples = 0;
-  }
 
   void Feed(const TelemetryRow& r) {
     const absl::Time t = absl::FromUnixSeconds(0) + absl::Seconds(r.timestamp);
@@ -89,22 +63,18 @@ struct AutoscalerCore::WorkloadState {
     newest_timestamp = std::max(newest_timestamp, r.timestamp);
     ++sample_count;
 
-    const double start = std::floor(r.timestamp / kLoadWindowSeconds) * kLoadWindowSeconds;
-    if (start > window_start) {
-      CloseWindow();
-      window_start = start;
-    }
-    window_instances.insert(r.instance_id);
-    ++window_samples;
-    window_cpu += r.cpu_cores;
-    window_qps += r.qps;
-    if (r.gpu_utilization > 0) {
-      window_gpu_util += r.gpu_utilization;
-      ++window_gpu_samples;
-    }
-    if (r.latency_ms > 0) {
-      window_latency += r.latency_ms;
-      ++window_latency_samples;
+    const load_model::InstanceSample sample{.instance = r.instance_id,
+                                            .timestamp = r.timestamp,
+                                            .cpu_cores = r.cpu_cores,
+                                            .qps = r.qps,
+                                            .gpu_utilization = r.gpu_utilization,
+                                            .latency_ms = r.latency_ms};
+    std::optional<load_model::LoadSample> closed = window.Add(
+        sample, [this](absl::Time at) { return resources->Recommend(at).cpu_cores.target; });
+    if (closed.has_value()) {
+      replicas->AddSample(*closed);
+      current_replicas = closed->replicas;
+      last_replicas = replicas->Recommend(closed->time, closed->replicas);
     }
   }
 
@@ -236,14 +206,22 @@ absl::Status AutoscalerCore::ValidateWorkload(const v1::Workload& w) {
 
 absl::StatusOr<v1::Workload> AutoscalerCore::PutWorkload(const v1::PutWorkloadRequest& req) {
   if (absl::Status st = ValidateWorkload(req.workload()); !st.ok()) return st;
+  absl::MutexLock writer(&write_mu_);
+  int64_t id;
+  bool existing;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = workloads_.find(req.workload().name());
+    existing = it != workloads_.end();
+    id = existing ? it->second->id : next_workload_id_;
+  }
+  // The store is written with only write_mu_ held: readers of mu_ do not wait for SQLite.
+  if (absl::Status st = store_->PutWorkload(id, req.workload()); !st.ok()) return st;
   absl::MutexLock lock(&mu_);
   auto it = workloads_.find(req.workload().name());
-  const int64_t id = it == workloads_.end() ? next_workload_id_ : it->second->id;
-  if (absl::Status st = store_->PutWorkload(id, req.workload()); !st.ok()) return st;
-  if (it == workloads_.end()) {
+  if (!existing) {
     ++next_workload_id_;
-    workloads_[req.workload().name()] = NewState(id, req.workload());
-    it = workloads_.find(req.workload().name());
+    it = workloads_.emplace(req.workload().name(), NewState(id, req.workload())).first;
   } else if (PolicyOf(it->second->workload) != PolicyOf(req.workload())) {
     // A new policy starts from the workload's history, as after a restart.
     auto fresh = NewState(id, req.workload());
@@ -280,35 +258,91 @@ v1::ListWorkloadsResponse AutoscalerCore::ListWorkloads() {
   return resp;
 }
 
-absl::Status AutoscalerCore::Ingest(const v1::TelemetryBatch& batch,
-                                    v1::ReportTelemetryResponse* resp) {
-  if (batch.samples_size() > kMaxSamplesPerBatch) {
-    return InvalidArgumentError(StrFormat("samples: %d samples in one batch; at most %d",
-                                          batch.samples_size(), kMaxSamplesPerBatch));
+namespace {
+
+// A sample's own fields, before any state is consulted: the reason and message of the first
+// problem, or nullopt when the sample is well formed.
+struct Rejection {
+  const char* reason;
+  std::string message;
+};
+
+std::optional<Rejection> CheckSampleFields(const v1::TelemetrySample& s, double now) {
+  if (s.instance().empty() || s.instance().size() > kMaxInstanceNameLength) {
+    return Rejection{"bad_field", StrCat("instance: must be 1 to ", kMaxInstanceNameLength,
+                                         " bytes")};
   }
-  const double now = ToUnixSecondsDouble(clock_->Now());
-  absl::MutexLock lock(&mu_);
+  const struct {
+    const char* name;
+    double value;
+  } fields[] = {{"timestamp", s.timestamp()},   {"cpu_cores", s.cpu_cores()},
+                {"memory_bytes", s.memory_bytes()}, {"gpu_utilization", s.gpu_utilization()},
+                {"gpu_memory_bytes", s.gpu_memory_bytes()}, {"qps", s.qps()},
+                {"latency_ms", s.latency_ms()}};
+  for (const auto& f : fields) {
+    if (!std::isfinite(f.value)) {
+      return Rejection{"not_finite", StrFormat("%s: %g is not finite", f.name, f.value)};
+    }
+    if (f.value < 0) {
+      return Rejection{"negative", StrFormat("%s: %g is negative", f.name, f.value)};
+    }
+  }
+  if (s.timestamp() == 0) return Rejection{"bad_field", "timestamp: must be set (unix seconds)"};
+  if (s.gpu_utilization() > 1) {
+    return Rejection{"bad_field",
+                     StrFormat("gpu_utilization: %g must be in [0, 1]", s.gpu_utilization())};
+  }
+  if (s.timestamp() > now + kMaxFutureSkewSeconds) {
+    return Rejection{"future", StrFormat("timestamp: %.3f is %.0f s ahead of the server's clock",
+                                         s.timestamp(), s.timestamp() - now)};
+  }
+  return std::nullopt;
+}
+
+TelemetryRow ToRow(const v1::TelemetrySample& s, int64_t instance_id) {
+  TelemetryRow r;
+  r.instance_id = instance_id;
+  r.timestamp = s.timestamp();
+  r.cpu_cores = s.cpu_cores();
+  r.memory_bytes = s.memory_bytes();
+  r.gpu_utilization = s.gpu_utilization();
+  r.gpu_memory_bytes = s.gpu_memory_bytes();
+  r.qps = s.qps();
+  r.latency_ms = s.latency_ms();
+  r.oom = s.oom();
+  return r;
+}
+
+}  // namespace
+
+// What one batch will do once stored: its accepted rows, the instances it creates, the newest
+// timestamp of each instance it touches, and its rejections.
+struct AutoscalerCore::IngestPlan {
   std::vector<TelemetryRow> rows;
-  rows.reserve(batch.samples_size());
-  std::vector<WorkloadState*> row_workload;
-  row_workload.reserve(batch.samples_size());
+  std::vector<WorkloadState*> row_workload;  // the workload of rows[i]
   std::vector<StoredInstance> new_instances;
-  // The instances this batch touches, by id, with their newest timestamp as the batch would
-  // leave it; applied to the workloads only once the batch is stored.
   struct Touched {
     WorkloadState* workload;
     std::string name;
     double last_timestamp;
   };
-  absl::flat_hash_map<int64_t, Touched> touched;
+  absl::flat_hash_map<int64_t, Touched> touched;  // by instance id
   absl::flat_hash_map<std::pair<WorkloadState*, std::string>, int64_t> new_ids;
-  std::map<std::string, int64_t> rejected;
-  int64_t next_instance_id = next_instance_id_;
+  std::map<std::string, int64_t> rejected;  // by reason
+  int64_t next_instance_id = 0;
+};
 
+AutoscalerCore::IngestPlan AutoscalerCore::PlanIngest(const v1::TelemetryBatch& batch,
+                                                      double now,
+                                                      v1::ReportTelemetryResponse* resp) {
+  IngestPlan plan;
+  plan.rows.reserve(batch.samples_size());
+  plan.row_workload.reserve(batch.samples_size());
+  plan.next_instance_id = next_instance_id_;
   for (int i = 0; i < batch.samples_size(); ++i) {
     const v1::TelemetrySample& s = batch.samples(i);
     auto reject = [&](const char* reason, const std::string& msg) {
-      ++rejected[reason];
+      ++plan.rejected[reason];
       if (resp->errors_size() < kMaxReportedErrors) {
         resp->add_errors(StrFormat("samples[%d]: %s", i, msg));
       }
@@ -319,44 +353,8 @@ absl::Status AutoscalerCore::Ingest(const v1::TelemetryBatch& batch,
                                         "\"; create it with PutWorkload"));
       continue;
     }
-    if (s.instance().empty() || s.instance().size() > kMaxInstanceNameLength) {
-      reject("bad_field", StrCat("instance: must be 1 to ", kMaxInstanceNameLength, " bytes"));
-      continue;
-    }
-    const struct {
-      const char* name;
-      double value;
-    } fields[] = {{"timestamp", s.timestamp()},   {"cpu_cores", s.cpu_cores()},
-                  {"memory_bytes", s.memory_bytes()}, {"gpu_utilization", s.gpu_utilization()},
-                  {"gpu_memory_bytes", s.gpu_memory_bytes()}, {"qps", s.qps()},
-                  {"latency_ms", s.latency_ms()}};
-    const char* bad = nullptr;
-    double bad_value = 0;
-    bool bad_negative = false;
-    for (const auto& f : fields) {
-      if (!std::isfinite(f.value) || f.value < 0) {
-        bad = f.name;
-        bad_value = f.value;
-        bad_negative = std::isfinite(f.value);
-        break;
-      }
-    }
-    if (bad != nullptr) {
-      reject(bad_negative ? "negative" : "not_finite",
-             StrFormat("%s: %g is %s", bad, bad_value, bad_negative ? "negative" : "not finite"));
-      continue;
-    }
-    if (s.timestamp() == 0) {
-      reject("bad_field", "timestamp: must be set (unix seconds)");
-      continue;
-    }
-    if (s.gpu_utilization() > 1) {
-      reject("bad_field", StrFormat("gpu_utilization: %g must be in [0, 1]", s.gpu_utilization()));
-      continue;
-    }
-    if (s.timestamp() > now + kMaxFutureSkewSeconds) {
-      reject("future", StrFormat("timestamp: %.3f is %.0f s ahead of the server's clock",
-                                 s.timestamp(), s.timestamp() - now));
+    if (std::optional<Rejection> bad = CheckSampleFields(s, now); bad.has_value()) {
+      reject(bad->reason, bad->message);
       continue;
     }
     WorkloadState* w = wit->second.get();
@@ -366,14 +364,15 @@ absl::Status AutoscalerCore::Ingest(const v1::TelemetryBatch& batch,
       instance_id = iit->second.id;
       last = iit->second.last_timestamp;
     } else {
-      auto [nit, inserted] = new_ids.try_emplace({w, s.instance()}, next_instance_id);
+      auto [nit, inserted] = plan.new_ids.try_emplace({w, s.instance()}, plan.next_instance_id);
       if (inserted) {
-        new_instances.push_back({next_instance_id, w->id, s.instance()});
-        ++next_instance_id;
+        plan.new_instances.push_back({plan.next_instance_id, w->id, s.instance()});
+        ++plan.next_instance_id;
       }
       instance_id = nit->second;
     }
-    auto [tit, first_touch] = touched.try_emplace(instance_id, Touched{w, s.instance(), last});
+    auto [tit, first_touch] =
+        plan.touched.try_emplace(instance_id, IngestPlan::Touched{w, s.instance(), last});
     last = tit->second.last_timestamp;
     if (s.timestamp() == last) {
       reject("duplicate", StrFormat("timestamp: %.3f repeats the last sample of instance \"%s\"",
@@ -387,40 +386,53 @@ absl::Status AutoscalerCore::Ingest(const v1::TelemetryBatch& batch,
       continue;
     }
     tit->second.last_timestamp = s.timestamp();
-    TelemetryRow r;
-    r.instance_id = instance_id;
-    r.timestamp = s.timestamp();
-    r.cpu_cores = s.cpu_cores();
-    r.memory_bytes = s.memory_bytes();
-    r.gpu_utilization = s.gpu_utilization();
-    r.gpu_memory_bytes = s.gpu_memory_bytes();
-    r.qps = s.qps();
-    r.latency_ms = s.latency_ms();
-    r.oom = s.oom();
-    rows.push_back(r);
-    row_workload.push_back(w);
+    plan.rows.push_back(ToRow(s, instance_id));
+    plan.row_workload.push_back(w);
   }
+  return plan;
+}
 
-  if (absl::Status st = store_->Append(new_instances, rows); !st.ok()) return st;
-
-  // Stored: apply to memory.
-  next_instance_id_ = next_instance_id;
-  for (const auto& [id, t] : touched) {
+void AutoscalerCore::ApplyIngest(const IngestPlan& plan, v1::ReportTelemetryResponse* resp) {
+  next_instance_id_ = plan.next_instance_id;
+  for (const auto& [id, t] : plan.touched) {
     WorkloadState::Instance& inst = t.workload->instances[t.name];
     inst.id = id;
     inst.last_timestamp = t.last_timestamp;
   }
-  for (size_t i = 0; i < rows.size(); ++i) row_workload[i]->Feed(rows[i]);
+  for (size_t i = 0; i < plan.rows.size(); ++i) plan.row_workload[i]->Feed(plan.rows[i]);
   int64_t rejected_count = 0;
-  for (const auto& [reason, n] : rejected) {
+  for (const auto& [reason, n] : plan.rejected) {
     (*resp->mutable_rejected_by_reason())[reason] += n;
     rejected_total_[reason] += n;
     rejected_count += n;
   }
-  resp->set_accepted(resp->accepted() + static_cast<int64_t>(rows.size()));
+  const int64_t accepted = static_cast<int64_t>(plan.rows.size());
+  resp->set_accepted(resp->accepted() + accepted);
   resp->set_rejected(resp->rejected() + rejected_count);
-  accepted_total_ += static_cast<int64_t>(rows.size());
-  if (!rows.empty()) ++version_;
+  accepted_total_ += accepted;
+  if (accepted > 0) ++version_;
+}
+
+absl::Status AutoscalerCore::Ingest(const v1::TelemetryBatch& batch,
+                                    v1::ReportTelemetryResponse* resp) {
+  if (batch.samples_size() > kMaxSamplesPerBatch) {
+    return InvalidArgumentError(StrFormat("samples: %d samples in one batch; at most %d",
+                                          batch.samples_size(), kMaxSamplesPerBatch));
+  }
+  const double now = ToUnixSecondsDouble(clock_->Now());
+  // Writers take write_mu_ for the whole ingest, so batches apply in the order they were
+  // planned; mu_ is held to plan and to apply, never across the SQLite write.
+  absl::MutexLock writer(&write_mu_);
+  IngestPlan plan;
+  {
+    absl::MutexLock lock(&mu_);
+    plan = PlanIngest(batch, now, resp);
+  }
+  if (absl::Status st = store_->Append(plan.new_instances, plan.rows); !st.ok()) return st;
+  {
+    absl::MutexLock lock(&mu_);
+    ApplyIngest(plan, resp);
+  }
   if (++ingests_since_compact_ >= 256) {
     ingests_since_compact_ = 0;
     store_->Compact(retention_, now).IgnoreError();  // retried at the next interval
@@ -482,6 +494,7 @@ void AutoscalerCore::Interrupt() {
 }
 
 absl::StatusOr<int64_t> AutoscalerCore::Compact() {
+  absl::MutexLock writer(&write_mu_);
   return store_->Compact(retention_, ToUnixSecondsDouble(clock_->Now()));
 }
 

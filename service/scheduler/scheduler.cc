@@ -1,4 +1,4 @@
-#include "service/scheduler.h"
+#include "service/scheduler/scheduler.h"
 
 #include <algorithm>
 #include <atomic>
@@ -9,8 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "service/internal/json_escape.h"
-#include "service/study_converter.h"
+#include "nlohmann/json.hpp"
+#include "service/study/study_converter.h"
 
 namespace evoscale::service {
 
@@ -69,11 +69,12 @@ std::map<std::string, std::string> TemplateValues(const v1::Study& study, const 
 }
 
 void Log(const std::string& what, const std::string& trial, const std::string& detail) {
-  // Structured and quiet: one line per trial that could not be reported.
-  std::fprintf(stderr,
-               "{\"event\":\"scheduler\",\"what\":\"%s\",\"trial\":\"%s\",\"detail\":\"%s\"}\n",
-               internal::JsonEscape(what).c_str(), internal::JsonEscape(trial).c_str(),
-               internal::JsonEscape(detail).c_str());
+  // Structured and quiet: one line per trial that could not be reported. A trial's stderr may
+  // hold bytes that are not UTF-8: they become U+FFFD rather than abort the line.
+  const nlohmann::ordered_json line = {
+      {"event", "scheduler"}, {"what", what}, {"trial", trial}, {"detail", detail}};
+  std::fprintf(stderr, "%s\n",
+               line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
 }
 
 // Turns a trial's events into measurements and early-stopping checks.
@@ -94,7 +95,7 @@ class Reporter : public ta::TrialObserver {
     m->set_elapsed_seconds(e.elapsed_s >= 0 ? e.elapsed_s
                                             : absl::ToDoubleSeconds(absl::Now() - start_));
     for (const auto& [name, value] : e.metrics) (*m->mutable_metrics())[name] = value;
-    absl::StatusOr<v1::Trial> added = core_->AddTrialMeasurement(req);
+    absl::StatusOr<v1::Trial> added = core_->Call(req);
     if (!added.ok()) {
       if (!warned_) Log("measurement refused", trial_, std::string(added.status().message()));
       warned_ = true;
@@ -103,7 +104,7 @@ class Reporter : public ta::TrialObserver {
     v1::CheckTrialEarlyStoppingStateRequest check;
     check.set_trial_name(trial_);
     absl::StatusOr<v1::CheckTrialEarlyStoppingStateResponse> r =
-        core_->CheckTrialEarlyStoppingState(check);
+        core_->Call(check);
     if (r.ok() && r->should_stop()) stop_(grace_);
   }
 
@@ -181,7 +182,7 @@ void Scheduler::Loop() {
         v1::CheckTrialEarlyStoppingStateRequest check;
         check.set_trial_name(slot->trial_name);
         absl::StatusOr<v1::CheckTrialEarlyStoppingStateResponse> r =
-            core_->CheckTrialEarlyStoppingState(check);
+            core_->Call(check);
         if (r.ok() && r->should_stop()) {
           slot->RequestStop(options_.stop_grace);
           continue;  // no heartbeat: a STOPPING trial is not handed back, a new one would be
@@ -192,7 +193,7 @@ void Scheduler::Loop() {
           beat.set_parent(key.study);
           beat.set_suggestion_count(1);
           beat.set_client_id(slot->client_id);
-          core_->SuggestTrials(beat).IgnoreError();
+          core_->Call(beat).IgnoreError();
           slot->last_heartbeat = now;
         }
       }
@@ -203,7 +204,7 @@ void Scheduler::Loop() {
     v1::ListStudiesRequest list;
     list.set_page_size(kMaxPageSize);
     for (;;) {
-      absl::StatusOr<v1::ListStudiesResponse> page = core_->ListStudies(list);
+      absl::StatusOr<v1::ListStudiesResponse> page = core_->Call(list);
       if (!page.ok()) break;
       for (const v1::Study& s : page->studies()) {
         if (s.state() == v1::Study::ACTIVE && !s.spec().trial_template().command().empty()) {
@@ -239,7 +240,7 @@ void Scheduler::FillSlots(const v1::Study& study) {
     req.set_parent(study.name());
     req.set_suggestion_count(1);
     req.set_client_id(slot->client_id);
-    absl::StatusOr<v1::SuggestTrialsResponse> got = core_->SuggestTrials(req);
+    absl::StatusOr<v1::SuggestTrialsResponse> got = core_->Call(req);
     if (!got.ok() || got->trials().empty()) return;  // budget spent, or not ACTIVE any more
     const v1::Trial& trial = got->trials(0);
     slot->trial_name = trial.name();
@@ -342,7 +343,7 @@ void Scheduler::Report(const v1::Study& study, const v1::Trial& trial,
       break;
   }
   if (outcome.kind == ta::TrialOutcome::Kind::kStopped) {
-    absl::StatusOr<v1::Trial> done = core_->CompleteTrial(req);
+    absl::StatusOr<v1::Trial> done = core_->Call(req);
     if (!done.ok() && done.status().code() == absl::StatusCode::kInvalidArgument) {
       req.set_trial_infeasible(true);
       req.set_infeasible_reason("stopped before its first measurement");
@@ -356,7 +357,7 @@ void Scheduler::Report(const v1::Study& study, const v1::Trial& trial,
 }
 
 void Scheduler::Complete(const v1::CompleteTrialRequest& req) {
-  absl::StatusOr<v1::Trial> done = core_->CompleteTrial(req);
+  absl::StatusOr<v1::Trial> done = core_->Call(req);
   // FAILED_PRECONDITION: a client completed it meanwhile; nothing to do.
   if (!done.ok() && done.status().code() != absl::StatusCode::kFailedPrecondition) {
     Log("completion refused", req.name(), std::string(done.status().message()));

@@ -16,6 +16,7 @@
 namespace evoscale::service {
 namespace {
 
+using ::evoscale::service::testing::AwaitCondition;
 using ::evoscale::service::testing::GrpcOk;
 using ::evoscale::service::testing::GrpcStatusIs;
 using ::evoscale::service::testing::ScopedTempDir;
@@ -65,16 +66,15 @@ class SchedulerTest : public ::testing::Test {
     client_ = std::make_unique<StudyClient>(absl::StrCat("127.0.0.1:", server_->grpc_port()));
   }
 
-  // Polls until `done(study)` or 60 s.
+  // Waits (up to 60 s) until `done(study)`.
   v1::Study AwaitStudy(const std::string& name, const std::function<bool(const v1::Study&)>& done) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(60);
     v1::Study s;
-    while (absl::Now() < deadline) {
-      s = client_->MustGetStudy(name);
-      if (done(s)) return s;
-      absl::SleepFor(absl::Milliseconds(20));
+    if (!AwaitCondition([&] {
+          s = client_->MustGetStudy(name);
+          return done(s);
+        })) {
+      ADD_FAILURE() << "timed out waiting on " << name << ": " << s.ShortDebugString();
     }
-    ADD_FAILURE() << "timed out waiting on " << name << ": " << s.ShortDebugString();
     return s;
   }
 

@@ -1,5 +1,5 @@
 // Tests of service/store.h on real SQLite files in a temp dir.
-#include "service/store.h"
+#include "service/store/store.h"
 
 #include <unistd.h>
 
@@ -19,15 +19,15 @@
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
-#include "service/telemetry_store.h"
-#include "tests/service/test_support.h"
+#include "service/store/telemetry_store.h"
+#include "tests/support/test_support.h"
 
 namespace evoscale::service {
 namespace {
 
 using ::absl::StatusCode;
-using ::evoscale::service::testing::ScopedTempDir;
-using ::evoscale::service::testing::StatusIs;
+using ::evoscale::testing::ScopedTempDir;
+using ::evoscale::testing::StatusIs;
 using ::google::protobuf::util::MessageDifferencer;
 using ::testing::AllOf;
 using ::testing::Eq;

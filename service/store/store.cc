@@ -1,4 +1,4 @@
-#include "service/store.h"
+#include "service/store/store.h"
 
 #include <sqlite3.h>
 
@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "service/internal/database_lock.h"
-#include "service/internal/sqlite.h"
+#include "service/store/internal/database_lock.h"
+#include "service/store/internal/sqlite.h"
 
 namespace evoscale::service {
 namespace {

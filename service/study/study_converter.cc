@@ -1,4 +1,4 @@
-#include "service/study_converter.h"
+#include "service/study/study_converter.h"
 
 #include <algorithm>
 #include <cmath>

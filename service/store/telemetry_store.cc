@@ -1,4 +1,4 @@
-#include "service/telemetry_store.h"
+#include "service/store/telemetry_store.h"
 
 #include <sqlite3.h>
 
@@ -7,8 +7,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "service/internal/database_lock.h"
-#include "service/internal/sqlite.h"
+#include "service/store/internal/database_lock.h"
+#include "service/store/internal/sqlite.h"
 
 namespace evoscale::service {
 namespace {

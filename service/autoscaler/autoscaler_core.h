@@ -1,8 +1,8 @@
 // AutoscalerCore: the AutoscalerService's logic, independent of gRPC. Telemetry is validated
 // sample by sample, stored in one transaction per batch, and fed to each workload's load
 // models, which answer recommendations.
-#ifndef EVOSCALE_SERVICE_AUTOSCALER_CORE_H_
-#define EVOSCALE_SERVICE_AUTOSCALER_CORE_H_
+#ifndef EVOSCALE_SERVICE_AUTOSCALER_AUTOSCALER_CORE_H_
+#define EVOSCALE_SERVICE_AUTOSCALER_AUTOSCALER_CORE_H_
 
 #include <cstdint>
 #include <map>
@@ -18,8 +18,8 @@
 #include "absl/time/time.h"
 #include "evoscale/v1/autoscaler.pb.h"
 #include "load_model/recommender.h"
-#include "service/clock.h"
-#include "service/telemetry_store.h"
+#include "service/common/clock.h"
+#include "service/store/telemetry_store.h"
 
 namespace evoscale::service {
 
@@ -71,17 +71,28 @@ class AutoscalerCore {
 
  private:
   struct WorkloadState;
+  struct IngestPlan;
   AutoscalerCore(TelemetryStore* store, Clock* clock, RetentionPolicy retention);
   absl::Status Load();
   static absl::Status ValidateWorkload(const v1::Workload& w);
   static std::unique_ptr<WorkloadState> NewState(int64_t id, const v1::Workload& w);
+  // Ingest's steps: validate the batch against the workloads (nothing changes), then, once
+  // the store has the accepted rows, apply them to the load models and the counters.
+  IngestPlan PlanIngest(const v1::TelemetryBatch& batch, double now,
+                        v1::ReportTelemetryResponse* resp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplyIngest(const IngestPlan& plan, v1::ReportTelemetryResponse* resp)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   TelemetryStore* const store_;
   Clock* const clock_;
   const RetentionPolicy retention_;
 
-  // Ingest holds mu_ across validation, the store write and the model update, so samples of
-  // one workload are applied in the order they were accepted.
+  // Serialises the writers (Ingest, PutWorkload, Compact): each plans under mu_, writes the
+  // store with only write_mu_ held, then applies under mu_, so batches apply in the order they
+  // were accepted while readers (recommendations, lists, metrics) never wait for SQLite.
+  absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  int64_t ingests_since_compact_ ABSL_GUARDED_BY(write_mu_) = 0;
+  // The workloads and their load models.
   absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<WorkloadState>> workloads_ ABSL_GUARDED_BY(mu_);
   int64_t next_workload_id_ ABSL_GUARDED_BY(mu_) = 1;
@@ -89,10 +100,9 @@ class AutoscalerCore {
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t interrupts_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t accepted_total_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t ingests_since_compact_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int64_t> rejected_total_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace evoscale::service
 
-#endif  // EVOSCALE_SERVICE_AUTOSCALER_CORE_H_
+#endif  // EVOSCALE_SERVICE_AUTOSCALER_AUTOSCALER_CORE_H_

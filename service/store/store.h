@@ -1,8 +1,8 @@
 // Durable storage of studies and trials in SQLite (WAL mode, foreign keys on, prepared
 // statements only). The store is the source of truth: the service keeps a write-through cache
 // and rebuilds it from LoadAll() at start-up.
-#ifndef EVOSCALE_SERVICE_STORE_H_
-#define EVOSCALE_SERVICE_STORE_H_
+#ifndef EVOSCALE_SERVICE_STORE_STORE_H_
+#define EVOSCALE_SERVICE_STORE_STORE_H_
 
 #include <cstdint>
 #include <functional>
@@ -181,4 +181,4 @@ class Store {
 
 }  // namespace evoscale::service
 
-#endif  // EVOSCALE_SERVICE_STORE_H_
+#endif  // EVOSCALE_SERVICE_STORE_STORE_H_

@@ -7,8 +7,8 @@
 // readable by other tools (sqlite3, backups), which an exclusive SQLite lock would block. The
 // lock is on a file of its own because SQLite's POSIX locks on the database file are released
 // when any descriptor of that file closes in the process.
-#ifndef EVOSCALE_SERVICE_INTERNAL_DATABASE_LOCK_H_
-#define EVOSCALE_SERVICE_INTERNAL_DATABASE_LOCK_H_
+#ifndef EVOSCALE_SERVICE_STORE_INTERNAL_DATABASE_LOCK_H_
+#define EVOSCALE_SERVICE_STORE_INTERNAL_DATABASE_LOCK_H_
 
 #include <memory>
 #include <string>
@@ -37,4 +37,4 @@ class DatabaseLock {
 
 }  // namespace evoscale::service::internal
 
-#endif  // EVOSCALE_SERVICE_INTERNAL_DATABASE_LOCK_H_
+#endif  // EVOSCALE_SERVICE_STORE_INTERNAL_DATABASE_LOCK_H_

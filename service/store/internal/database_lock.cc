@@ -1,4 +1,4 @@
-#include "service/internal/database_lock.h"
+#include "service/store/internal/database_lock.h"
 
 #include <fcntl.h>
 #include <sys/file.h>

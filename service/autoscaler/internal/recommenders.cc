@@ -1,4 +1,4 @@
-#include "service/internal/recommenders.h"
+#include "service/autoscaler/internal/recommenders.h"
 
 #include "load_model/evoscale_policy.h"
 #include "load_model/hpa.h"

@@ -1,9 +1,11 @@
-#include "service/study_core.h"
+#include "service/study/study_core.h"
 
 #include <algorithm>
 #include <optional>
+#include <string>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -12,7 +14,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "search/early_stopping.h"
 #include "search/pareto.h"
-#include "service/study_converter.h"
+#include "service/study/study_converter.h"
 
 namespace evoscale::service {
 
@@ -95,6 +97,29 @@ struct StudyCore::StudyState {
     for (int64_t id : requested) pending.push_back(ToSearchTrial(trial(id)));
     designer->Update(completed, pending);
   }
+
+  // What one SuggestTrials hands out, built step by step and then written in one batch.
+  struct Handout {
+    std::vector<v1::Trial> trials;  // to hand to the client, as they will be stored
+    std::vector<v1::Trial> failed;  // stale trials that ran out of retries
+    bool designer_used = false;
+    bool exhausted = false;  // the budget or the search space is spent
+  };
+  // SuggestTrials' steps, in the order it takes them (each stops at `count` trials).
+  // 1. The client's own ACTIVE trials (an idempotent retry), then stale trials of dead clients
+  //    (or FAILED, once out of retries).
+  void HandBackActive(const std::string& client, int count, absl::Time now, Handout* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // 2. REQUESTED trials (created by clients, waiting for a worker).
+  void HandOutRequested(const std::string& client, int count, absl::Time now, Handout* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // 3. New suggestions from the designer, within the budget.
+  absl::Status SuggestNew(const std::string& client, int count, absl::Time now, Handout* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // 4. Writes the handout (and COMPLETED, when nothing is left) and applies it to the cache.
+  absl::StatusOr<v1::SuggestTrialsResponse> CommitHandout(
+      Handout out, absl::FunctionRef<absl::Status(WriteBatch)> commit)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   absl::Status RebuildDesigner() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     absl::StatusOr<std::unique_ptr<search::Designer>> d = search::CreateDesigner(problem);
@@ -286,7 +311,7 @@ absl::StatusOr<std::pair<std::shared_ptr<StudyCore::StudyState>, int64_t>> Study
     return absl::NotFoundError(absl::StrFormat("trial \"%s\" not found", name));            \
   }
 
-absl::StatusOr<v1::Study> StudyCore::DoCreateStudy(const v1::CreateStudyRequest& req) {
+absl::StatusOr<v1::Study> StudyCore::Apply(const v1::CreateStudyRequest& req) {
   const v1::Study& in = req.study();
   if (in.display_name().size() > kMaxNameLength) {
     return InvalidArgumentError(StrCat("study.display_name: longer than ", kMaxNameLength));
@@ -321,7 +346,7 @@ absl::StatusOr<v1::Study> StudyCore::DoCreateStudy(const v1::CreateStudyRequest&
   return state->StudyWithCounts();
 }
 
-absl::StatusOr<v1::Study> StudyCore::DoGetStudy(const v1::GetStudyRequest& req) {
+absl::StatusOr<v1::Study> StudyCore::Apply(const v1::GetStudyRequest& req) {
   auto state = FindStudy(req.name(), "name");
   if (!state.ok()) return state.status();
   absl::MutexLock lock(&(*state)->mu);
@@ -329,7 +354,7 @@ absl::StatusOr<v1::Study> StudyCore::DoGetStudy(const v1::GetStudyRequest& req) 
   return (*state)->StudyWithCounts();
 }
 
-absl::StatusOr<v1::ListStudiesResponse> StudyCore::DoListStudies(
+absl::StatusOr<v1::ListStudiesResponse> StudyCore::Apply(
     const v1::ListStudiesRequest& req) {
   absl::StatusOr<int> page_size = PageSize(req.page_size());
   if (!page_size.ok()) return page_size.status();
@@ -356,7 +381,7 @@ absl::StatusOr<v1::ListStudiesResponse> StudyCore::DoListStudies(
   return resp;
 }
 
-absl::Status StudyCore::DoDeleteStudy(const v1::DeleteStudyRequest& req) {
+absl::Status StudyCore::Apply(const v1::DeleteStudyRequest& req) {
   auto state = FindStudy(req.name(), "name");
   if (!state.ok()) return state.status();
   absl::MutexLock lock(&mu_);
@@ -370,7 +395,7 @@ absl::Status StudyCore::DoDeleteStudy(const v1::DeleteStudyRequest& req) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::Study> StudyCore::DoSetStudyState(const v1::SetStudyStateRequest& req) {
+absl::StatusOr<v1::Study> StudyCore::Apply(const v1::SetStudyStateRequest& req) {
   if (req.state() != v1::Study::ACTIVE && req.state() != v1::Study::INACTIVE &&
       req.state() != v1::Study::COMPLETED) {
     return InvalidArgumentError(
@@ -390,7 +415,121 @@ absl::StatusOr<v1::Study> StudyCore::DoSetStudyState(const v1::SetStudyStateRequ
   return s.StudyWithCounts();
 }
 
-absl::StatusOr<v1::SuggestTrialsResponse> StudyCore::DoSuggestTrials(
+void StudyCore::StudyState::HandBackActive(const std::string& client, int count, absl::Time now,
+                                           Handout* out) {
+  const google::protobuf::Timestamp now_proto = ToProto(now);
+  std::vector<v1::Trial> taken;  // stale trials this client may take over
+  for (int64_t id : active) {
+    const v1::Trial& t = trial(id);
+    if (t.state() != v1::Trial::ACTIVE) continue;
+    if (t.client_id() == client) {
+      if (static_cast<int>(out->trials.size()) >= count) continue;
+      v1::Trial n = t;
+      *n.mutable_heartbeat_time() = now_proto;
+      out->trials.push_back(std::move(n));
+      continue;
+    }
+    if (FromProto(t.heartbeat_time()) + heartbeat_timeout > now) continue;  // alive
+    v1::Trial n = t;
+    if (t.retries() >= max_retries) {
+      n.set_state(v1::Trial::FAILED);
+      n.set_infeasible_reason(absl::StrFormat("no heartbeat within %s, %d times",
+                                              absl::FormatDuration(heartbeat_timeout),
+                                              t.retries() + 1));
+      *n.mutable_end_time() = now_proto;
+      out->failed.push_back(std::move(n));
+    } else {
+      n.set_client_id(client);
+      n.set_retries(t.retries() + 1);
+      *n.mutable_heartbeat_time() = now_proto;
+      taken.push_back(std::move(n));
+    }
+  }
+  for (v1::Trial& n : taken) {
+    if (static_cast<int>(out->trials.size()) >= count) break;
+    out->trials.push_back(std::move(n));
+  }
+}
+
+void StudyCore::StudyState::HandOutRequested(const std::string& client, int count,
+                                             absl::Time now, Handout* out) {
+  const google::protobuf::Timestamp now_proto = ToProto(now);
+  for (auto it = requested.begin();
+       it != requested.end() && static_cast<int>(out->trials.size()) < count; ++it) {
+    v1::Trial n = trial(*it);
+    n.set_state(v1::Trial::ACTIVE);
+    n.set_client_id(client);
+    *n.mutable_start_time() = now_proto;
+    *n.mutable_heartbeat_time() = now_proto;
+    out->trials.push_back(std::move(n));
+  }
+}
+
+absl::Status StudyCore::StudyState::SuggestNew(const std::string& client, int count,
+                                               absl::Time now, Handout* out) {
+  const int64_t max_trials = study.spec().max_trials();
+  const int64_t stored = static_cast<int64_t>(trials.size());
+  int64_t room = count - static_cast<int64_t>(out->trials.size());
+  if (max_trials > 0) room = std::min(room, max_trials - stored);
+  out->exhausted = max_trials > 0 && stored >= max_trials;
+  if (room <= 0 || study.state() != v1::Study::ACTIVE) return absl::OkStatus();
+  SyncDesigner();
+  out->designer_used = true;
+  absl::StatusOr<std::vector<search::ParameterDict>> suggestions =
+      designer->Suggest(static_cast<int>(room), stored);
+  if (!suggestions.ok()) return suggestions.status();
+  if (static_cast<int64_t>(suggestions->size()) < room) out->exhausted = true;  // space spent
+  const google::protobuf::Timestamp now_proto = ToProto(now);
+  int64_t next_id = stored + 1;
+  for (const search::ParameterDict& params : *suggestions) {
+    v1::Trial n;
+    n.set_id(next_id);
+    n.set_name(StrCat(study.name(), "/trials/", next_id));
+    ++next_id;
+    n.set_state(v1::Trial::ACTIVE);
+    n.set_client_id(client);
+    SetParameters(params, &n);
+    *n.mutable_resources() = study.spec().trial_template().resources();
+    *n.mutable_start_time() = now_proto;
+    *n.mutable_heartbeat_time() = now_proto;
+    out->trials.push_back(std::move(n));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::SuggestTrialsResponse> StudyCore::StudyState::CommitHandout(
+    Handout out, absl::FunctionRef<absl::Status(WriteBatch)> commit) {
+  // The budget is spent and nothing is left to hand out: the study is done.
+  const bool completes_study =
+      out.trials.empty() && out.exhausted && study.state() == v1::Study::ACTIVE;
+  WriteBatch batch;
+  int64_t seq = next_completion_seq();
+  std::vector<int64_t> failed_seq;
+  for (const v1::Trial& f : out.failed) {
+    failed_seq.push_back(seq);
+    batch.PutTrial(id, f, seq++);
+  }
+  for (const v1::Trial& t : out.trials) batch.PutTrial(id, t, 0);
+  if (completes_study) {
+    v1::Study completed = study;
+    completed.set_state(v1::Study::COMPLETED);
+    batch.PutStudy(id, completed);
+  }
+  if (absl::Status st = commit(std::move(batch)); !st.ok()) {
+    if (out.designer_used) RebuildDesigner().IgnoreError();
+    return st;
+  }
+  for (size_t i = 0; i < out.failed.size(); ++i) Apply(out.failed[i], failed_seq[i]);
+  for (const v1::Trial& t : out.trials) Apply(t, 0);
+  if (completes_study) study.set_state(v1::Study::COMPLETED);
+  v1::SuggestTrialsResponse resp;
+  resp.mutable_trials()->Reserve(static_cast<int>(out.trials.size()));
+  for (v1::Trial& t : out.trials) *resp.add_trials() = std::move(t);
+  resp.set_study_state(study.state());
+  return resp;
+}
+
+absl::StatusOr<v1::SuggestTrialsResponse> StudyCore::Apply(
     const v1::SuggestTrialsRequest& req) {
   if (req.suggestion_count() < 1 || req.suggestion_count() > kMaxSuggestionCount) {
     return InvalidArgumentError(absl::StrFormat("suggestion_count: %d must be in [1, %d]",
@@ -411,111 +550,15 @@ absl::StatusOr<v1::SuggestTrialsResponse> StudyCore::DoSuggestTrials(
   }
   const int count = req.suggestion_count();
   const absl::Time now = clock_->Now();
-  const google::protobuf::Timestamp now_proto = ToProto(now);
-  std::vector<v1::Trial> out;  // the trials to hand out, as they will be stored
-  std::vector<v1::Trial> failed;  // stale trials that ran out of retries
-
-  // 1. The client's own ACTIVE trials (an idempotent retry), then stale trials of others.
-  std::vector<v1::Trial> taken;  // stale trials this client may take over
-  for (int64_t id : s.active) {
-    const v1::Trial& t = s.trial(id);
-    if (t.state() != v1::Trial::ACTIVE) continue;
-    if (t.client_id() == req.client_id()) {
-      if (static_cast<int>(out.size()) >= count) continue;
-      v1::Trial n = t;
-      *n.mutable_heartbeat_time() = now_proto;
-      out.push_back(std::move(n));
-      continue;
-    }
-    if (FromProto(t.heartbeat_time()) + s.heartbeat_timeout > now) continue;  // alive
-    v1::Trial n = t;
-    if (t.retries() >= s.max_retries) {
-      n.set_state(v1::Trial::FAILED);
-      n.set_infeasible_reason(absl::StrFormat("no heartbeat within %s, %d times",
-                                              absl::FormatDuration(s.heartbeat_timeout),
-                                              t.retries() + 1));
-      *n.mutable_end_time() = now_proto;
-      failed.push_back(std::move(n));
-    } else {
-      n.set_client_id(req.client_id());
-      n.set_retries(t.retries() + 1);
-      *n.mutable_heartbeat_time() = now_proto;
-      taken.push_back(std::move(n));
-    }
-  }
-  for (v1::Trial& n : taken) {
-    if (static_cast<int>(out.size()) >= count) break;
-    out.push_back(std::move(n));
-  }
-  // 2. REQUESTED trials (created by clients, waiting for a worker).
-  for (auto it = s.requested.begin();
-       it != s.requested.end() && static_cast<int>(out.size()) < count; ++it) {
-    v1::Trial n = s.trial(*it);
-    n.set_state(v1::Trial::ACTIVE);
-    n.set_client_id(req.client_id());
-    *n.mutable_start_time() = now_proto;
-    *n.mutable_heartbeat_time() = now_proto;
-    out.push_back(std::move(n));
-  }
-  // 3. New suggestions from the designer, within the budget.
-  const int64_t max_trials = s.study.spec().max_trials();
-  int64_t room = count - static_cast<int64_t>(out.size());
-  if (max_trials > 0) room = std::min(room, max_trials - static_cast<int64_t>(s.trials.size()));
-  bool designer_used = false;
-  bool exhausted = max_trials > 0 && static_cast<int64_t>(s.trials.size()) >= max_trials;
-  if (room > 0 && s.study.state() == v1::Study::ACTIVE) {
-    s.SyncDesigner();
-    designer_used = true;
-    absl::StatusOr<std::vector<search::ParameterDict>> suggestions =
-        s.designer->Suggest(static_cast<int>(room), static_cast<int64_t>(s.trials.size()));
-    if (!suggestions.ok()) return suggestions.status();
-    if (static_cast<int64_t>(suggestions->size()) < room) exhausted = true;  // space exhausted
-    int64_t next_id = static_cast<int64_t>(s.trials.size()) + 1;
-    for (const search::ParameterDict& params : *suggestions) {
-      v1::Trial n;
-      n.set_id(next_id);
-      n.set_name(StrCat(s.study.name(), "/trials/", next_id));
-      ++next_id;
-      n.set_state(v1::Trial::ACTIVE);
-      n.set_client_id(req.client_id());
-      SetParameters(params, &n);
-      *n.mutable_resources() = s.study.spec().trial_template().resources();
-      *n.mutable_start_time() = now_proto;
-      *n.mutable_heartbeat_time() = now_proto;
-      out.push_back(std::move(n));
-    }
-  }
-  // The budget is spent and nothing is left to hand out: the study is done.
-  const bool completes_study =
-      out.empty() && exhausted && s.study.state() == v1::Study::ACTIVE;
-  WriteBatch batch;
-  int64_t seq = s.next_completion_seq();
-  std::vector<int64_t> failed_seq;
-  for (const v1::Trial& f : failed) {
-    failed_seq.push_back(seq);
-    batch.PutTrial(s.id, f, seq++);
-  }
-  for (const v1::Trial& t : out) batch.PutTrial(s.id, t, 0);
-  if (completes_study) {
-    v1::Study completed = s.study;
-    completed.set_state(v1::Study::COMPLETED);
-    batch.PutStudy(s.id, completed);
-  }
-  if (absl::Status st = Commit(std::move(batch)); !st.ok()) {
-    if (designer_used) s.RebuildDesigner().IgnoreError();
-    return st;
-  }
-  for (size_t i = 0; i < failed.size(); ++i) s.Apply(failed[i], failed_seq[i]);
-  for (const v1::Trial& t : out) s.Apply(t, 0);
-  if (completes_study) s.study.set_state(v1::Study::COMPLETED);
-  v1::SuggestTrialsResponse resp;
-  resp.mutable_trials()->Reserve(static_cast<int>(out.size()));
-  for (v1::Trial& t : out) *resp.add_trials() = std::move(t);
-  resp.set_study_state(s.study.state());
-  return resp;
+  StudyState::Handout out;
+  s.HandBackActive(req.client_id(), count, now, &out);
+  s.HandOutRequested(req.client_id(), count, now, &out);
+  if (absl::Status st = s.SuggestNew(req.client_id(), count, now, &out); !st.ok()) return st;
+  return s.CommitHandout(std::move(out),
+                         [this](WriteBatch batch) { return Commit(std::move(batch)); });
 }
 
-absl::StatusOr<v1::Trial> StudyCore::DoCreateTrial(const v1::CreateTrialRequest& req) {
+absl::StatusOr<v1::Trial> StudyCore::Apply(const v1::CreateTrialRequest& req) {
   auto found = FindStudy(req.parent(), "parent");
   if (!found.ok()) return found.status();
   StudyState& s = **found;
@@ -561,12 +604,12 @@ absl::StatusOr<v1::Trial> StudyCore::DoCreateTrial(const v1::CreateTrialRequest&
   return t;
 }
 
-absl::StatusOr<v1::Trial> StudyCore::DoGetTrial(const v1::GetTrialRequest& req) {
+absl::StatusOr<v1::Trial> StudyCore::Apply(const v1::GetTrialRequest& req) {
   EVOSCALE_LOCK_TRIAL(req.name(), "name");
   return state->trial(trial_id);
 }
 
-absl::StatusOr<v1::ListTrialsResponse> StudyCore::DoListTrials(const v1::ListTrialsRequest& req) {
+absl::StatusOr<v1::ListTrialsResponse> StudyCore::Apply(const v1::ListTrialsRequest& req) {
   absl::StatusOr<int> page_size = PageSize(req.page_size());
   if (!page_size.ok()) return page_size.status();
   absl::StatusOr<int64_t> start = PageStart(req.page_token());
@@ -593,7 +636,7 @@ absl::StatusOr<v1::ListTrialsResponse> StudyCore::DoListTrials(const v1::ListTri
   return resp;
 }
 
-absl::StatusOr<v1::Trial> StudyCore::DoAddTrialMeasurement(
+absl::StatusOr<v1::Trial> StudyCore::Apply(
     const v1::AddTrialMeasurementRequest& req) {
   if (absl::Status st = ValidateMeasurement(req.measurement(), "measurement"); !st.ok()) {
     return st;
@@ -622,7 +665,7 @@ absl::StatusOr<v1::Trial> StudyCore::DoAddTrialMeasurement(
   return n;
 }
 
-absl::StatusOr<v1::Trial> StudyCore::DoCompleteTrial(const v1::CompleteTrialRequest& req) {
+absl::StatusOr<v1::Trial> StudyCore::Apply(const v1::CompleteTrialRequest& req) {
   if (absl::Status st = ValidateMeasurement(req.final_measurement(), "final_measurement");
       !st.ok()) {
     return st;
@@ -671,7 +714,7 @@ absl::StatusOr<v1::Trial> StudyCore::DoCompleteTrial(const v1::CompleteTrialRequ
   return n;
 }
 
-absl::StatusOr<v1::CheckTrialEarlyStoppingStateResponse> StudyCore::DoCheckTrialEarlyStoppingState(
+absl::StatusOr<v1::CheckTrialEarlyStoppingStateResponse> StudyCore::Apply(
     const v1::CheckTrialEarlyStoppingStateRequest& req) {
   EVOSCALE_LOCK_TRIAL(req.trial_name(), "trial_name");
   const v1::Trial& t = state->trial(trial_id);
@@ -694,7 +737,7 @@ absl::StatusOr<v1::CheckTrialEarlyStoppingStateResponse> StudyCore::DoCheckTrial
   return resp;
 }
 
-absl::StatusOr<v1::Trial> StudyCore::DoStopTrial(const v1::StopTrialRequest& req) {
+absl::StatusOr<v1::Trial> StudyCore::Apply(const v1::StopTrialRequest& req) {
   EVOSCALE_LOCK_TRIAL(req.name(), "name");
   const v1::Trial& t = state->trial(trial_id);
   if (t.state() == v1::Trial::STOPPING) return t;
@@ -712,7 +755,7 @@ absl::StatusOr<v1::Trial> StudyCore::DoStopTrial(const v1::StopTrialRequest& req
   return n;
 }
 
-absl::StatusOr<v1::ListOptimalTrialsResponse> StudyCore::DoListOptimalTrials(
+absl::StatusOr<v1::ListOptimalTrialsResponse> StudyCore::Apply(
     const v1::ListOptimalTrialsRequest& req) {
   auto found = FindStudy(req.parent(), "parent");
   if (!found.ok()) return found.status();
@@ -743,7 +786,7 @@ absl::StatusOr<v1::ListOptimalTrialsResponse> StudyCore::DoListOptimalTrials(
 // under the study's lock, and the call waits for its fsync after the lock is released, so
 // concurrent writers of one study share fsyncs (group commit). Reads wait for the last queued
 // write, so no answer ever shows a write that is not yet durable. With kProcessCrash, Commit
-// writes synchronously and the wrappers add nothing.
+// writes synchronously and Call/CallAsync add nothing.
 
 namespace {
 // The ticket of the write queued by the current call on this thread (0 = none).
@@ -758,165 +801,14 @@ absl::Status StudyCore::Commit(WriteBatch batch) {
   return absl::OkStatus();
 }
 
-template <typename R>
-void StudyCore::DurableAsync(R result, Done<R> done) {
+void StudyCore::WhenDurable(std::function<void(absl::Status)> then) {
   if (!store_->defers_sync()) {
-    done(std::move(result));
+    then(absl::OkStatus());
     return;
   }
   uint64_t ticket = std::exchange(pending_ticket, 0);
   if (ticket == 0) ticket = store_->last_ticket();
-  store_->OnDurable(ticket, [result = std::move(result),
-                             done = std::move(done)](absl::Status st) mutable {
-    if (st.ok()) {
-      done(std::move(result));
-    } else {
-      done(R(std::move(st)));
-    }
-  });
-}
-
-template <typename R>
-R StudyCore::Durable(R result) {
-  if (!store_->defers_sync()) return result;
-  std::optional<R> out;
-  absl::Notification durable;
-  DurableAsync(std::move(result), Done<R>([&](R r) {
-                 out.emplace(std::move(r));
-                 durable.Notify();
-               }));
-  durable.WaitForNotification();
-  return *std::move(out);
-}
-
-absl::StatusOr<v1::Study> StudyCore::CreateStudy(const v1::CreateStudyRequest& req) {
-  return Durable(DoCreateStudy(req));
-}
-
-absl::StatusOr<v1::Study> StudyCore::GetStudy(const v1::GetStudyRequest& req) {
-  return Durable(DoGetStudy(req));
-}
-
-absl::StatusOr<v1::ListStudiesResponse> StudyCore::ListStudies(const v1::ListStudiesRequest& req) {
-  return Durable(DoListStudies(req));
-}
-
-absl::Status StudyCore::DeleteStudy(const v1::DeleteStudyRequest& req) {
-  return Durable(DoDeleteStudy(req));
-}
-
-absl::StatusOr<v1::Study> StudyCore::SetStudyState(const v1::SetStudyStateRequest& req) {
-  return Durable(DoSetStudyState(req));
-}
-
-absl::StatusOr<v1::SuggestTrialsResponse> StudyCore::SuggestTrials(
-    const v1::SuggestTrialsRequest& req) {
-  return Durable(DoSuggestTrials(req));
-}
-
-absl::StatusOr<v1::Trial> StudyCore::CreateTrial(const v1::CreateTrialRequest& req) {
-  return Durable(DoCreateTrial(req));
-}
-
-absl::StatusOr<v1::Trial> StudyCore::GetTrial(const v1::GetTrialRequest& req) {
-  return Durable(DoGetTrial(req));
-}
-
-absl::StatusOr<v1::ListTrialsResponse> StudyCore::ListTrials(const v1::ListTrialsRequest& req) {
-  return Durable(DoListTrials(req));
-}
-
-absl::StatusOr<v1::Trial> StudyCore::AddTrialMeasurement(
-    const v1::AddTrialMeasurementRequest& req) {
-  return Durable(DoAddTrialMeasurement(req));
-}
-
-absl::StatusOr<v1::Trial> StudyCore::CompleteTrial(const v1::CompleteTrialRequest& req) {
-  return Durable(DoCompleteTrial(req));
-}
-
-absl::StatusOr<v1::CheckTrialEarlyStoppingStateResponse> StudyCore::CheckTrialEarlyStoppingState(
-    const v1::CheckTrialEarlyStoppingStateRequest& req) {
-  return Durable(DoCheckTrialEarlyStoppingState(req));
-}
-
-absl::StatusOr<v1::Trial> StudyCore::StopTrial(const v1::StopTrialRequest& req) {
-  return Durable(DoStopTrial(req));
-}
-
-absl::StatusOr<v1::ListOptimalTrialsResponse> StudyCore::ListOptimalTrials(
-    const v1::ListOptimalTrialsRequest& req) {
-  return Durable(DoListOptimalTrials(req));
-}
-
-void StudyCore::CreateStudyAsync(const v1::CreateStudyRequest& req,
-                                 Done<absl::StatusOr<v1::Study>> done) {
-  DurableAsync(DoCreateStudy(req), std::move(done));
-}
-
-void StudyCore::GetStudyAsync(const v1::GetStudyRequest& req,
-                              Done<absl::StatusOr<v1::Study>> done) {
-  DurableAsync(DoGetStudy(req), std::move(done));
-}
-
-void StudyCore::ListStudiesAsync(const v1::ListStudiesRequest& req,
-                                 Done<absl::StatusOr<v1::ListStudiesResponse>> done) {
-  DurableAsync(DoListStudies(req), std::move(done));
-}
-
-void StudyCore::DeleteStudyAsync(const v1::DeleteStudyRequest& req, Done<absl::Status> done) {
-  DurableAsync(DoDeleteStudy(req), std::move(done));
-}
-
-void StudyCore::SetStudyStateAsync(const v1::SetStudyStateRequest& req,
-                                   Done<absl::StatusOr<v1::Study>> done) {
-  DurableAsync(DoSetStudyState(req), std::move(done));
-}
-
-void StudyCore::SuggestTrialsAsync(const v1::SuggestTrialsRequest& req,
-                                   Done<absl::StatusOr<v1::SuggestTrialsResponse>> done) {
-  DurableAsync(DoSuggestTrials(req), std::move(done));
-}
-
-void StudyCore::CreateTrialAsync(const v1::CreateTrialRequest& req,
-                                 Done<absl::StatusOr<v1::Trial>> done) {
-  DurableAsync(DoCreateTrial(req), std::move(done));
-}
-
-void StudyCore::GetTrialAsync(const v1::GetTrialRequest& req,
-                              Done<absl::StatusOr<v1::Trial>> done) {
-  DurableAsync(DoGetTrial(req), std::move(done));
-}
-
-void StudyCore::ListTrialsAsync(const v1::ListTrialsRequest& req,
-                                Done<absl::StatusOr<v1::ListTrialsResponse>> done) {
-  DurableAsync(DoListTrials(req), std::move(done));
-}
-
-void StudyCore::AddTrialMeasurementAsync(const v1::AddTrialMeasurementRequest& req,
-                                         Done<absl::StatusOr<v1::Trial>> done) {
-  DurableAsync(DoAddTrialMeasurement(req), std::move(done));
-}
-
-void StudyCore::CompleteTrialAsync(const v1::CompleteTrialRequest& req,
-                                   Done<absl::StatusOr<v1::Trial>> done) {
-  DurableAsync(DoCompleteTrial(req), std::move(done));
-}
-
-void StudyCore::CheckTrialEarlyStoppingStateAsync(
-    const v1::CheckTrialEarlyStoppingStateRequest& req,
-    Done<absl::StatusOr<v1::CheckTrialEarlyStoppingStateResponse>> done) {
-  DurableAsync(DoCheckTrialEarlyStoppingState(req), std::move(done));
-}
-
-void StudyCore::StopTrialAsync(const v1::StopTrialRequest& req,
-                               Done<absl::StatusOr<v1::Trial>> done) {
-  DurableAsync(DoStopTrial(req), std::move(done));
-}
-
-void StudyCore::ListOptimalTrialsAsync(const v1::ListOptimalTrialsRequest& req,
-                                       Done<absl::StatusOr<v1::ListOptimalTrialsResponse>> done) {
-  DurableAsync(DoListOptimalTrials(req), std::move(done));
+  store_->OnDurable(ticket, std::move(then));
 }
 
 TrialCounts StudyCore::Counts() {

@@ -16,8 +16,8 @@
 //
 // On shutdown the running processes are stopped and their trials stay ACTIVE: they run again
 // after the next start.
-#ifndef EVOSCALE_SERVICE_SCHEDULER_H_
-#define EVOSCALE_SERVICE_SCHEDULER_H_
+#ifndef EVOSCALE_SERVICE_SCHEDULER_SCHEDULER_H_
+#define EVOSCALE_SERVICE_SCHEDULER_SCHEDULER_H_
 
 #include <map>
 #include <memory>
@@ -30,7 +30,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "service/study_core.h"
+#include "service/study/study_core.h"
 #include "trainer_adapter/trial_runner.h"
 
 namespace evoscale::service {
@@ -85,4 +85,4 @@ class Scheduler {
 
 }  // namespace evoscale::service
 
-#endif  // EVOSCALE_SERVICE_SCHEDULER_H_
+#endif  // EVOSCALE_SERVICE_SCHEDULER_SCHEDULER_H_

@@ -1,6 +1,6 @@
 // Chooses and configures a workload's load models from its API settings.
-#ifndef EVOSCALE_SERVICE_INTERNAL_RECOMMENDERS_H_
-#define EVOSCALE_SERVICE_INTERNAL_RECOMMENDERS_H_
+#ifndef EVOSCALE_SERVICE_AUTOSCALER_INTERNAL_RECOMMENDERS_H_
+#define EVOSCALE_SERVICE_AUTOSCALER_INTERNAL_RECOMMENDERS_H_
 
 #include <memory>
 
@@ -15,4 +15,4 @@ std::unique_ptr<load_model::ReplicaRecommender> MakeReplicaRecommender(const v1:
 
 }  // namespace evoscale::service
 
-#endif  // EVOSCALE_SERVICE_INTERNAL_RECOMMENDERS_H_
+#endif  // EVOSCALE_SERVICE_AUTOSCALER_INTERNAL_RECOMMENDERS_H_

@@ -1,0 +1,54 @@
+// Turns per-instance serving telemetry into replica-load observations for a
+// ReplicaRecommender: every sample of every instance within one fixed window of time
+// [k * width, (k + 1) * width) makes one LoadSample, stamped at the window's end.
+#ifndef EVOSCALE_LOAD_MODEL_REPLICA_LOAD_WINDOW_H_
+#define EVOSCALE_LOAD_MODEL_REPLICA_LOAD_WINDOW_H_
+
+#include <cstdint>
+#include <optional>
+#include <set>
+
+#include "absl/functional/function_ref.h"
+#include "absl/time/time.h"
+#include "load_model/recommender.h"
+
+namespace evoscale::load_model {
+
+// One instance's sample, as the window needs it.
+struct InstanceSample {
+  int64_t instance = 0;
+  double timestamp = 0;        // unix seconds
+  double cpu_cores = 0;
+  double qps = 0;              // this instance's requests per second
+  double gpu_utilization = 0;  // 0..1; 0: none reported
+  double latency_ms = 0;       // 0: none reported
+};
+
+// Not thread-safe. Samples should arrive in time order; one older than the open window counts
+// in the open window.
+class ReplicaLoadWindow {
+ public:
+  explicit ReplicaLoadWindow(double width_seconds = 60) : width_(width_seconds) {}
+
+  // Adds `s`. When `s` opens a later window, the open one is closed first and returned:
+  //  - replicas: the distinct instances that reported in it;
+  //  - utilization: the mean GPU utilisation when any sample had one, else the mean CPU per
+  //    instance over `cpu_request(end)` (0 when that request is 0): CPU-bound serving;
+  //  - qps: the instances' mean QPS summed over instances (the offered load);
+  //  - latency_ms: the mean of the reported latencies, -1 when none.
+  std::optional<LoadSample> Add(const InstanceSample& s,
+                                absl::FunctionRef<double(absl::Time)> cpu_request);
+
+ private:
+  LoadSample Close(absl::FunctionRef<double(absl::Time)> cpu_request) const;
+
+  const double width_;
+  double start_ = -1;  // the open window's start; -1: none yet
+  std::set<int64_t> instances_;
+  double gpu_utilization_ = 0, cpu_ = 0, qps_ = 0, latency_ = 0;  // sums
+  int samples_ = 0, gpu_samples_ = 0, latency_samples_ = 0;
+};
+
+}  // namespace evoscale::load_model
+
+#endif  // EVOSCALE_LOAD_MODEL_REPLICA_LOAD_WINDOW_H_

@@ -1,0 +1,58 @@
+// Tests of load_model/replica_load_window.h: hand-computed windows.
+#include "load_model/replica_load_window.h"
+
+#include <optional>
+
+#include "gtest/gtest.h"
+
+namespace evoscale::load_model {
+namespace {
+
+double NoRequest(absl::Time) { return 0; }
+
+TEST(ReplicaLoadWindowTest, ClosesAWindowWhenALaterOneOpensWithItsMeans) {
+  ReplicaLoadWindow window(60);
+  auto cpu_request = [](absl::Time) { return 2.0; };
+  // Window [60, 120): two instances, three samples, no GPU: CPU-bound utilisation.
+  EXPECT_FALSE(window.Add({.instance = 1, .timestamp = 60, .cpu_cores = 1, .qps = 10,
+                           .latency_ms = 20}, cpu_request));
+  EXPECT_FALSE(window.Add({.instance = 2, .timestamp = 70, .cpu_cores = 2, .qps = 20,
+                           .latency_ms = 0}, cpu_request));
+  EXPECT_FALSE(window.Add({.instance = 1, .timestamp = 119.5, .cpu_cores = 3, .qps = 30,
+                           .latency_ms = 40}, cpu_request));
+  std::optional<LoadSample> closed =
+      window.Add({.instance = 1, .timestamp = 120, .cpu_cores = 1}, cpu_request);
+  ASSERT_TRUE(closed.has_value());
+  EXPECT_EQ(closed->time, absl::FromUnixSeconds(120));
+  EXPECT_EQ(closed->replicas, 2);
+  EXPECT_DOUBLE_EQ(closed->utilization, (1 + 2 + 3) / 3.0 / 2.0);  // mean CPU / request
+  EXPECT_DOUBLE_EQ(closed->qps, (10 + 20 + 30) / 3.0 * 2);         // mean QPS x instances
+  EXPECT_DOUBLE_EQ(closed->latency_ms, (20 + 40) / 2.0);           // reported ones only
+}
+
+TEST(ReplicaLoadWindowTest, GpuUtilizationWinsOverCpuAndMissingLatencyIsMinusOne) {
+  ReplicaLoadWindow window(60);
+  EXPECT_FALSE(window.Add({.instance = 7, .timestamp = 0, .cpu_cores = 4, .gpu_utilization = 0.5},
+                          NoRequest));
+  EXPECT_FALSE(window.Add({.instance = 7, .timestamp = 30, .cpu_cores = 4, .gpu_utilization = 0},
+                          NoRequest));
+  std::optional<LoadSample> closed = window.Add({.instance = 7, .timestamp = 600}, NoRequest);
+  ASSERT_TRUE(closed.has_value());
+  EXPECT_EQ(closed->replicas, 1);
+  EXPECT_DOUBLE_EQ(closed->utilization, 0.5);  // the mean over samples that reported a GPU
+  EXPECT_DOUBLE_EQ(closed->latency_ms, -1);
+}
+
+TEST(ReplicaLoadWindowTest, ZeroCpuRequestGivesZeroUtilizationAndOlderSamplesJoinTheOpenWindow) {
+  ReplicaLoadWindow window(60);
+  EXPECT_FALSE(window.Add({.instance = 1, .timestamp = 200, .cpu_cores = 1}, NoRequest));
+  EXPECT_FALSE(window.Add({.instance = 2, .timestamp = 100, .cpu_cores = 1}, NoRequest));
+  std::optional<LoadSample> closed = window.Add({.instance = 1, .timestamp = 300}, NoRequest);
+  ASSERT_TRUE(closed.has_value());
+  EXPECT_EQ(closed->time, absl::FromUnixSeconds(240));
+  EXPECT_EQ(closed->replicas, 2);
+  EXPECT_DOUBLE_EQ(closed->utilization, 0);
+}
+
+}  // namespace
+}  // namespace evoscale::load_model
