@@ -20,7 +20,6 @@ using ::absl::InvalidArgumentError;
 using ::absl::StrCat;
 using ::absl::StrFormat;
 
-bool Finite(double x) { return std::isfinite(x); }
 
 // A field path like `spec.parameters[2].double_spec`.
 std::string Path(absl::string_view base, absl::string_view field, int index = -1) {
@@ -71,7 +70,7 @@ class SpecValidator {
         const std::string f = Path(path, "double_spec");
         const auto& d = p.double_spec();
         c.type = search::ParameterType::kDouble;
-        if (!Finite(d.min()) || !Finite(d.max())) {
+        if (!std::isfinite(d.min()) || !std::isfinite(d.max())) {
           return InvalidArgumentError(StrCat(f, ": min and max must be finite"));
         }
         if (!(d.min() < d.max())) {
@@ -114,7 +113,7 @@ class SpecValidator {
           return InvalidArgumentError(StrCat(f, ": more than ", kMaxValuesPerParameter, " values"));
         }
         for (int i = 0; i < values.size(); ++i) {
-          if (!Finite(values[i])) {
+          if (!std::isfinite(values[i])) {
             return InvalidArgumentError(StrFormat("%s[%d]: must be finite", f, i));
           }
           if (log_scale && values[i] <= 0) {
@@ -350,14 +349,15 @@ absl::Status ValidateTrialTemplate(const v1::StudySpec& spec) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<search::ProblemStatement> ToProblem(const v1::StudySpec& spec) {
-  search::ProblemStatement problem;
-  // Metrics.
+namespace {
+
+absl::StatusOr<std::vector<search::MetricConfig>> ToMetrics(const v1::StudySpec& spec) {
   if (spec.metrics().empty()) return InvalidArgumentError("spec.metrics: at least one metric is required");
   if (spec.metrics_size() > kMaxMetrics) {
     return InvalidArgumentError(StrCat("spec.metrics: more than ", kMaxMetrics, " metrics"));
   }
-  absl::flat_hash_set<std::string> metric_names;
+  std::vector<search::MetricConfig> metrics;
+  absl::flat_hash_set<std::string> names;
   for (int i = 0; i < spec.metrics_size(); ++i) {
     const auto& m = spec.metrics(i);
     const std::string path = StrCat("spec.metrics[", i, "]");
@@ -365,7 +365,7 @@ absl::StatusOr<search::ProblemStatement> ToProblem(const v1::StudySpec& spec) {
     if (m.name().size() > kMaxNameLength) {
       return InvalidArgumentError(StrCat(path, ".name: longer than ", kMaxNameLength));
     }
-    if (!metric_names.insert(m.name()).second) {
+    if (!names.insert(m.name()).second) {
       return InvalidArgumentError(StrCat(path, ".name: duplicate metric name \"", m.name(), "\""));
     }
     search::MetricConfig mc;
@@ -381,39 +381,49 @@ absl::StatusOr<search::ProblemStatement> ToProblem(const v1::StudySpec& spec) {
         return InvalidArgumentError(StrCat(path, ".goal: must be MAXIMIZE or MINIMIZE"));
     }
     if (m.has_safety_threshold()) {
-      if (!Finite(m.safety_threshold())) {
+      if (!std::isfinite(m.safety_threshold())) {
         return InvalidArgumentError(StrCat(path, ".safety_threshold: must be finite"));
       }
       mc.safety_threshold = m.safety_threshold();
     }
-    problem.metrics.push_back(std::move(mc));
+    metrics.push_back(std::move(mc));
   }
-  // Parameters.
+  return metrics;
+}
+
+absl::StatusOr<std::vector<search::ParameterConfig>> ToParameters(const v1::StudySpec& spec) {
   if (spec.parameters().empty()) {
     return InvalidArgumentError("spec.parameters: at least one parameter is required");
   }
+  std::vector<search::ParameterConfig> parameters;
   SpecValidator validator;
   for (int i = 0; i < spec.parameters_size(); ++i) {
     absl::StatusOr<search::ParameterConfig> p =
         validator.Parameter(spec.parameters(i), StrCat("spec.parameters[", i, "]"), 0);
     if (!p.ok()) return p.status();
-    problem.space.parameters.push_back(*std::move(p));
+    parameters.push_back(*std::move(p));
   }
-  // Algorithm.
-  absl::StatusOr<search::Algorithm> algorithm = ToAlgorithm(spec.algorithm().algorithm());
+  return parameters;
+}
+
+// The algorithm, its settings and the seed, into `problem`.
+absl::Status SetAlgorithm(const v1::AlgorithmSpec& spec, search::ProblemStatement* problem) {
+  absl::StatusOr<search::Algorithm> algorithm = ToAlgorithm(spec.algorithm());
   if (!algorithm.ok()) return algorithm.status();
-  problem.algorithm = *algorithm;
-  if (spec.algorithm().settings_size() > kMaxSettings) {
+  problem->algorithm = *algorithm;
+  if (spec.settings_size() > kMaxSettings) {
     return InvalidArgumentError(StrCat("spec.algorithm.settings: more than ", kMaxSettings));
   }
-  problem.settings.insert(spec.algorithm().settings().begin(), spec.algorithm().settings().end());
-  if (absl::Status st = search::ValidateAlgorithmSettings(problem.algorithm, problem.settings);
+  problem->settings.insert(spec.settings().begin(), spec.settings().end());
+  if (absl::Status st = search::ValidateAlgorithmSettings(problem->algorithm, problem->settings);
       !st.ok()) {
     return absl::Status(st.code(), StrCat("spec.algorithm.", st.message()));
   }
-  problem.seed = spec.algorithm().seed();
-  // Early stopping.
-  const auto& es = spec.early_stopping();
+  problem->seed = spec.seed();
+  return absl::OkStatus();
+}
+
+absl::Status ValidateEarlyStopping(const v1::EarlyStoppingSpec& es) {
   switch (es.policy()) {
     case v1::EarlyStoppingSpec::POLICY_UNSPECIFIED:
     case v1::EarlyStoppingSpec::NONE:
@@ -429,17 +439,22 @@ absl::StatusOr<search::ProblemStatement> ToProblem(const v1::StudySpec& spec) {
   if (es.min_resource() < 0) {
     return InvalidArgumentError("spec.early_stopping.min_resource: must be >= 0");
   }
-  if (es.reduction_factor() != 0 && !(es.reduction_factor() > 1 && Finite(es.reduction_factor()))) {
+  if (es.reduction_factor() != 0 &&
+      !(es.reduction_factor() > 1 && std::isfinite(es.reduction_factor()))) {
     return InvalidArgumentError(StrFormat(
         "spec.early_stopping.reduction_factor: %g must be > 1 (or 0 for the default 3)",
         es.reduction_factor()));
   }
-  // Budget and liveness.
+  return absl::OkStatus();
+}
+
+// The budget, liveness and the trial template.
+absl::Status ValidateBudgetAndTemplate(const v1::StudySpec& spec) {
   if (spec.max_trials() < 0) {
     return InvalidArgumentError(
         StrCat("spec.max_trials: ", spec.max_trials(), " must be >= 0 (0 = unlimited)"));
   }
-  if (!(spec.heartbeat_timeout_seconds() >= 0) || !Finite(spec.heartbeat_timeout_seconds())) {
+  if (!(spec.heartbeat_timeout_seconds() >= 0) || !std::isfinite(spec.heartbeat_timeout_seconds())) {
     return InvalidArgumentError(StrFormat(
         "spec.heartbeat_timeout_seconds: %g must be >= 0 (0 = default)",
         spec.heartbeat_timeout_seconds()));
@@ -448,11 +463,26 @@ absl::StatusOr<search::ProblemStatement> ToProblem(const v1::StudySpec& spec) {
     return InvalidArgumentError("spec.max_trial_retries: must be >= 0 (0 = default)");
   }
   const auto& tt = spec.trial_template().resources();
-  if (!(tt.cpu_cores() >= 0) || !Finite(tt.cpu_cores()) || tt.memory_bytes() < 0 ||
+  if (!(tt.cpu_cores() >= 0) || !std::isfinite(tt.cpu_cores()) || tt.memory_bytes() < 0 ||
       tt.gpus() < 0) {
     return InvalidArgumentError("spec.trial_template.resources: must be finite and >= 0");
   }
-  if (absl::Status st = ValidateTrialTemplate(spec); !st.ok()) return st;
+  return ValidateTrialTemplate(spec);
+}
+
+}  // namespace
+
+absl::StatusOr<search::ProblemStatement> ToProblem(const v1::StudySpec& spec) {
+  search::ProblemStatement problem;
+  absl::StatusOr<std::vector<search::MetricConfig>> metrics = ToMetrics(spec);
+  if (!metrics.ok()) return metrics.status();
+  problem.metrics = *std::move(metrics);
+  absl::StatusOr<std::vector<search::ParameterConfig>> parameters = ToParameters(spec);
+  if (!parameters.ok()) return parameters.status();
+  problem.space.parameters = *std::move(parameters);
+  if (absl::Status st = SetAlgorithm(spec.algorithm(), &problem); !st.ok()) return st;
+  if (absl::Status st = ValidateEarlyStopping(spec.early_stopping()); !st.ok()) return st;
+  if (absl::Status st = ValidateBudgetAndTemplate(spec); !st.ok()) return st;
   return problem;
 }
 
@@ -503,7 +533,7 @@ absl::StatusOr<search::ParameterDict> ToParameterDict(
           return InvalidArgumentError(
               StrCat(f, ": parameter \"", p.name(), "\" takes a number (double_value)"));
         }
-        if (!Finite(x)) return InvalidArgumentError(StrCat(f, ".double_value: must be finite"));
+        if (!std::isfinite(x)) return InvalidArgumentError(StrCat(f, ".double_value: must be finite"));
         if (c->type == search::ParameterType::kDouble && (x < c->min || x > c->max)) {
           return InvalidArgumentError(StrFormat("%s.double_value: %g is outside [%g, %g] of \"%s\"",
                                                 f, x, c->min, c->max, p.name()));
@@ -573,7 +603,7 @@ absl::StatusOr<search::ParameterDict> ToParameterDict(
 
 absl::Status ValidateMeasurement(const v1::Measurement& m, absl::string_view path) {
   if (m.step() < 0) return InvalidArgumentError(StrCat(path, ".step: must be >= 0"));
-  if (!Finite(m.elapsed_seconds()) || m.elapsed_seconds() < 0) {
+  if (!std::isfinite(m.elapsed_seconds()) || m.elapsed_seconds() < 0) {
     return InvalidArgumentError(StrCat(path, ".elapsed_seconds: must be finite and >= 0"));
   }
   if (m.metrics_size() > kMaxMetrics) {
@@ -584,7 +614,7 @@ absl::Status ValidateMeasurement(const v1::Measurement& m, absl::string_view pat
   std::sort(metrics.begin(), metrics.end());
   for (const auto& [name, value] : metrics) {
     if (name.empty()) return InvalidArgumentError(StrCat(path, ".metrics: empty metric name"));
-    if (!Finite(value)) {
+    if (!std::isfinite(value)) {
       return InvalidArgumentError(
           StrFormat("%s.metrics[\"%s\"]: %g is not a finite number", path, name, value));
     }
