@@ -1,4 +1,5 @@
-// The Designer interface: proposes parameter assignments for new trials.
+// The Designer interface: proposes parameter assignments for new trials. search/designers.h
+// makes the designer of each algorithm.
 #ifndef EVOSCALE_SEARCH_DESIGNER_H_
 #define EVOSCALE_SEARCH_DESIGNER_H_
 
@@ -6,7 +7,6 @@
 #include <memory>
 #include <vector>
 
-#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "search/types.h"
@@ -34,16 +34,6 @@ class Designer {
   virtual absl::StatusOr<std::vector<ParameterDict>> Suggest(int count,
                                                              int64_t trial_index) = 0;
 };
-
-// Checks `settings` for `algorithm`: unknown keys and bad values are INVALID_ARGUMENT with a
-// message naming the key, e.g. `settings["population_size"]: must be an integer >= 2, got "x"`.
-absl::Status ValidateAlgorithmSettings(Algorithm algorithm,
-                                       const std::map<std::string, std::string>& settings);
-
-// Makes the designer for `problem.algorithm`. The problem must be valid (service/ validates
-// it). GENETIC, REGULARIZED_EVOLUTION and NSGA2 keep state rebuilt from the completed trials
-// (search/internal/evolution.h); RANDOM, QUASI_RANDOM and GRID are stateless.
-absl::StatusOr<std::unique_ptr<Designer>> CreateDesigner(const ProblemStatement& problem);
 
 }  // namespace evoscale::search
 

@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
-#include "search/designer.h"
+#include "search/designers.h"
 #include "search/internal/sampling.h"
 #include "search/types.h"
 

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "evoscale/v1/study.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
-#include "search/designer.h"
+#include "search/designers.h"
 #include "search/types.h"
 
 namespace evoscale::bench {

@@ -19,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "evoscale/v1/study.pb.h"
+#include "service/store/durability.h"
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -29,15 +30,6 @@ class Checkpointer;
 class DatabaseLock;
 }  // namespace internal
 
-// How a commit reaches the disk.
-enum class Durability {
-  // synchronous=NORMAL in WAL mode: a commit is in the WAL (the OS's page cache) before it is
-  // acknowledged, so it survives the process being killed (kill -9); a power loss may drop
-  // the last commits but never corrupts the database.
-  kProcessCrash,
-  // synchronous=FULL: every commit is fsync'ed before it is acknowledged; survives power loss.
-  kPowerLoss,
-};
 
 // A trial as stored: the message plus the order in which it completed (0 = not completed),
 // which rebuilds the designer in the same order after a restart.

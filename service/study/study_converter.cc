@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "search/designer.h"
+#include "search/designers.h"
 #include "trainer_adapter/trial_runner.h"
 
 namespace evoscale::service {

@@ -12,6 +12,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
 #include "google/protobuf/util/time_util.h"
+#include "search/designers.h"
 #include "search/early_stopping.h"
 #include "search/pareto.h"
 #include "service/study/study_converter.h"

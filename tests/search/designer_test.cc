@@ -1,4 +1,4 @@
-#include "search/designer.h"
+#include "search/designers.h"
 
 #include <algorithm>
 #include <cmath>

@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "search/designer.h"
+#include "search/designers.h"
 #include "search/internal/genome.h"
 #include "search/internal/sampling.h"
 #include "search/types.h"

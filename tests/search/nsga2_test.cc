@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "search/designer.h"
+#include "search/designers.h"
 #include "search/types.h"
 
 namespace evoscale::search {

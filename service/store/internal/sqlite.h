@@ -16,7 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "service/store/store.h"
+#include "service/store/durability.h"
 
 namespace evoscale::service::internal {
 
