@@ -82,20 +82,6 @@ TEST(TrainerFlagsTest, BadFlagsNameTheFlag) {
   EXPECT_EQ(stray.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST(TrainerFlagsTest, ValidationNamesTheSetting) {
-  TrainerConfig c;
-  EXPECT_NE(ValidateConfig(c).message().find("--train"), absl::string_view::npos);
-  c.synthetic_rows = 10;
-  c.batch_size = 0;
-  EXPECT_NE(ValidateConfig(c).message().find("--batch-size 0"), absl::string_view::npos);
-  c.batch_size = 8;
-  c.resume = true;
-  EXPECT_NE(ValidateConfig(c).message().find("--checkpoint-dir"), absl::string_view::npos);
-  c.resume = false;
-  c.device = "tpu";
-  EXPECT_EQ(ValidateConfig(c).code(), absl::StatusCode::kInvalidArgument);
-}
-
 TEST(TrainerFlagsTest, ConfigFileIsOverriddenByTheCommandLine) {
   const std::string path =
       (std::filesystem::temp_directory_path() / "trainer_flags_test_config.json").string();
