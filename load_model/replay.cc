@@ -5,9 +5,9 @@
 #include <memory>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
 
 namespace evoscale::load_model {
 
@@ -234,62 +234,58 @@ absl::StatusOr<ReplayReport> Replay(const ReplayOptions& options) {
 
 namespace {
 
-std::string Num(double v) {
-  if (!std::isfinite(v)) return "null";
-  return absl::StrFormat("%.6g", v);
-}
+using Json = nlohmann::ordered_json;
 
-std::string Quote(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out += absl::StrFormat("\\u%04x", c);
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
+// `v` to 6 significant digits, or null when not finite. The JSON writer prints the shortest text
+// that reads back as the same double, so the rounded value shows those digits and no more.
+Json Figure(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  double rounded = 0;
+  (void)absl::SimpleAtod(absl::StrFormat("%.6g", v), &rounded);  // printf's own output
+  return rounded;
 }
 
 }  // namespace
 
 std::string ReplayReport::ToJson() const {
   const bool v = !replica_trace;
-  auto vertical = [&](double x) { return v ? Num(x) : std::string("null"); };
-  auto horizontal = [&](double x) { return v ? std::string("null") : Num(x); };
-  std::vector<std::string> series_json;
+  // Fields that do not apply to the trace are null.
+  auto vertical = [&](double x) { return v ? Figure(x) : Json(nullptr); };
+  auto horizontal = [&](double x) { return v ? Json(nullptr) : Figure(x); };
+  Json series_json = Json::array();
   for (const SeriesReport& s : series) {
-    std::string fields = absl::StrCat("{\"name\":", Quote(s.name), ",\"samples\":", s.samples);
+    Json fields = {{"name", s.name}, {"samples", s.samples}};
     if (v) {
-      absl::StrAppend(&fields, ",\"relative_slack_cpu\":", Num(s.relative_slack_cpu),
-                      ",\"relative_slack_memory\":", Num(s.relative_slack_memory),
-                      ",\"oom_events\":", s.oom_events,
-                      ",\"underprovisioned_samples\":", s.underprovisioned_samples,
-                      ",\"changes\":", s.changes);
+      fields["relative_slack_cpu"] = Figure(s.relative_slack_cpu);
+      fields["relative_slack_memory"] = Figure(s.relative_slack_memory);
+      fields["oom_events"] = s.oom_events;
+      fields["underprovisioned_samples"] = s.underprovisioned_samples;
+      fields["changes"] = s.changes;
     } else {
-      absl::StrAppend(&fields, ",\"replica_hours\":", Num(s.replica_hours),
-                      ",\"minutes_over_target\":", Num(s.minutes_over_target),
-                      ",\"scaling_actions\":", s.scaling_actions,
-                      ",\"relative_slack_replicas\":", Num(s.relative_slack_replicas));
+      fields["replica_hours"] = Figure(s.replica_hours);
+      fields["minutes_over_target"] = Figure(s.minutes_over_target);
+      fields["scaling_actions"] = s.scaling_actions;
+      fields["relative_slack_replicas"] = Figure(s.relative_slack_replicas);
     }
-    series_json.push_back(fields + "}");
+    series_json.push_back(std::move(fields));
   }
-  return absl::StrCat(
-      "{\"policy\":", Quote(policy), ",\"trace\":", Quote(trace), ",\"samples\":", samples,
-      ",\"relative_slack_cpu\":", vertical(relative_slack_cpu),
-      ",\"relative_slack_memory\":", vertical(relative_slack_memory),
-      ",\"relative_slack_cpu_sum\":", vertical(relative_slack_cpu_sum),
-      ",\"relative_slack_memory_sum\":", vertical(relative_slack_memory_sum),
-      ",\"oom_events\":", oom_events,
-      ",\"underprovisioned_fraction\":", Num(underprovisioned_fraction),
-      ",\"changes\":", changes, ",\"replica_hours\":", horizontal(replica_hours),
-      ",\"minutes_over_target\":", horizontal(minutes_over_target),
-      ",\"scaling_actions\":", v ? std::string("null") : absl::StrCat(scaling_actions),
-      ",\"relative_slack_replicas\":", horizontal(relative_slack_replicas),
-      ",\"series\":[", absl::StrJoin(series_json, ","), "]}");
+  const Json report = {
+      {"policy", policy},
+      {"trace", trace},
+      {"samples", samples},
+      {"relative_slack_cpu", vertical(relative_slack_cpu)},
+      {"relative_slack_memory", vertical(relative_slack_memory)},
+      {"relative_slack_cpu_sum", vertical(relative_slack_cpu_sum)},
+      {"relative_slack_memory_sum", vertical(relative_slack_memory_sum)},
+      {"oom_events", oom_events},
+      {"underprovisioned_fraction", Figure(underprovisioned_fraction)},
+      {"changes", changes},
+      {"replica_hours", horizontal(replica_hours)},
+      {"minutes_over_target", horizontal(minutes_over_target)},
+      {"scaling_actions", v ? Json(nullptr) : Json(scaling_actions)},
+      {"relative_slack_replicas", horizontal(relative_slack_replicas)},
+      {"series", std::move(series_json)}};
+  return report.dump(/*indent=*/-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
 }
 
 }  // namespace evoscale::load_model

@@ -17,7 +17,7 @@
 // reproducible; expiry evicts rows whose last update is older than a cutoff.
 //
 // Not thread-safe: a table belongs to one shard, owned by one thread (see sharded training in
-// trainer.h). Different tables may be used from different threads concurrently.
+// cpu_trainer.h). Different tables may be used from different threads concurrently.
 #ifndef EVOSCALE_TRAINER_EMBEDDING_TABLE_H_
 #define EVOSCALE_TRAINER_EMBEDDING_TABLE_H_
 

@@ -1,13 +1,20 @@
 #include "trainer/flags.h"
 
-#include <cctype>
+#include <algorithm>
+#include <cstdint>
 #include <fstream>
-#include <sstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <utility>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
+#include "nlohmann/json.hpp"
+#include "trainer/sparse_optimizer.h"
 
 namespace evoscale::trainer {
 
@@ -32,251 +39,283 @@ Trains the CTR model of ../shared/bench/ctr/torch_dnn.py and prints JSON lines o
 
 namespace {
 
-absl::Status Bad(absl::string_view flag, absl::string_view value, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat("flag --", flag, ": \"", value, "\" ", what));
+using Json = nlohmann::ordered_json;
+
+// What a flag's value is; in a config file, also the JSON type it takes.
+enum class ValueKind {
+  kText,     // a string
+  kInteger,  // an integer
+  kNumber,   // a number
+  kSwitch,   // true or false (bare on the command line)
+  kList,     // an array of strings or integers, or the command line's comma-separated string
+};
+
+// A bad value, as CLI11 reports it: `--NAME: "VALUE" what`.
+[[noreturn]] void Reject(const std::string& flag, const std::string& value,
+                         absl::string_view what) {
+  throw CLI::ValidationError(flag, absl::StrCat("\"", value, "\" ", what));
 }
 
-template <typename T>
-absl::Status ParseInt(absl::string_view flag, absl::string_view value, T* out) {
-  int64_t v;
-  if (!absl::SimpleAtoi(value, &v)) return Bad(flag, value, "is not an integer");
-  *out = T(v);
-  return absl::OkStatus();
-}
-
-template <typename T>
-absl::Status ParseFloat(absl::string_view flag, absl::string_view value, T* out) {
-  double v;
-  if (!absl::SimpleAtod(value, &v)) return Bad(flag, value, "is not a number");
-  *out = T(v);
-  return absl::OkStatus();
-}
-
-absl::Status ParseBool(absl::string_view flag, absl::string_view value, bool* out) {
-  if (value.empty() || value == "true" || value == "1") {
-    *out = true;
-  } else if (value == "false" || value == "0") {
-    *out = false;
-  } else {
-    return Bad(flag, value, "is not true or false");
+// CLI11's name list for a flag: "--batch-size,--batch_size" ('-' may be spelled '_').
+std::string Names(std::string name) {
+  std::string names = "--" + name;
+  if (name.find('-') != std::string::npos) {
+    std::replace(name.begin(), name.end(), '-', '_');
+    absl::StrAppend(&names, ",--", name);
   }
-  return absl::OkStatus();
+  return names;
 }
 
-absl::Status SetFlag(std::string name, absl::string_view value, ParsedFlags* parsed) {
-  for (char& c : name) {
-    if (c == '_') c = '-';
+// A switch's value: bare (true), or true, false, 1 or 0 after '='.
+CLI::Validator TrueOrFalse() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        if (value == "true" || value == "false" || value == "1" || value == "0") return "";
+        return absl::StrCat("\"", value, "\" is not true or false");
+      },
+      "BOOL");
+}
+
+// The trainer's flags on one CLI::App, each writing where it is told. CLI11 takes the command
+// line apart; values are converted here with absl's number syntax (decimal only, unlike CLI11's,
+// which reads "010" as octal), and a bad one throws Reject's ValidationError.
+class FlagSet {
+ public:
+  explicit FlagSet(CLI::App* app) : app_(*app) {}
+
+  void Text(const std::string& name, std::string* out) {
+    kinds_[app_.add_option(Names(name), *out)] = ValueKind::kText;
   }
+
+  template <typename T>
+  void Integer(const std::string& name, T* out) {
+    Value(name, ValueKind::kInteger, [out](const std::string& flag, const std::string& value) {
+      int64_t v;
+      if (!absl::SimpleAtoi(value, &v)) Reject(flag, value, "is not an integer");
+      *out = static_cast<T>(v);
+    });
+  }
+
+  template <typename T>
+  void Number(const std::string& name, T* out) {
+    Value(name, ValueKind::kNumber, [out](const std::string& flag, const std::string& value) {
+      double v;
+      if (!absl::SimpleAtod(value, &v)) Reject(flag, value, "is not a number");
+      *out = static_cast<T>(v);
+    });
+  }
+
+  void Switch(const std::string& name, bool* out) {
+    kinds_[app_.add_flag(Names(name), *out)->check(TrueOrFalse())] = ValueKind::kSwitch;
+  }
+
+  // A flag whose value `parse(flag, value)` converts, calling Reject on a bad one.
+  void Value(const std::string& name, ValueKind kind,
+             std::function<void(const std::string&, const std::string&)> parse) {
+    CLI::Option* option = app_.add_option_function<std::string>(
+        Names(name), [flag = "--" + name, parse = std::move(parse)](const std::string& value) {
+          parse(flag, value);
+        });
+    kinds_[option] = kind;
+  }
+
+  // The flag spelled `name` (without dashes), with its kind; nullptr for no such flag.
+  std::pair<CLI::Option*, ValueKind> Find(const std::string& name) const {
+    CLI::Option* option = app_.get_option_no_throw("--" + name);
+    auto it = kinds_.find(option);
+    if (it == kinds_.end()) return {nullptr, ValueKind::kText};
+    return {option, it->second};
+  }
+
+ private:
+  CLI::App& app_;
+  std::map<const CLI::Option*, ValueKind> kinds_;  // every flag but --config
+};
+
+// --hidden 256,128
+void ParseWidths(const std::string& flag, const std::string& value, std::vector<int>* out) {
+  out->clear();
+  for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
+    int width;
+    if (!absl::SimpleAtoi(part, &width) || width < 1) {
+      Reject(flag, value, "is not a comma-separated list of positive widths");
+    }
+    out->push_back(width);
+  }
+}
+
+// --min-count-slots SLOT:COUNT,...
+void ParseSlotCounts(const std::string& flag, const std::string& value,
+                     std::vector<uint32_t>* out) {
+  out->clear();
+  for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
+    std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(part, ':');
+    int slot, count;
+    if (!absl::SimpleAtoi(kv.first, &slot) || !absl::SimpleAtoi(kv.second, &count) || slot < 0 ||
+        slot >= 26 || count < 0) {
+      Reject(flag, value, "is not a list of SLOT:COUNT with SLOT in [0, 26)");
+    }
+    if (int(out->size()) <= slot) out->resize(slot + 1, 0);
+    (*out)[slot] = uint32_t(count);
+  }
+}
+
+void DefineFlags(FlagSet& flags, ParsedFlags* parsed) {
   TrainerConfig& c = parsed->config;
-  if (name == "train") {
-    c.train_path = std::string(value);
-  } else if (name == "test") {
-    c.test_path = std::string(value);
-  } else if (name == "synthetic") {
-    return ParseInt(name, value, &c.synthetic_rows);
-  } else if (name == "epochs") {
-    return ParseInt(name, value, &c.epochs);
-  } else if (name == "batch-size") {
-    return ParseInt(name, value, &c.batch_size);
-  } else if (name == "embedding-dim") {
-    return ParseInt(name, value, &c.embedding_dim);
-  } else if (name == "hidden") {
-    c.hidden.clear();
-    for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
-      int width;
-      if (!absl::SimpleAtoi(part, &width) || width < 1) {
-        return Bad(name, value, "is not a comma-separated list of positive widths");
+  flags.Text("train", &c.train_path);
+  flags.Text("test", &c.test_path);
+  flags.Integer("synthetic", &c.synthetic_rows);
+  flags.Integer("epochs", &c.epochs);
+  flags.Integer("batch-size", &c.batch_size);
+  flags.Integer("embedding-dim", &c.embedding_dim);
+  flags.Value("hidden", ValueKind::kList,
+              [&c](const std::string& flag, const std::string& value) {
+                ParseWidths(flag, value, &c.hidden);
+              });
+  flags.Value("optimizer-sparse", ValueKind::kText,
+              [&c](const std::string& flag, const std::string& value) {
+                absl::StatusOr<SparseOptimizerKind> kind = ParseSparseOptimizerKind(value);
+                if (!kind.ok()) Reject(flag, value, "is not one of sgd, adagrad, ftrl, adam");
+                c.sparse.kind = *kind;
+              });
+  flags.Number("lr-sparse", &c.sparse.lr);
+  flags.Number("lr-dense", &c.lr_dense);
+  flags.Integer("threads", &c.threads);
+  flags.Integer("shards", &c.shards);
+  flags.Integer("seed", &c.seed);
+  flags.Text("checkpoint-dir", &c.checkpoint_dir);
+  flags.Switch("resume", &c.resume);
+  flags.Text("device", &c.device);
+  flags.Integer("progress-every", &c.progress_every);
+  flags.Integer("max-steps", &c.max_steps);
+  flags.Number("init-stddev", &c.init_stddev);
+  flags.Number("holdout-fraction", &c.holdout_fraction);
+  flags.Number("max-malformed-fraction", &c.max_malformed_fraction);
+  flags.Integer("min-count", &c.min_count);
+  flags.Value("min-count-slots", ValueKind::kList,
+              [&c](const std::string& flag, const std::string& value) {
+                ParseSlotCounts(flag, value, &c.min_count_by_slot);
+              });
+  flags.Integer("expire-after-steps", &c.expire_after_steps);
+  flags.Integer("evict-every", &c.evict_every);
+  flags.Integer("checkpoint-every", &c.checkpoint_every);
+  flags.Integer("full-checkpoint-every", &c.full_checkpoint_every);
+  flags.Switch("help", &parsed->help);
+}
+
+// A config value as the command line would give it; it must have the JSON type of `kind`.
+absl::StatusOr<std::string> FlagText(const std::string& key, const Json& value, ValueKind kind) {
+  auto wrong_type = [&](absl::string_view want) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", key, "\" must be ", want, ", not ", value.dump()));
+  };
+  switch (kind) {
+    case ValueKind::kText:
+      if (!value.is_string()) return wrong_type("a string");
+      return value.get<std::string>();
+    case ValueKind::kInteger:
+      if (!value.is_number_integer()) return wrong_type("an integer");
+      return value.dump();
+    case ValueKind::kNumber:
+      if (!value.is_number()) return wrong_type("a number");
+      return value.dump();
+    case ValueKind::kSwitch:
+      if (!value.is_boolean()) return wrong_type("true or false");
+      return value.dump();
+    case ValueKind::kList: {
+      if (value.is_string()) return value.get<std::string>();
+      if (!value.is_array()) return wrong_type("an array or a comma-separated string");
+      std::vector<std::string> items;
+      for (const Json& item : value) {
+        if (item.is_string()) {
+          items.push_back(item.get<std::string>());
+        } else if (item.is_number_integer()) {
+          items.push_back(item.dump());
+        } else {
+          return wrong_type("an array of strings or integers");
+        }
       }
-      c.hidden.push_back(width);
+      return absl::StrJoin(items, ",");
     }
-  } else if (name == "optimizer-sparse") {
-    absl::StatusOr<SparseOptimizerKind> kind = ParseSparseOptimizerKind(value);
-    if (!kind.ok()) return Bad(name, value, "is not one of sgd, adagrad, ftrl, adam");
-    c.sparse.kind = *kind;
-  } else if (name == "lr-sparse") {
-    return ParseFloat(name, value, &c.sparse.lr);
-  } else if (name == "lr-dense") {
-    return ParseFloat(name, value, &c.lr_dense);
-  } else if (name == "threads") {
-    return ParseInt(name, value, &c.threads);
-  } else if (name == "shards") {
-    return ParseInt(name, value, &c.shards);
-  } else if (name == "seed") {
-    return ParseInt(name, value, &c.seed);
-  } else if (name == "checkpoint-dir") {
-    c.checkpoint_dir = std::string(value);
-  } else if (name == "resume") {
-    return ParseBool(name, value, &c.resume);
-  } else if (name == "device") {
-    c.device = std::string(value);
-  } else if (name == "progress-every") {
-    return ParseInt(name, value, &c.progress_every);
-  } else if (name == "max-steps") {
-    return ParseInt(name, value, &c.max_steps);
-  } else if (name == "init-stddev") {
-    return ParseFloat(name, value, &c.init_stddev);
-  } else if (name == "holdout-fraction") {
-    return ParseFloat(name, value, &c.holdout_fraction);
-  } else if (name == "max-malformed-fraction") {
-    return ParseFloat(name, value, &c.max_malformed_fraction);
-  } else if (name == "min-count") {
-    return ParseInt(name, value, &c.min_count);
-  } else if (name == "min-count-slots") {
-    c.min_count_by_slot.clear();
-    for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
-      std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(part, ':');
-      int slot, count;
-      if (!absl::SimpleAtoi(kv.first, &slot) || !absl::SimpleAtoi(kv.second, &count) || slot < 0 ||
-          slot >= 26 || count < 0) {
-        return Bad(name, value, "is not a list of SLOT:COUNT with SLOT in [0, 26)");
-      }
-      if (int(c.min_count_by_slot.size()) <= slot) c.min_count_by_slot.resize(slot + 1, 0);
-      c.min_count_by_slot[slot] = uint32_t(count);
+  }
+  return wrong_type("a known kind of value");
+}
+
+// Gives each member of the JSON object in `path` to the flag it names, except flags the command
+// line set (those in `from_command_line`).
+absl::Status ApplyConfigFile(const std::string& path, const FlagSet& flags,
+                             const std::set<const CLI::Option*>& from_command_line) {
+  const std::string where = absl::StrCat("--config ", path, ": ");
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(where, "cannot open"));
+  Json config;
+  try {
+    config = Json::parse(in);
+  } catch (const Json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(where, e.what()));
+  }
+  if (!config.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "must be a JSON object of flags, not ", config.type_name()));
+  }
+  for (const auto& [key, value] : config.items()) {
+    const auto [option, kind] = flags.Find(key);
+    if (option == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(where, "unknown flag --", key));
     }
-  } else if (name == "expire-after-steps") {
-    return ParseInt(name, value, &c.expire_after_steps);
-  } else if (name == "evict-every") {
-    return ParseInt(name, value, &c.evict_every);
-  } else if (name == "checkpoint-every") {
-    return ParseInt(name, value, &c.checkpoint_every);
-  } else if (name == "full-checkpoint-every") {
-    return ParseInt(name, value, &c.full_checkpoint_every);
-  } else if (name == "help") {
-    return ParseBool(name, value, &parsed->help);
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
+    if (from_command_line.contains(option)) continue;
+    absl::StatusOr<std::string> text = FlagText(key, value, kind);
+    if (!text.ok()) return absl::InvalidArgumentError(absl::StrCat(where, text.status().message()));
+    try {
+      option->add_result(*text);
+      option->run_callback();
+    } catch (const CLI::ParseError& e) {
+      return absl::InvalidArgumentError(absl::StrCat(where, "flag ", e.what()));
+    }
   }
   return absl::OkStatus();
 }
-
-bool IsBoolFlag(absl::string_view name) { return name == "resume" || name == "help"; }
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseFlatJson(
-    absl::string_view text) {
-  std::vector<std::pair<std::string, std::string>> out;
-  size_t i = 0;
-  auto error = [&](absl::string_view what) {
-    return absl::InvalidArgumentError(absl::StrCat("config JSON at offset ", i, ": ", what));
-  };
-  auto skip = [&] {
-    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
-  };
-  auto string = [&](std::string* s) -> bool {
-    if (i >= text.size() || text[i] != '"') return false;
-    ++i;
-    while (i < text.size() && text[i] != '"') {
-      if (text[i] == '\\' && i + 1 < text.size()) ++i;
-      s->push_back(text[i++]);
-    }
-    if (i >= text.size()) return false;
-    ++i;
-    return true;
-  };
-  auto scalar = [&](std::string* s) -> bool {
-    skip();
-    if (i < text.size() && text[i] == '"') return string(s);
-    while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) ||
-                               text[i] == '.' || text[i] == '-' || text[i] == '+')) {
-      s->push_back(text[i++]);
-    }
-    return !s->empty();
-  };
-  skip();
-  if (i >= text.size() || text[i] != '{') return error("expected '{'");
-  ++i;
-  skip();
-  if (i < text.size() && text[i] == '}') return out;
-  while (true) {
-    skip();
-    std::string key, value;
-    if (!string(&key)) return error("expected a quoted key");
-    skip();
-    if (i >= text.size() || text[i] != ':') return error("expected ':'");
-    ++i;
-    skip();
-    if (i < text.size() && text[i] == '[') {
-      ++i;
-      skip();
-      while (i < text.size() && text[i] != ']') {
-        std::string item;
-        if (!scalar(&item)) return error("bad array element");
-        if (!value.empty()) value += ",";
-        value += item;
-        skip();
-        if (i < text.size() && text[i] == ',') ++i;
-        skip();
-      }
-      if (i >= text.size()) return error("unterminated array");
-      ++i;
-    } else if (!scalar(&value)) {
-      return error("expected a value");
-    }
-    if (value == "null") value.clear();
-    out.emplace_back(std::move(key), std::move(value));
-    skip();
-    if (i < text.size() && text[i] == ',') {
-      ++i;
-      continue;
-    }
-    if (i < text.size() && text[i] == '}') break;
-    return error("expected ',' or '}'");
-  }
-  return out;
-}
-
 absl::StatusOr<ParsedFlags> ParseTrainerFlags(const std::vector<std::string>& args) {
   ParsedFlags parsed;
-  std::vector<std::pair<std::string, std::string>> flags;
+  CLI::App app;
+  app.set_help_flag();  // --help is one of our switches; main prints kTrainerUsage
+  app.allow_extras();   // reported below, in the words of the flag at fault
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  FlagSet flags(&app);
+  DefineFlags(flags, &parsed);
   std::string config_path;
-  for (size_t i = 0; i < args.size(); ++i) {
-    absl::string_view arg = args[i];
-    if (!absl::ConsumePrefix(&arg, "--") || arg.empty()) {
+  app.add_option("--config", config_path);
+  try {
+    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 pops from the back
+    app.parse(reversed);
+  } catch (const CLI::ArgumentMismatch&) {
+    // Every flag takes one value or none, so CLI11 runs out of values only when the last
+    // argument is a flag that needs one.
+    const std::string flag = args.back().substr(0, args.back().find('='));
+    return absl::InvalidArgumentError(absl::StrCat("flag ", flag, " needs a value"));
+  } catch (const CLI::ValidationError& e) {
+    return absl::InvalidArgumentError(absl::StrCat("flag ", e.what()));
+  } catch (const CLI::ParseError& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+  if (std::vector<std::string> extra = app.remaining(); !extra.empty()) {
+    const std::string& arg = extra.front();
+    if (arg.size() > 2 && arg.rfind("--", 0) == 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat("unexpected argument \"", args[i], "\" (flags start with --)"));
+          absl::StrCat("unknown flag ", arg.substr(0, arg.find('='))));
     }
-    std::string name, value;
-    const size_t eq = arg.find('=');
-    if (eq != absl::string_view::npos) {
-      name = std::string(arg.substr(0, eq));
-      value = std::string(arg.substr(eq + 1));
-    } else {
-      name = std::string(arg);
-      if (!IsBoolFlag(name)) {
-        if (i + 1 >= args.size()) {
-          return absl::InvalidArgumentError(absl::StrCat("flag --", name, " needs a value"));
-        }
-        value = args[++i];
-      }
-    }
-    if (name == "config") {
-      config_path = value;
-    } else {
-      flags.emplace_back(std::move(name), std::move(value));
-    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument \"", arg, "\" (flags start with --)"));
   }
   if (!config_path.empty()) {
-    std::ifstream in(config_path);
-    if (!in) return absl::NotFoundError(absl::StrCat("--config ", config_path, ": cannot open"));
-    std::stringstream text;
-    text << in.rdbuf();
-    absl::StatusOr<std::vector<std::pair<std::string, std::string>>> entries =
-        ParseFlatJson(text.str());
-    if (!entries.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--config ", config_path, ": ", entries.status().message()));
+    std::set<const CLI::Option*> from_command_line;
+    for (const CLI::Option* option : app.get_options()) {
+      if (option->count() > 0) from_command_line.insert(option);
     }
-    for (const auto& [key, value] : *entries) {
-      absl::Status status = SetFlag(key, value, &parsed);
-      if (!status.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--config ", config_path, ": ", status.message()));
-      }
-    }
-  }
-  for (const auto& [name, value] : flags) {
-    absl::Status status = SetFlag(name, value, &parsed);
+    absl::Status status = ApplyConfigFile(config_path, flags, from_command_line);
     if (!status.ok()) return status;
   }
   return parsed;

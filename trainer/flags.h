@@ -7,8 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
-#include "trainer/trainer.h"
+#include "trainer/trainer_config.h"
 
 namespace evoscale::trainer {
 
@@ -19,16 +18,14 @@ struct ParsedFlags {
   bool help = false;
 };
 
-// Parses argv[1..]: "--name value", "--name=value", bare "--resume"/"--help". "--config FILE"
-// reads a flat JSON object whose keys are flag names (without dashes; '_' or '-') first, so
-// flags given on the command line override it. INVALID_ARGUMENT names the flag and the value;
-// NOT_FOUND for a missing config file.
+// Parses argv[1..] with CLI11: "--name value", "--name=value", bare "--resume"/"--help" (or
+// "--resume=true|false|1|0"); '-' in a name may be spelled '_'; a repeated flag keeps its last
+// value. "--config FILE" reads a JSON object whose keys are flag names (without dashes) and whose
+// values are strings, integers, numbers or booleans as the flag takes, or for --hidden and
+// --min-count-slots an array (or the command line's string); flags given on the command line
+// override it. INVALID_ARGUMENT names the flag (or config key) and the value; NOT_FOUND for a
+// missing config file.
 absl::StatusOr<ParsedFlags> ParseTrainerFlags(const std::vector<std::string>& args);
-
-// Parses a flat JSON object {"key": number|string|bool|[numbers]} into key/value strings
-// (arrays become comma-separated). INVALID_ARGUMENT with the offset on bad syntax.
-absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseFlatJson(
-    absl::string_view text);
 
 }  // namespace evoscale::trainer
 

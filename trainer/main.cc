@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "trainer/flags.h"
+#include "trainer/protocol.h"
 #include "trainer/trainer.h"
 
 int main(int argc, char** argv) {
@@ -19,9 +20,7 @@ int main(int argc, char** argv) {
   if (!parsed.ok()) {
     std::fprintf(stderr, "evoscale-trainer: %s\n%s", std::string(parsed.status().message()).c_str(),
                  kTrainerUsage);
-    sink("{\"event\":\"error\",\"code\":" +
-         JsonString(absl::StatusCodeToString(parsed.status().code())) +
-         ",\"message\":" + JsonString(parsed.status().message()) + "}");
+    sink(ErrorLine(parsed.status()));
     return 2;
   }
   if (parsed->help) {

@@ -3,58 +3,64 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "trainer_adapter/internal/json.h"
+#include "nlohmann/json.hpp"
 
 namespace evoscale::trainer_adapter {
 namespace {
 
-using internal::JsonValue;
+using Json = nlohmann::json;
 
 absl::Status FieldError(absl::string_view field, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("trial event: \"", field, "\": ", what));
 }
 
+// The member `field` of the object `obj`; nullptr when it is absent or null.
+const Json* Find(const Json& obj, const char* field) {
+  auto it = obj.find(field);
+  return it == obj.end() || it->is_null() ? nullptr : &*it;
+}
+
 // Reads an optional non-negative integer field into `out` (left as is when absent).
-absl::Status Count(const JsonValue& obj, absl::string_view field, int64_t* out) {
-  const JsonValue* v = obj.Find(field);
-  if (v == nullptr || v->type == JsonValue::Type::kNull) return absl::OkStatus();
-  if (v->type != JsonValue::Type::kNumber || v->number < 0 || v->number > 9.0e15 ||
-      v->number != std::floor(v->number)) {
+absl::Status Count(const Json& obj, const char* field, int64_t* out) {
+  const Json* v = Find(obj, field);
+  if (v == nullptr) return absl::OkStatus();
+  const double number = v->is_number() ? v->get<double>() : -1;
+  if (number < 0 || number > 9.0e15 || number != std::floor(number)) {
     return FieldError(field, "must be a non-negative integer");
   }
-  *out = static_cast<int64_t>(v->number);
+  *out = static_cast<int64_t>(number);
   return absl::OkStatus();
 }
 
-absl::Status NonNegative(const JsonValue& obj, absl::string_view field, double* out) {
-  const JsonValue* v = obj.Find(field);
-  if (v == nullptr || v->type == JsonValue::Type::kNull) return absl::OkStatus();
-  if (v->type != JsonValue::Type::kNumber || v->number < 0) {
+absl::Status NonNegative(const Json& obj, const char* field, double* out) {
+  const Json* v = Find(obj, field);
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->is_number() || v->get<double>() < 0) {
     return FieldError(field, "must be a non-negative number");
   }
-  *out = v->number;
+  *out = v->get<double>();
   return absl::OkStatus();
 }
 
-absl::Status Text(const JsonValue& obj, absl::string_view field, std::string* out) {
-  const JsonValue* v = obj.Find(field);
-  if (v == nullptr || v->type == JsonValue::Type::kNull) return absl::OkStatus();
-  if (v->type != JsonValue::Type::kString) return FieldError(field, "must be a string");
-  *out = v->string;
+absl::Status Text(const Json& obj, const char* field, std::string* out) {
+  const Json* v = Find(obj, field);
+  if (v == nullptr) return absl::OkStatus();
+  if (!v->is_string()) return FieldError(field, "must be a string");
+  *out = v->get<std::string>();
   return absl::OkStatus();
 }
 
-absl::Status Metrics(const JsonValue& obj, std::map<std::string, double>* out) {
-  const JsonValue* m = obj.Find("metrics");
-  if (m == nullptr || m->type == JsonValue::Type::kNull) return absl::OkStatus();
-  if (m->type != JsonValue::Type::kObject) return FieldError("metrics", "must be an object");
-  for (const auto& [name, v] : m->object) {
-    if (v.type == JsonValue::Type::kNull) continue;  // NaN, as the trainer prints it
+absl::Status Metrics(const Json& obj, std::map<std::string, double>* out) {
+  const Json* m = Find(obj, "metrics");
+  if (m == nullptr) return absl::OkStatus();
+  if (!m->is_object()) return FieldError("metrics", "must be an object");
+  for (const auto& [name, v] : m->items()) {
+    if (v.is_null()) continue;  // NaN, as the trainer prints it
     if (name.empty()) return FieldError("metrics", "a metric name is empty");
-    if (v.type != JsonValue::Type::kNumber) {
+    if (!v.is_number()) {
       return FieldError(absl::StrCat("metrics.", name), "must be a number or null");
     }
-    (*out)[name] = v.number;
+    (*out)[name] = v.get<double>();
   }
   return absl::OkStatus();
 }
@@ -72,34 +78,37 @@ absl::string_view TrialEventKindName(TrialEvent::Kind kind) {
 }
 
 absl::StatusOr<TrialEvent> ParseTrialEvent(absl::string_view line) {
-  absl::StatusOr<JsonValue> doc = internal::ParseJson(line);
-  if (!doc.ok()) return doc.status();
-  if (doc->type != JsonValue::Type::kObject) {
-    return absl::InvalidArgumentError("trial event: must be a JSON object");
+  Json doc;
+  try {
+    doc = Json::parse(line.begin(), line.end());
+  } catch (const Json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("trial event: not JSON: ", e.what()));
   }
-  const JsonValue* event = doc->Find("event");
-  if (event == nullptr || event->type != JsonValue::Type::kString) {
+  if (!doc.is_object()) return absl::InvalidArgumentError("trial event: must be a JSON object");
+  const Json* event = Find(doc, "event");
+  if (event == nullptr || !event->is_string()) {
     return FieldError("event", "missing (want progress, checkpoint, final or error)");
   }
+  const std::string& kind = event->get_ref<const std::string&>();
   TrialEvent e;
-  if (event->string == "progress") {
+  if (kind == "progress") {
     e.kind = TrialEvent::Kind::kProgress;
-  } else if (event->string == "checkpoint") {
+  } else if (kind == "checkpoint") {
     e.kind = TrialEvent::Kind::kCheckpoint;
-  } else if (event->string == "final") {
+  } else if (kind == "final") {
     e.kind = TrialEvent::Kind::kFinal;
-  } else if (event->string == "error") {
+  } else if (kind == "error") {
     e.kind = TrialEvent::Kind::kError;
   } else {
-    return FieldError("event", absl::StrCat("unknown value \"", event->string,
+    return FieldError("event", absl::StrCat("unknown value \"", kind,
                                             "\" (want progress, checkpoint, final or error)"));
   }
-  for (absl::Status st : {Count(*doc, "step", &e.step), Count(*doc, "examples", &e.examples),
-                          NonNegative(*doc, "elapsed_s", &e.elapsed_s),
-                          NonNegative(*doc, "examples_per_s", &e.examples_per_s),
-                          Count(*doc, "peak_rss_bytes", &e.peak_rss_bytes),
-                          Text(*doc, "path", &e.path), Text(*doc, "code", &e.code),
-                          Text(*doc, "message", &e.message), Metrics(*doc, &e.metrics)}) {
+  for (absl::Status st : {Count(doc, "step", &e.step), Count(doc, "examples", &e.examples),
+                          NonNegative(doc, "elapsed_s", &e.elapsed_s),
+                          NonNegative(doc, "examples_per_s", &e.examples_per_s),
+                          Count(doc, "peak_rss_bytes", &e.peak_rss_bytes),
+                          Text(doc, "path", &e.path), Text(doc, "code", &e.code),
+                          Text(doc, "message", &e.message), Metrics(doc, &e.metrics)}) {
     if (!st.ok()) return st;
   }
   return e;

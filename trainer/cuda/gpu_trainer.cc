@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "trainer/criteo_reader.h"
 #include "trainer/cuda/cuda_status.h"
 #include "trainer/cuda/device_buffer.h"
@@ -19,12 +18,12 @@
 #include "trainer/internal/run_options.h"
 #include "trainer/metrics.h"
 #include "trainer/mlp.h"
+#include "trainer/protocol.h"
 
 namespace evoscale::trainer::cuda {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
 
 // An owned stream, destroyed after everything allocated on it (declare it first).
 class Stream {
@@ -237,10 +236,7 @@ absl::Status GpuTraining::Train() {
     if (config_.progress_every > 0) {
       window.Add(host_logits_.data(), batch->labels.data(), size_t(n));
       if (step_ % config_.progress_every == 0) {
-        sink_(absl::StrCat("{\"event\":\"progress\",\"step\":", step_, ",\"examples\":", examples_,
-                           ",\"elapsed_s\":", absl::StrFormat("%.3f", trainer::internal::SecondsSince(start_)),
-                           ",\"metrics\":{\"logloss\":", JsonNumber(window.LogLoss()),
-                           ",\"auc\":", JsonNumber(window.Auc()), "}}"));
+        sink_(ProgressLine(step_, examples_, trainer::internal::SecondsSince(start_), window));
         window.Clear();
       }
     }
@@ -284,33 +280,36 @@ absl::Status GpuTraining::EvaluateAndReport() {
   EVOSCALE_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   cudaDeviceProp prop;
   EVOSCALE_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));
-  const double per_s = train_seconds_ > 0 ? double(examples_) / train_seconds_ : 0;
+  FinalSummary summary;
+  summary.examples_per_s = train_seconds_ > 0 ? double(examples_) / train_seconds_ : 0;
+  summary.peak_rss_bytes = PeakRssBytes();
+  summary.auc = metrics.Auc();
+  summary.logloss = metrics.LogLoss();
+  summary.eval_examples = int64_t(metrics.count());
+  summary.holdout = holdout;
+  summary.steps = step_;
+  summary.examples = examples_;
+  summary.train_s = train_seconds_;
+  summary.malformed_lines = malformed_;
   const size_t payload = *rows * sizeof(float) * size_t(dim_ + table_->state_floats());
-  sink_(absl::StrCat(
-      "{\"event\":\"final\",\"examples_per_s\":", absl::StrFormat("%.1f", per_s),
-      ",\"peak_rss_bytes\":", PeakRssBytes(), ",\"metrics\":{\"auc\":", JsonNumber(metrics.Auc()),
-      ",\"logloss\":", JsonNumber(metrics.LogLoss()), "}", ",\"eval_examples\":", metrics.count(),
-      ",\"eval_set\":", holdout ? "\"holdout\"" : "\"test\"", ",\"steps\":", step_,
-      ",\"examples\":", examples_, ",\"train_s\":", absl::StrFormat("%.3f", train_seconds_),
-      ",\"malformed_lines\":", malformed_, ",\"table\":{\"rows\":", *rows,
-      ",\"device_bytes\":", table_->memory_bytes(), ",\"payload_bytes\":", payload, "}",
-      ",\"dense_bytes\":", mlp_->memory_bytes(), ",\"device\":\"cuda\",\"gpu\":",
-      JsonString(prop.name), "}"));
+  sink_(FinalLine(summary, {{"table",
+                             {{"rows", *rows},
+                              {"device_bytes", table_->memory_bytes()},
+                              {"payload_bytes", payload}}},
+                            {"dense_bytes", mlp_->memory_bytes()},
+                            {"device", "cuda"},
+                            {"gpu", std::string(prop.name)}}));
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status RunGpuTrainer(const TrainerConfig& config, const EventSink& sink) {
+absl::Status RunGpuTrainer(const TrainerConfig& config, const EventSink& sink, int64_t* step) {
   GpuTraining training(config, sink);
   absl::Status status = training.Setup();
   if (status.ok()) status = training.Train();
   if (status.ok()) status = training.EvaluateAndReport();
-  if (!status.ok()) {
-    sink(absl::StrCat("{\"event\":\"error\",\"step\":", training.step(),
-                      ",\"code\":", JsonString(absl::StatusCodeToString(status.code())),
-                      ",\"message\":", JsonString(status.message()), "}"));
-  }
+  *step = training.step();
   return status;
 }
 

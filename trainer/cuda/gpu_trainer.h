@@ -8,14 +8,18 @@
 #ifndef EVOSCALE_TRAINER_CUDA_GPU_TRAINER_H_
 #define EVOSCALE_TRAINER_CUDA_GPU_TRAINER_H_
 
+#include <cstdint>
+
 #include "absl/status/status.h"
-#include "trainer/trainer.h"
+#include "trainer/protocol.h"
+#include "trainer/trainer_config.h"
 
 namespace evoscale::trainer::cuda {
 
-// As RunTrainer for a config that ValidateConfig accepted with device "cuda". Emits the final
-// (or error) line itself; blocking.
-absl::Status RunGpuTrainer(const TrainerConfig& config, const EventSink& sink);
+// As RunCpuTrainer (cpu_trainer.h), for a config that ValidateConfig accepted with device
+// "cuda" once CheckCudaAvailable (gpu.h) has said yes: emits progress and final lines; a failure
+// is returned, not emitted, with *step the number of steps completed. Blocking.
+absl::Status RunGpuTrainer(const TrainerConfig& config, const EventSink& sink, int64_t* step);
 
 }  // namespace evoscale::trainer::cuda
 

@@ -1,5 +1,5 @@
 // What the CPU and the GPU trainer must agree on for one run: which rows are held out and how
-// the readers of the training and evaluation passes are set up. Implemented in trainer.cc.
+// the readers of the training and evaluation passes are set up.
 #ifndef EVOSCALE_TRAINER_INTERNAL_RUN_OPTIONS_H_
 #define EVOSCALE_TRAINER_INTERNAL_RUN_OPTIONS_H_
 
@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "trainer/criteo_reader.h"
-#include "trainer/trainer.h"
+#include "trainer/trainer_config.h"
 
 namespace evoscale::trainer::internal {
 
