@@ -29,12 +29,24 @@ function(evoscale_cc_test)
   target_compile_definitions(${ARG_NAME} PRIVATE
     EVOSCALE_BIN_DIR="${CMAKE_RUNTIME_OUTPUT_DIRECTORY}"
     EVOSCALE_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  # Labels are set from a script of our own that ctest reads after gtest's list of tests:
+  # gtest_discover_tests' PROPERTIES lose every label of a list but the first.
   if(ARG_SLOW_TESTS)
     gtest_discover_tests(${ARG_NAME} DISCOVERY_TIMEOUT 60 TEST_FILTER "-${ARG_SLOW_TESTS}"
-                         PROPERTIES LABELS "${ARG_LABELS}")
+                         TEST_LIST ${ARG_NAME}_TESTS)
     gtest_discover_tests(${ARG_NAME} DISCOVERY_TIMEOUT 60 TEST_FILTER "${ARG_SLOW_TESTS}"
-                         PROPERTIES LABELS "${ARG_LABELS};slow")
+                         TEST_LIST ${ARG_NAME}_SLOW_TESTS)
   else()
-    gtest_discover_tests(${ARG_NAME} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS "${ARG_LABELS}")
+    gtest_discover_tests(${ARG_NAME} DISCOVERY_TIMEOUT 60 TEST_LIST ${ARG_NAME}_TESTS)
   endif()
+  set(slow_labels ${ARG_LABELS} slow)
+  set(labels_script ${CMAKE_CURRENT_BINARY_DIR}/${ARG_NAME}_labels.cmake)
+  file(WRITE ${labels_script}
+       "foreach(t IN LISTS ${ARG_NAME}_TESTS)\n"
+       "  set_tests_properties(\"\${t}\" PROPERTIES LABELS \"${ARG_LABELS}\")\n"
+       "endforeach()\n"
+       "foreach(t IN LISTS ${ARG_NAME}_SLOW_TESTS)\n"
+       "  set_tests_properties(\"\${t}\" PROPERTIES LABELS \"${slow_labels}\")\n"
+       "endforeach()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${labels_script})
 endfunction()

@@ -17,11 +17,13 @@
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_support.h"
 #include "trainer_adapter/trial_runner.h"
 
 namespace evoscale::trainer_adapter {
 namespace {
 
+using ::evoscale::testing::AwaitCondition;
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -205,12 +207,8 @@ TEST_F(LocalRunnerTest, StopEndsTheWholeGroupAndKillsWhatIgnoresSigterm) {
   EXPECT_EQ(o.signal, SIGKILL);  // SIGTERM was ignored
   // Nothing of the group is left running (the background sleep included). A killed process
   // closes its pipes before it becomes a zombie, so it may still be on its way out here.
-  int live = LiveProcessesInGroup(pid);
-  for (int i = 0; i < 1000 && live != 0; ++i) {
-    usleep(10000);
-    live = LiveProcessesInGroup(pid);
-  }
-  EXPECT_EQ(live, 0);
+  EXPECT_TRUE(AwaitCondition([&] { return LiveProcessesInGroup(pid) == 0; }, absl::Seconds(10)))
+      << LiveProcessesInGroup(pid) << " processes of the group still run";
 
   // A trial that honours SIGTERM ends with it, even when the runner's thread blocks SIGTERM
   // (as evoscaled's threads do: the mask would otherwise pass to the trial).
