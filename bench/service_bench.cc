@@ -43,6 +43,7 @@
 #include "evoscale/v1/study.grpc.pb.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/grpcpp.h"
+#include "nlohmann/json.hpp"
 #include "tests/e2e/evoscaled_process.h"
 
 ABSL_FLAG(std::string, server, "",
@@ -686,32 +687,48 @@ RoundResult RunRound(const std::vector<std::unique_ptr<v1::StudyService::Stub>>&
   return r;
 }
 
-std::string JsonNumber(double v, int digits = 4) {
-  return std::isnan(v) || std::isinf(v) ? std::string("null") : absl::StrFormat("%.*f", digits, v);
+// `v` rounded to `digits` decimals; null when it is not finite (no figure).
+nlohmann::ordered_json Rounded(double v, int digits = 4) {
+  if (!std::isfinite(v)) return nullptr;
+  const double scale = std::pow(10.0, digits);
+  return std::round(v * scale) / scale;
 }
 
-std::string JsonRow(const RoundResult& r, const std::string& durability, const std::string& mode) {
+// One round as a JSON row; bench/run_service_bench.sh reads these fields.
+nlohmann::ordered_json JsonRow(const RoundResult& r, const std::string& durability,
+                               const std::string& mode) {
   const double n = static_cast<double>(r.pairs);
   const double server_us = r.server_cpu_s && n > 0 ? *r.server_cpu_s / n * 1e6 : NAN;
   const double client_us = n > 0 ? r.client_cpu_s / n * 1e6 : NAN;
-  return absl::StrCat(
-      "{\"kind\":\"load\",\"server\":\"", mode, "\",\"durability\":\"", durability,
-      "\",\"clients\":", r.clients, ",\"connections\":", r.connections,
-      ",\"client_threads\":", r.client_threads, ",\"seconds\":", JsonNumber(r.seconds, 2),
-      ",\"study_trials_before\":", r.study_trials_before, ",\"pairs\":", r.pairs,
-      ",\"pairs_per_s\":", JsonNumber(n / r.seconds, 1),
-      ",\"pair_p50_ms\":", JsonNumber(PercentileMs(r.pair, 0.50)),
-      ",\"pair_p99_ms\":", JsonNumber(PercentileMs(r.pair, 0.99)),
-      ",\"suggest_p50_ms\":", JsonNumber(PercentileMs(r.suggest, 0.50)),
-      ",\"suggest_p99_ms\":", JsonNumber(PercentileMs(r.suggest, 0.99)),
-      ",\"complete_p50_ms\":", JsonNumber(PercentileMs(r.complete, 0.50)),
-      ",\"complete_p99_ms\":", JsonNumber(PercentileMs(r.complete, 0.99)),
-      ",\"errors\":", r.errors, ",\"server_cpu_us_per_pair\":", JsonNumber(server_us, 1),
-      ",\"client_cpu_us_per_pair\":", JsonNumber(client_us, 1),
-      ",\"handler_suggest_mean_ms\":", JsonNumber(r.handler_suggest.mean_ms),
-      ",\"handler_suggest_p99_ms\":", JsonNumber(r.handler_suggest.p99_ms),
-      ",\"handler_complete_mean_ms\":", JsonNumber(r.handler_complete.mean_ms),
-      ",\"handler_complete_p99_ms\":", JsonNumber(r.handler_complete.p99_ms), "}");
+  return {{"kind", "load"},
+          {"server", mode},
+          {"durability", durability},
+          {"clients", r.clients},
+          {"connections", r.connections},
+          {"client_threads", r.client_threads},
+          {"seconds", Rounded(r.seconds, 2)},
+          {"study_trials_before", r.study_trials_before},
+          {"pairs", r.pairs},
+          {"pairs_per_s", Rounded(n / r.seconds, 1)},
+          {"pair_p50_ms", Rounded(PercentileMs(r.pair, 0.50))},
+          {"pair_p99_ms", Rounded(PercentileMs(r.pair, 0.99))},
+          {"suggest_p50_ms", Rounded(PercentileMs(r.suggest, 0.50))},
+          {"suggest_p99_ms", Rounded(PercentileMs(r.suggest, 0.99))},
+          {"complete_p50_ms", Rounded(PercentileMs(r.complete, 0.50))},
+          {"complete_p99_ms", Rounded(PercentileMs(r.complete, 0.99))},
+          {"errors", r.errors},
+          {"server_cpu_us_per_pair", Rounded(server_us, 1)},
+          {"client_cpu_us_per_pair", Rounded(client_us, 1)},
+          {"handler_suggest_mean_ms", Rounded(r.handler_suggest.mean_ms)},
+          {"handler_suggest_p99_ms", Rounded(r.handler_suggest.p99_ms)},
+          {"handler_complete_mean_ms", Rounded(r.handler_complete.mean_ms)},
+          {"handler_complete_p99_ms", Rounded(r.handler_complete.p99_ms)}};
+}
+
+// Prints one JSON row on stdout, at once.
+void PrintRow(const nlohmann::ordered_json& row) {
+  std::printf("%s\n", row.dump().c_str());
+  std::fflush(stdout);
 }
 
 int Run() {
@@ -833,10 +850,11 @@ int Run() {
                  "preload: %d completed trials (CreateTrial, %d threads) in %.2f s: %.0f/s\n",
                  preload, preload_threads, dt, preload / dt);
     if (json) {
-      std::printf("{\"kind\":\"preload\",\"trials\":%d,\"threads\":%d,\"seconds\":%.3f,"
-                  "\"trials_per_s\":%.1f}\n",
-                  preload, preload_threads, dt, preload / dt);
-      std::fflush(stdout);
+      PrintRow({{"kind", "preload"},
+                {"trials", preload},
+                {"threads", preload_threads},
+                {"seconds", Rounded(dt, 3)},
+                {"trials_per_s", Rounded(preload / dt, 1)}});
     }
   }
 
@@ -876,10 +894,7 @@ int Run() {
                             r.store_writes, r.store_commits, r.store_writes / r.store_commits);
       }
     }
-    if (json) {
-      std::printf("%s\n", JsonRow(r, durability, mode).c_str());
-      std::fflush(stdout);
-    }
+    if (json) PrintRow(JsonRow(r, durability, mode));
     if (first_error.empty()) first_error = r.first_error;
   }
   if (!handler_lines.empty()) {
@@ -901,10 +916,11 @@ int Run() {
                study->c_str(), final_study->trial_count(), final_study->completed_trial_count(),
                durability.c_str());
   if (json) {
-    std::printf("{\"kind\":\"study\",\"name\":\"%s\",\"trial_count\":%" PRId64
-                ",\"completed_trial_count\":%" PRId64 ",\"durability\":\"%s\"}\n",
-                study->c_str(), final_study->trial_count(), final_study->completed_trial_count(),
-                durability.c_str());
+    PrintRow({{"kind", "study"},
+              {"name", *study},
+              {"trial_count", final_study->trial_count()},
+              {"completed_trial_count", final_study->completed_trial_count()},
+              {"durability", durability}});
   }
   stubs.clear();
   if (child) child->Stop(SIGTERM);

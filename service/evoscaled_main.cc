@@ -1,36 +1,65 @@
-// evoscaled: the evoscale server. Flags are parsed here; everything else lives in server.cc.
+// evoscaled: the evoscale server. Flags are parsed here, with CLI11; everything else lives in
+// server.cc.
 #include <algorithm>
 #include <csignal>
-#include <cstdio>
 #include <iostream>
 #include <string>
 #include <thread>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
+#include "CLI/CLI.hpp"
 #include "absl/synchronization/mutex.h"
+#include "nlohmann/json.hpp"
 #include "service/server.h"
 
 namespace {
 
-constexpr char kUsage[] =
-    "usage: evoscaled [--db PATH] [--grpc HOST:PORT] [--http HOST:PORT]\n"
-    "                 [--auth-tokens FILE] [--durability process|power]\n"
-    "                 [--max-running-trials N] [--gpus N]\n"
-    "  --db           SQLite database file (default evoscale.db)\n"
-    "  --grpc         gRPC address (default 127.0.0.1:50051; port 0 picks a free port)\n"
-    "  --http         HTTP address for /healthz, /metrics, /api/v1 (default 127.0.0.1:8080)\n"
-    "  --auth-tokens  file of \"TOKEN ROLE\" lines (admin|writer|reader); required to listen\n"
-    "                 on a non-loopback address\n"
-    "  --durability   process (default): an acknowledged write survives the process being\n"
-    "                 killed; power: it also survives power loss (fsync on every commit)\n"
-    "  --max-running-trials N  trials of managed studies (a trial template with a command)\n"
-    "                 run at once as local processes (default: the number of CPUs; 0: none)\n"
-    "  --gpus N       GPUs lent to managed trials, ids 0..N-1 (default 0)\n";
+using evoscale::service::Durability;
+using evoscale::service::ServerOptions;
 
-int Fail(const std::string& msg) {
-  std::cerr << "evoscaled: " << msg << "\n";
-  return 2;
+constexpr int kBadUsage = 2;
+
+// The most --max-running-trials and --gpus accept.
+constexpr int kMaxCount = 100000;
+
+// Declares evoscaled's flags on `app`, bound to `options` and, for --durability, to
+// `durability` ("process" or "power").
+void DefineFlags(CLI::App& app, ServerOptions& options, std::string& durability) {
+  app.add_option("--db", options.db_path, "SQLite database file (default evoscale.db)")
+      ->type_name("PATH");
+  app.add_option("--grpc", options.grpc_address,
+                 "gRPC address (default 127.0.0.1:50051; port 0 picks a free port)")
+      ->type_name("HOST:PORT");
+  app.add_option("--http", options.http_address,
+                 "HTTP address for /healthz, /metrics, /api/v1 (default 127.0.0.1:8080)")
+      ->type_name("HOST:PORT");
+  app.add_option("--auth-tokens", options.auth_tokens_path,
+                 "file of \"TOKEN ROLE\" lines (admin|writer|reader); required to listen on a "
+                 "non-loopback address")
+      ->type_name("FILE");
+  app.add_option("--durability", durability,
+                 "process (default): an acknowledged write survives the process being killed; "
+                 "power: it also survives power loss (fsync on every commit)")
+      ->type_name("process|power")
+      ->check(CLI::IsMember({"process", "power"}));
+  app.add_option("--max-running-trials", options.scheduler.max_running_trials,
+                 "trials of managed studies (a trial template with a command) run at once as "
+                 "local processes (default: the number of CPUs; 0: none)")
+      ->type_name("N")
+      ->check(CLI::Range(0, kMaxCount));
+  app.add_option("--gpus", options.scheduler.gpus,
+                 "GPUs lent to managed trials, ids 0..N-1 (default 0)")
+      ->type_name("N")
+      ->check(CLI::Range(0, kMaxCount));
+}
+
+// `address` as given ("127.0.0.1:0") with the port it got.
+std::string WithPort(const std::string& address, int port) {
+  return address.substr(0, address.rfind(':')) + ":" + std::to_string(port);
+}
+
+int Fail(const std::string& message) {
+  std::cerr << "evoscaled: " << message << "\n";
+  return kBadUsage;
 }
 
 }  // namespace
@@ -39,50 +68,26 @@ int main(int argc, char** argv) {
   // Debian builds absl with the mutex deadlock detector on; it costs ~2% of the hot path and
   // our lock order is fixed (study -> store, service -> watcher -> core).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  evoscale::service::ServerOptions options;
+  ServerOptions options;
   options.scheduler.max_running_trials =
       std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string value;
-    if (arg == "-h" || arg == "--help") {
-      std::cout << kUsage;
-      return 0;
-    }
-    if (size_t eq = arg.find('='); eq != std::string::npos && arg.rfind("--", 0) == 0) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      return Fail(absl::StrCat(arg, ": missing value\n", kUsage));
-    }
-    if (arg == "--db") {
-      options.db_path = value;
-    } else if (arg == "--grpc") {
-      options.grpc_address = value;
-    } else if (arg == "--http") {
-      options.http_address = value;
-    } else if (arg == "--auth-tokens") {
-      options.auth_tokens_path = value;
-    } else if (arg == "--durability") {
-      if (value == "process") {
-        options.durability = evoscale::service::Durability::kProcessCrash;
-      } else if (value == "power") {
-        options.durability = evoscale::service::Durability::kPowerLoss;
-      } else {
-        return Fail(absl::StrCat("--durability \"", value, "\": want process or power"));
-      }
-    } else if (arg == "--max-running-trials" || arg == "--gpus") {
-      int n = 0;
-      if (!absl::SimpleAtoi(value, &n) || n < 0 || n > 100000) {
-        return Fail(absl::StrCat(arg, " \"", value, "\": want an integer >= 0"));
-      }
-      (arg == "--gpus" ? options.scheduler.gpus : options.scheduler.max_running_trials) = n;
-    } else {
-      return Fail(absl::StrCat("unknown flag \"", arg, "\"\n", kUsage));
-    }
+  std::string durability = "process";
+  CLI::App app("evoscaled: the evoscale server", "evoscaled");
+  DefineFlags(app, options, durability);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::ExtrasError&) {
+    // evoscaled takes no arguments, only flags: name the first thing it did not know.
+    const std::string first = app.remaining().front();
+    return Fail((first[0] == '-' ? "unknown flag " : "unexpected argument ") + first +
+                " (see evoscaled --help)");
+  } catch (const CLI::ParseError& error) {
+    return Fail(std::string(error.what()) + " (see evoscaled --help)");
   }
+  options.durability = durability == "power" ? Durability::kPowerLoss : Durability::kProcessCrash;
 
   // Block the shutdown signals before any thread starts, and wait for them on one thread.
   sigset_t signals;
@@ -93,13 +98,16 @@ int main(int argc, char** argv) {
 
   auto server = evoscale::service::Server::Start(options);
   if (!server.ok()) return Fail(std::string(server.status().message()));
-  const std::string host = options.grpc_address.substr(0, options.grpc_address.rfind(':'));
-  const std::string http_host = options.http_address.substr(0, options.http_address.rfind(':'));
-  // One structured line that scripts and tests read to find the ports.
-  std::printf("{\"event\":\"listening\",\"grpc\":\"%s:%d\",\"http\":\"%s:%d\",\"db\":\"%s\"}\n",
-              host.c_str(), (*server)->grpc_port(), http_host.c_str(), (*server)->http_port(),
-              options.db_path.c_str());
-  std::fflush(stdout);
+  // One structured line that scripts and tests read to find the ports. A database path that
+  // is not UTF-8 is shown with U+FFFD in place of its bad bytes, so the line is always JSON.
+  const nlohmann::ordered_json listening = {
+      {"event", "listening"},
+      {"grpc", WithPort(options.grpc_address, (*server)->grpc_port())},
+      {"http", WithPort(options.http_address, (*server)->http_port())},
+      {"db", options.db_path}};
+  std::cout << listening.dump(/*indent=*/-1, /*indent_char=*/' ', /*ensure_ascii=*/false,
+                              nlohmann::json::error_handler_t::replace)
+            << std::endl;
 
   std::thread waiter([&] {
     int sig = 0;
@@ -109,6 +117,6 @@ int main(int argc, char** argv) {
   (*server)->Wait();
   waiter.join();
   server->reset();
-  std::printf("{\"event\":\"stopped\"}\n");
+  std::cout << nlohmann::json{{"event", "stopped"}}.dump() << std::endl;
   return 0;
 }

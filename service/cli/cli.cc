@@ -1,4 +1,4 @@
-// The evoscale command line: parsing, the commands, and their output.
+// The evoscale command line: parsing (CLI11), the commands, and their output.
 
 #include "service/cli/cli.h"
 
@@ -12,12 +12,12 @@
 #include <limits>
 #include <map>
 #include <memory>
-#include <optional>
 #include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
@@ -52,6 +52,9 @@ constexpr double kMaxTimeoutSeconds = 24 * 3600;
 // The most results one page may hold (the API's limit for page_size and suggestion_count).
 constexpr int64_t kMaxPageSize = 1000;
 
+// The most replicas `workload put` accepts for --min-replicas and --max-replicas.
+constexpr int64_t kMaxReplicas = 100000;
+
 absl::Status UsageError(absl::string_view message) { return absl::InvalidArgumentError(message); }
 
 absl::Status RpcError(absl::string_view rpc, const grpc::Status& status) {
@@ -67,70 +70,129 @@ bool IsRpcError(const absl::Status& status) {
   return status.GetPayload(kRpcErrorPayload).has_value();
 }
 
-// ---- Command-line parsing ------------------------------------------------------------------
+// ---- Flag values ---------------------------------------------------------------------------
+//
+// CLI11 validators. Each returns "" for a good value and otherwise what is wrong with it;
+// CLI11 puts the flag's name in front ("--count: ..."). The transforms also rewrite a name
+// into the number of the enum value it names, which CLI11 then stores in the enum field.
 
-struct FlagInfo {
-  absl::string_view name;
-  bool takes_value;
-};
-
-// Every flag any command knows. Which command accepts which is in kCommands below.
-constexpr FlagInfo kKnownFlags[] = {
-    // Global.
-    {"server", true},
-    {"token", true},
-    {"timeout", true},
-    {"json", false},
-    {"help", false},
-    // Per command.
-    {"file", true},
-    {"name", true},
-    {"state", true},
-    {"page-size", true},
-    {"count", true},
-    {"client-id", true},
-    {"step", true},
-    {"infeasible", true},
-    {"policy", true},
-    {"kind", true},
-    {"target-utilization", true},
-    {"min-replicas", true},
-    {"max-replicas", true},
-    {"output", true},
-    {"prometheus-url", true},
-    {"trace", true},
-    {"path", true},
-};
-
-const FlagInfo* FindFlag(absl::string_view name) {
-  for (const FlagInfo& flag : kKnownFlags) {
-    if (flag.name == name) return &flag;
-  }
-  return nullptr;
+CLI::Validator IntegerIn(int64_t min, int64_t max) {
+  return CLI::Validator(
+      [min, max](std::string& text) -> std::string {
+        int64_t value;
+        if (absl::SimpleAtoi(text, &value) && value >= min && value <= max) return "";
+        return absl::StrCat("\"", text, "\" is not an integer in [", min, ", ", max, "]");
+      },
+      "");
 }
 
-// "-5" and "-.5" are arguments (a negative value), not flags.
-bool LooksLikeNegativeNumber(absl::string_view arg) {
-  return arg.size() >= 2 && arg[0] == '-' && (absl::ascii_isdigit(arg[1]) || arg[1] == '.');
+CLI::Validator TimeoutSeconds() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double seconds;
+        if (absl::SimpleAtod(text, &seconds) && seconds > 0 && seconds <= kMaxTimeoutSeconds) {
+          return "";
+        }
+        return absl::StrCat("\"", text, "\" is not a number of seconds in (0, ", kMaxTimeoutSeconds,
+                            "]");
+      },
+      "");
 }
 
-absl::StatusOr<double> ParseTimeout(absl::string_view text) {
-  double seconds;
-  if (!absl::SimpleAtod(text, &seconds) || !(seconds > 0) || seconds > kMaxTimeoutSeconds) {
-    return UsageError(
-        absl::StrCat("flag --timeout: \"", text, "\" is not a number of seconds in (0, 86400]"));
-  }
-  return seconds;
+CLI::Validator Utilization() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double value;
+        if (absl::SimpleAtod(text, &value) && value > 0 && value <= 1) return "";
+        return absl::StrCat("\"", text, "\" is not in (0, 1]");
+      },
+      "");
 }
 
-absl::StatusOr<int64_t> ParseIntFlag(absl::string_view flag, absl::string_view text, int64_t min,
-                                     int64_t max) {
-  int64_t value;
-  if (!absl::SimpleAtoi(text, &value) || value < min || value > max) {
-    return UsageError(absl::StrCat("flag --", flag, ": \"", text, "\" is not an integer in [", min,
-                                   ", ", max, "]"));
+// `what` is the value's name in the message: "the address is empty".
+CLI::Validator NotEmpty(absl::string_view what) {
+  return CLI::Validator(
+      [what = std::string(what)](std::string& text) -> std::string {
+        return text.empty() ? absl::StrCat(what, " is empty") : "";
+      },
+      "");
+}
+
+// `expected` words the error: "table, json or yaml".
+CLI::Validator OneOf(std::vector<std::string> choices, absl::string_view expected) {
+  return CLI::Validator(
+      [choices = std::move(choices), expected = std::string(expected)](std::string& text) {
+        if (std::find(choices.begin(), choices.end(), text) != choices.end()) return std::string();
+        return absl::StrCat("\"", text, "\" is not ", expected);
+      },
+      "");
+}
+
+// `parse` turns a name into an enum value or a Status whose message says what is wrong.
+template <typename Parse>
+CLI::Validator EnumName(Parse parse) {
+  return CLI::Validator(
+      [parse](std::string& text) -> std::string {
+        auto value = parse(text);
+        if (!value.ok()) return std::string(value.status().message());
+        text = absl::StrCat(static_cast<int>(*value));
+        return "";
+      },
+      "");
+}
+
+// Reads a protobuf enum's value names in any case ("succeeded" for SUCCEEDED), not its
+// unspecified value; `kind` and `expected` word the error.
+template <typename Enum>
+absl::StatusOr<Enum> ParseProtoEnum(bool (*parse)(const std::string&, Enum*), Enum unspecified,
+                                    absl::string_view kind, absl::string_view expected,
+                                    const std::string& text) {
+  Enum value;
+  if (!parse(absl::AsciiStrToUpper(text), &value) || value == unspecified) {
+    return UsageError(absl::StrCat("unknown ", kind, " \"", text, "\"; expected ", expected));
   }
   return value;
+}
+
+CLI::Validator TrialStateName() {
+  return EnumName([](const std::string& text) {
+    return ParseProtoEnum<v1::Trial::State>(
+        [](const std::string& name, v1::Trial::State* state) {
+          return v1::Trial::State_Parse(name, state);
+        },
+        v1::Trial::STATE_UNSPECIFIED, "trial state",
+        "requested, active, stopping, succeeded, infeasible or failed", text);
+  });
+}
+
+CLI::Validator StudyStateName() {
+  return EnumName([](const std::string& text) {
+    return ParseProtoEnum<v1::Study::State>(
+        [](const std::string& name, v1::Study::State* state) {
+          return v1::Study::State_Parse(name, state);
+        },
+        v1::Study::STATE_UNSPECIFIED, "study state", "active, inactive or completed", text);
+  });
+}
+
+CLI::Validator WorkloadPolicyName() {
+  return EnumName([](const std::string& text) {
+    return ParseProtoEnum<v1::Workload::Policy>(
+        [](const std::string& name, v1::Workload::Policy* policy) {
+          return v1::Workload::Policy_Parse(name, policy);
+        },
+        v1::Workload::POLICY_UNSPECIFIED, "policy", "evoscale, vpa or hpa", text);
+  });
+}
+
+CLI::Validator WorkloadKindName() {
+  return EnumName([](const std::string& text) {
+    return ParseProtoEnum<v1::Workload::Kind>(
+        [](const std::string& name, v1::Workload::Kind* kind) {
+          return v1::Workload::Kind_Parse(name, kind);
+        },
+        v1::Workload::KIND_UNSPECIFIED, "kind", "serving or training", text);
+  });
 }
 
 // ---- Commands ------------------------------------------------------------------------------
@@ -138,29 +200,16 @@ absl::StatusOr<int64_t> ParseIntFlag(absl::string_view flag, absl::string_view t
 // One run of one command: its arguments and where it sends RPCs and output.
 class Invocation {
  public:
-  Invocation(const GlobalOptions& global, const Environment& env, StudyService::StubInterface& stub,
-             std::vector<std::string> args, const std::map<std::string, std::string>& flags,
-             std::ostream& out, v1::AutoscalerService::StubInterface* autoscaler = nullptr)
-      : global_(global),
-        env_(env),
-        stub_(stub),
-        autoscaler_(autoscaler),
-        args_(std::move(args)),
-        flags_(flags),
-        out_(out) {}
+  Invocation(const CommandLine& line, const Environment& env, StudyService::StubInterface& stub,
+             v1::AutoscalerService::StubInterface& autoscaler, std::ostream& out)
+      : line_(line), env_(env), stub_(stub), autoscaler_(autoscaler), out_(out) {}
 
-  const GlobalOptions& global() const { return global_; }
+  const GlobalOptions& global() const { return line_.global; }
+  const CommandArguments& arguments() const { return line_.arguments; }
   const Environment& env() const { return env_; }
   StudyService::StubInterface& stub() const { return stub_; }
-  v1::AutoscalerService::StubInterface& autoscaler() const { return *autoscaler_; }
-  const std::vector<std::string>& args() const { return args_; }
+  v1::AutoscalerService::StubInterface& autoscaler() const { return autoscaler_; }
   std::ostream& out() const { return out_; }
-
-  // The value of a command flag, or nullptr when it was not given.
-  const std::string* flag(absl::string_view name) const {
-    auto it = flags_.find(std::string(name));
-    return it == flags_.end() ? nullptr : &it->second;
-  }
 
   // Calls `rpc` (a lambda taking the ClientContext) with the deadline and the token set.
   template <typename Rpc>
@@ -168,9 +217,9 @@ class Invocation {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                             std::chrono::duration<double>(global_.timeout_seconds)));
-    if (!global_.token.empty()) {
-      context.AddMetadata("authorization", absl::StrCat("Bearer ", global_.token));
+                             std::chrono::duration<double>(global().timeout_seconds)));
+    if (!global().token.empty()) {
+      context.AddMetadata("authorization", absl::StrCat("Bearer ", global().token));
     }
     grpc::Status status = rpc(&context);
     return status.ok() ? absl::OkStatus() : RpcError(rpc_name, status);
@@ -190,12 +239,10 @@ class Invocation {
   }
 
  private:
-  const GlobalOptions& global_;
+  const CommandLine& line_;
   const Environment& env_;
   StudyService::StubInterface& stub_;
-  v1::AutoscalerService::StubInterface* const autoscaler_;  // not owned
-  const std::vector<std::string> args_;  // positional arguments after the command words
-  const std::map<std::string, std::string>& flags_;
+  v1::AutoscalerService::StubInterface& autoscaler_;
   std::ostream& out_;
 };
 
@@ -203,19 +250,11 @@ struct Command {
   absl::string_view name;      // the command words, "study create"
   absl::string_view synopsis;  // arguments and flags after the name
   absl::string_view summary;
-  std::vector<absl::string_view> flags;  // command flags it accepts
+  // Declares the command's positional arguments and flags on its CLI11 subcommand, bound to
+  // the fields of `arguments` they fill.
+  void (*define)(CLI::App& command, CommandArguments& arguments);
   absl::Status (*run)(const Invocation&);
 };
-
-absl::Status CheckArgCount(const Invocation& invocation, size_t min, size_t max,
-                           absl::string_view synopsis) {
-  const auto& args = invocation.args();
-  if (args.size() < min) return UsageError(absl::StrCat("missing arguments; expected ", synopsis));
-  if (args.size() > max) {
-    return UsageError(absl::StrCat("unexpected argument \"", args[max], "\"; expected ", synopsis));
-  }
-  return absl::OkStatus();
-}
 
 std::string StudyState(v1::Study::State state) {
   return state == v1::Study::STATE_UNSPECIFIED ? "-" : v1::Study::State_Name(state);
@@ -295,13 +334,45 @@ absl::Status ListAllPages(absl::string_view rpc_name, ListPage list, Response* a
   return absl::OkStatus();
 }
 
+// ---- Positional arguments shared by several commands ----
+
+void DefineNothing(CLI::App&, CommandArguments&) {}
+
+void DefineStudy(CLI::App& command, CommandArguments& arguments) {
+  command.add_option("STUDY", arguments.study, "a study name, studies/ID, or just its ID")
+      ->type_name("")
+      ->required();
+}
+
+void DefineTrial(CLI::App& command, CommandArguments& arguments) {
+  command.add_option("TRIAL", arguments.trial, "a trial name, studies/ID/trials/ID")
+      ->type_name("")
+      ->required();
+}
+
+void DefineWorkload(CLI::App& command, CommandArguments& arguments) {
+  command.add_option("NAME", arguments.workload, "the workload's name, e.g. default/ranker")
+      ->type_name("")
+      ->required();
+}
+
+// ---- Study commands ----
+
+void DefineStudyCreate(CLI::App& command, CommandArguments& arguments) {
+  command
+      .add_option("-f,--file", arguments.file,
+                  "a Study or a bare StudySpec, as protobuf JSON or the same in YAML")
+      ->type_name("FILE")
+      ->required();
+  command.add_option("--name", arguments.display_name, "the display name (default: the file's)")
+      ->type_name("DISPLAY_NAME");
+}
+
 absl::Status RunStudyCreate(const Invocation& invocation) {
-  if (absl::Status s = CheckArgCount(invocation, 0, 0, "-f FILE"); !s.ok()) return s;
-  const std::string* file = invocation.flag("file");
-  if (file == nullptr) return UsageError("-f FILE is required");
-  absl::StatusOr<v1::Study> study = LoadStudyFile(*file);
+  const CommandArguments& arguments = invocation.arguments();
+  absl::StatusOr<v1::Study> study = LoadStudyFile(arguments.file);
   if (!study.ok()) return study.status();
-  if (const std::string* name = invocation.flag("name")) study->set_display_name(*name);
+  if (arguments.display_name.has_value()) study->set_display_name(*arguments.display_name);
 
   v1::CreateStudyRequest request;
   *request.mutable_study() = *std::move(study);
@@ -318,7 +389,6 @@ absl::Status RunStudyCreate(const Invocation& invocation) {
 }
 
 absl::Status RunStudyList(const Invocation& invocation) {
-  if (absl::Status s = CheckArgCount(invocation, 0, 0, "no arguments"); !s.ok()) return s;
   v1::ListStudiesResponse all;
   absl::Status listed = ListAllPages(
       "ListStudies",
@@ -337,8 +407,7 @@ absl::Status RunStudyList(const Invocation& invocation) {
 }
 
 absl::Status RunStudyGet(const Invocation& invocation) {
-  if (absl::Status s = CheckArgCount(invocation, 1, 1, "STUDY"); !s.ok()) return s;
-  absl::StatusOr<std::string> name = NormalizeStudyName(invocation.args()[0]);
+  absl::StatusOr<std::string> name = NormalizeStudyName(invocation.arguments().study);
   if (!name.ok()) return name.status();
   v1::GetStudyRequest request;
   request.set_name(*name);
@@ -418,8 +487,7 @@ absl::Status RunStudyGet(const Invocation& invocation) {
 }
 
 absl::Status RunStudyDelete(const Invocation& invocation) {
-  if (absl::Status s = CheckArgCount(invocation, 1, 1, "STUDY"); !s.ok()) return s;
-  absl::StatusOr<std::string> name = NormalizeStudyName(invocation.args()[0]);
+  absl::StatusOr<std::string> name = NormalizeStudyName(invocation.arguments().study);
   if (!name.ok()) return name.status();
   v1::DeleteStudyRequest request;
   request.set_name(*name);
@@ -437,20 +505,20 @@ absl::Status RunStudyDelete(const Invocation& invocation) {
   return absl::OkStatus();
 }
 
+void DefineStudyState(CLI::App& command, CommandArguments& arguments) {
+  DefineStudy(command, arguments);
+  command.add_option("STATE", arguments.study_state, "active, inactive or completed")
+      ->type_name("")
+      ->required()
+      ->transform(StudyStateName());
+}
+
 absl::Status RunStudyState(const Invocation& invocation) {
-  constexpr absl::string_view kSynopsis = "STUDY active|inactive|completed";
-  if (absl::Status s = CheckArgCount(invocation, 2, 2, kSynopsis); !s.ok()) return s;
-  absl::StatusOr<std::string> name = NormalizeStudyName(invocation.args()[0]);
+  absl::StatusOr<std::string> name = NormalizeStudyName(invocation.arguments().study);
   if (!name.ok()) return name.status();
-  v1::Study::State state;
-  if (!v1::Study::State_Parse(absl::AsciiStrToUpper(invocation.args()[1]), &state) ||
-      state == v1::Study::STATE_UNSPECIFIED) {
-    return UsageError(absl::StrCat("unknown state \"", invocation.args()[1],
-                                   "\"; expected active, inactive or completed"));
-  }
   v1::SetStudyStateRequest request;
   request.set_name(*name);
-  request.set_state(state);
+  request.set_state(invocation.arguments().study_state);
   v1::Study study;
   if (absl::Status s = invocation.Call("SetStudyState",
                                        [&](grpc::ClientContext* context) {
@@ -463,33 +531,33 @@ absl::Status RunStudyState(const Invocation& invocation) {
   return PrintStudy(invocation, study);
 }
 
+// ---- Trial commands ----
+
+void DefineTrialsList(CLI::App& command, CommandArguments& arguments) {
+  DefineStudy(command, arguments);
+  command
+      .add_option("--state", arguments.trial_state,
+                  "only trials in this state: requested, active, stopping, succeeded, "
+                  "infeasible or failed")
+      ->type_name("STATE")
+      ->transform(TrialStateName());
+  command.add_option("--page-size", arguments.page_size, "trials per call (default: the server's)")
+      ->type_name("N")
+      ->check(IntegerIn(1, kMaxPageSize));
+}
+
 absl::Status RunTrialsList(const Invocation& invocation) {
-  if (absl::Status s = CheckArgCount(invocation, 1, 1, "STUDY"); !s.ok()) return s;
-  absl::StatusOr<std::string> parent = NormalizeStudyName(invocation.args()[0]);
+  const CommandArguments& arguments = invocation.arguments();
+  absl::StatusOr<std::string> parent = NormalizeStudyName(arguments.study);
   if (!parent.ok()) return parent.status();
-  v1::Trial::State state = v1::Trial::STATE_UNSPECIFIED;
-  if (const std::string* text = invocation.flag("state")) {
-    if (!v1::Trial::State_Parse(absl::AsciiStrToUpper(*text), &state) ||
-        state == v1::Trial::STATE_UNSPECIFIED) {
-      return UsageError(absl::StrCat(
-          "flag --state: unknown trial state \"", *text,
-          "\"; expected requested, active, stopping, succeeded, infeasible or failed"));
-    }
-  }
-  int64_t page_size = 0;  // the server's default
-  if (const std::string* text = invocation.flag("page-size")) {
-    absl::StatusOr<int64_t> parsed = ParseIntFlag("page-size", *text, 1, kMaxPageSize);
-    if (!parsed.ok()) return parsed.status();
-    page_size = *parsed;
-  }
   v1::ListTrialsResponse all;
   absl::Status listed = ListAllPages(
       "ListTrials",
       [&](const std::string& token, v1::ListTrialsResponse* page) {
         v1::ListTrialsRequest request;
         request.set_parent(*parent);
-        request.set_state(state);
-        request.set_page_size(static_cast<int32_t>(page_size));
+        request.set_state(arguments.trial_state);
+        request.set_page_size(arguments.page_size);
         request.set_page_token(token);
         return invocation.Call("ListTrials", [&](grpc::ClientContext* context) {
           return invocation.stub().ListTrials(context, request, page);
@@ -501,25 +569,30 @@ absl::Status RunTrialsList(const Invocation& invocation) {
   return PrintTrials(invocation, all.trials());
 }
 
+void DefineSuggest(CLI::App& command, CommandArguments& arguments) {
+  DefineStudy(command, arguments);
+  command.add_option("--count", arguments.count, "how many trials to ask for (default 1)")
+      ->type_name("N")
+      ->check(IntegerIn(1, kMaxPageSize));
+  command
+      .add_option("--client-id", arguments.client_id,
+                  "the worker the trials are for (default cli-HOSTNAME)")
+      ->type_name("ID")
+      ->check(NotEmpty("the id"));
+}
+
 absl::Status RunSuggest(const Invocation& invocation) {
-  if (absl::Status s = CheckArgCount(invocation, 1, 1, "STUDY"); !s.ok()) return s;
-  absl::StatusOr<std::string> parent = NormalizeStudyName(invocation.args()[0]);
+  const CommandArguments& arguments = invocation.arguments();
+  absl::StatusOr<std::string> parent = NormalizeStudyName(arguments.study);
   if (!parent.ok()) return parent.status();
-  int64_t count = 1;
-  if (const std::string* text = invocation.flag("count")) {
-    absl::StatusOr<int64_t> parsed = ParseIntFlag("count", *text, 1, kMaxPageSize);
-    if (!parsed.ok()) return parsed.status();
-    count = *parsed;
-  }
-  std::string client_id =
-      invocation.env().hostname.empty() ? "cli" : absl::StrCat("cli-", invocation.env().hostname);
-  if (const std::string* text = invocation.flag("client-id")) {
-    if (text->empty()) return UsageError("flag --client-id: the id is empty");
-    client_id = *text;
+  std::string client_id = arguments.client_id;
+  if (client_id.empty()) {
+    client_id =
+        invocation.env().hostname.empty() ? "cli" : absl::StrCat("cli-", invocation.env().hostname);
   }
   v1::SuggestTrialsRequest request;
   request.set_parent(*parent);
-  request.set_suggestion_count(static_cast<int32_t>(count));
+  request.set_suggestion_count(arguments.count);
   request.set_client_id(client_id);
   v1::SuggestTrialsResponse response;
   if (absl::Status s = invocation.Call("SuggestTrials",
@@ -544,26 +617,27 @@ absl::Status RunSuggest(const Invocation& invocation) {
   return absl::OkStatus();
 }
 
+void DefineMeasure(CLI::App& command, CommandArguments& arguments) {
+  DefineTrial(command, arguments);
+  command.add_option("METRIC=VALUE", arguments.metrics, "the measured metrics, e.g. loss=0.25")
+      ->type_name("")
+      ->required();
+  command.add_option("--step", arguments.step, "the training step measured")
+      ->type_name("N")
+      ->required()
+      ->check(IntegerIn(0, std::numeric_limits<int64_t>::max()));
+}
+
 absl::Status RunMeasure(const Invocation& invocation) {
-  constexpr absl::string_view kSynopsis = "TRIAL --step N METRIC=VALUE...";
-  if (absl::Status s = CheckArgCount(invocation, 2, std::numeric_limits<size_t>::max(), kSynopsis);
-      !s.ok()) {
-    return s;
-  }
-  absl::StatusOr<std::string> name = ValidateTrialName(invocation.args()[0]);
+  const CommandArguments& arguments = invocation.arguments();
+  absl::StatusOr<std::string> name = ValidateTrialName(arguments.trial);
   if (!name.ok()) return name.status();
-  const std::string* step_text = invocation.flag("step");
-  if (step_text == nullptr) return UsageError("--step N is required");
-  absl::StatusOr<int64_t> step =
-      ParseIntFlag("step", *step_text, 0, std::numeric_limits<int64_t>::max());
-  if (!step.ok()) return step.status();
-  absl::StatusOr<std::map<std::string, double>> metrics = ParseMetrics(
-      std::vector<std::string>(invocation.args().begin() + 1, invocation.args().end()));
+  absl::StatusOr<std::map<std::string, double>> metrics = ParseMetrics(arguments.metrics);
   if (!metrics.ok()) return metrics.status();
 
   v1::AddTrialMeasurementRequest request;
   request.set_trial_name(*name);
-  request.mutable_measurement()->set_step(*step);
+  request.mutable_measurement()->set_step(arguments.step);
   request.mutable_measurement()->mutable_metrics()->insert(metrics->begin(), metrics->end());
   v1::Trial trial;
   if (absl::Status s = invocation.Call("AddTrialMeasurement",
@@ -577,27 +651,34 @@ absl::Status RunMeasure(const Invocation& invocation) {
   return PrintTrial(invocation, trial);
 }
 
+void DefineComplete(CLI::App& command, CommandArguments& arguments) {
+  DefineTrial(command, arguments);
+  command
+      .add_option("METRIC=VALUE", arguments.metrics,
+                  "the final metrics (default: the trial's latest measurement)")
+      ->type_name("");
+  command
+      .add_option("--infeasible", arguments.infeasible_reason,
+                  "complete the trial as infeasible, for this reason")
+      ->type_name("REASON")
+      ->check(NotEmpty("the reason"));
+}
+
 absl::Status RunComplete(const Invocation& invocation) {
-  constexpr absl::string_view kSynopsis = "TRIAL [METRIC=VALUE...] | TRIAL --infeasible REASON";
-  if (absl::Status s = CheckArgCount(invocation, 1, std::numeric_limits<size_t>::max(), kSynopsis);
-      !s.ok()) {
-    return s;
-  }
-  absl::StatusOr<std::string> name = ValidateTrialName(invocation.args()[0]);
+  const CommandArguments& arguments = invocation.arguments();
+  absl::StatusOr<std::string> name = ValidateTrialName(arguments.trial);
   if (!name.ok()) return name.status();
   v1::CompleteTrialRequest request;
   request.set_name(*name);
-  if (const std::string* reason = invocation.flag("infeasible")) {
-    if (invocation.args().size() > 1) {
+  if (arguments.infeasible_reason.has_value()) {
+    if (!arguments.metrics.empty()) {
       return UsageError("give either metrics or --infeasible REASON, not both");
     }
-    if (reason->empty()) return UsageError("flag --infeasible: the reason is empty");
     request.set_trial_infeasible(true);
-    request.set_infeasible_reason(*reason);
+    request.set_infeasible_reason(*arguments.infeasible_reason);
   } else {
     // No metrics: the server takes the latest intermediate measurement as the final one.
-    absl::StatusOr<std::map<std::string, double>> metrics = ParseMetrics(
-        std::vector<std::string>(invocation.args().begin() + 1, invocation.args().end()));
+    absl::StatusOr<std::map<std::string, double>> metrics = ParseMetrics(arguments.metrics);
     if (!metrics.ok()) return metrics.status();
     if (!metrics->empty()) {
       request.mutable_final_measurement()->mutable_metrics()->insert(metrics->begin(),
@@ -617,8 +698,7 @@ absl::Status RunComplete(const Invocation& invocation) {
 }
 
 absl::Status RunStop(const Invocation& invocation) {
-  if (absl::Status s = CheckArgCount(invocation, 1, 1, "TRIAL"); !s.ok()) return s;
-  absl::StatusOr<std::string> name = ValidateTrialName(invocation.args()[0]);
+  absl::StatusOr<std::string> name = ValidateTrialName(invocation.arguments().trial);
   if (!name.ok()) return name.status();
   v1::StopTrialRequest request;
   request.set_name(*name);
@@ -635,8 +715,7 @@ absl::Status RunStop(const Invocation& invocation) {
 }
 
 absl::Status RunShouldStop(const Invocation& invocation) {
-  if (absl::Status s = CheckArgCount(invocation, 1, 1, "TRIAL"); !s.ok()) return s;
-  absl::StatusOr<std::string> name = ValidateTrialName(invocation.args()[0]);
+  absl::StatusOr<std::string> name = ValidateTrialName(invocation.arguments().trial);
   if (!name.ok()) return name.status();
   v1::CheckTrialEarlyStoppingStateRequest request;
   request.set_trial_name(*name);
@@ -655,8 +734,7 @@ absl::Status RunShouldStop(const Invocation& invocation) {
 }
 
 absl::Status RunOptimal(const Invocation& invocation) {
-  if (absl::Status s = CheckArgCount(invocation, 1, 1, "STUDY"); !s.ok()) return s;
-  absl::StatusOr<std::string> parent = NormalizeStudyName(invocation.args()[0]);
+  absl::StatusOr<std::string> parent = NormalizeStudyName(invocation.arguments().study);
   if (!parent.ok()) return parent.status();
   v1::ListOptimalTrialsRequest request;
   request.set_parent(*parent);
@@ -691,47 +769,51 @@ std::vector<std::string> WorkloadRow(const v1::Workload& w) {
           absl::StrCat(w.sample_count())};
 }
 
+void DefineWorkloadPut(CLI::App& command, CommandArguments& arguments) {
+  DefineWorkload(command, arguments);
+  v1::Workload* workload = &arguments.workload_settings;
+  command
+      .add_option_function<v1::Workload::Policy>(
+          "--policy", [workload](v1::Workload::Policy policy) { workload->set_policy(policy); },
+          "evoscale (default), vpa or hpa")
+      ->type_name("POLICY")
+      ->transform(WorkloadPolicyName());
+  command
+      .add_option_function<v1::Workload::Kind>(
+          "--kind", [workload](v1::Workload::Kind kind) { workload->set_kind(kind); },
+          "serving (default) or training")
+      ->type_name("KIND")
+      ->transform(WorkloadKindName());
+  command
+      .add_option_function<double>(
+          "--target-utilization",
+          [workload](double utilization) { workload->set_target_utilization(utilization); },
+          "the utilization replicas are sized for, in (0, 1]")
+      ->type_name("X")
+      ->check(Utilization());
+  command
+      .add_option_function<int32_t>(
+          "--min-replicas", [workload](int32_t replicas) { workload->set_min_replicas(replicas); },
+          "the fewest replicas to recommend")
+      ->type_name("N")
+      ->check(IntegerIn(0, kMaxReplicas));
+  command
+      .add_option_function<int32_t>(
+          "--max-replicas", [workload](int32_t replicas) { workload->set_max_replicas(replicas); },
+          "the most replicas to recommend")
+      ->type_name("N")
+      ->check(IntegerIn(0, kMaxReplicas));
+}
+
 absl::Status RunWorkloadPut(const Invocation& invocation) {
-  if (absl::Status s = CheckArgCount(invocation, 1, 1, "NAME"); !s.ok()) return s;
   v1::PutWorkloadRequest request;
-  v1::Workload* w = request.mutable_workload();
-  w->set_name(invocation.args()[0]);
-  if (const std::string* policy = invocation.flag("policy")) {
-    v1::Workload::Policy p;
-    if (!v1::Workload::Policy_Parse(absl::AsciiStrToUpper(*policy), &p)) {
-      return UsageError(absl::StrCat("flag --policy: \"", *policy, "\" is not evoscale, vpa or hpa"));
-    }
-    w->set_policy(p);
-  }
-  if (const std::string* kind = invocation.flag("kind")) {
-    v1::Workload::Kind k;
-    if (!v1::Workload::Kind_Parse(absl::AsciiStrToUpper(*kind), &k)) {
-      return UsageError(absl::StrCat("flag --kind: \"", *kind, "\" is not serving or training"));
-    }
-    w->set_kind(k);
-  }
-  if (const std::string* t = invocation.flag("target-utilization")) {
-    double v;
-    if (!absl::SimpleAtod(*t, &v) || !(v > 0 && v <= 1)) {
-      return UsageError(absl::StrCat("flag --target-utilization: \"", *t, "\" is not in (0, 1]"));
-    }
-    w->set_target_utilization(v);
-  }
-  for (const auto& [flag, setter] :
-       {std::pair<const char*, void (v1::Workload::*)(int32_t)>{"min-replicas",
-                                                                &v1::Workload::set_min_replicas},
-        {"max-replicas", &v1::Workload::set_max_replicas}}) {
-    if (const std::string* v = invocation.flag(flag)) {
-      absl::StatusOr<int64_t> n = ParseIntFlag(flag, *v, 0, 100000);
-      if (!n.ok()) return n.status();
-      (w->*setter)(static_cast<int32_t>(*n));
-    }
-  }
+  *request.mutable_workload() = invocation.arguments().workload_settings;
+  request.mutable_workload()->set_name(invocation.arguments().workload);
   v1::Workload out;
   if (absl::Status s = invocation.Call("PutWorkload",
                                        [&](grpc::ClientContext* context) {
-                                         return invocation.autoscaler().PutWorkload(
-                                             context, request, &out);
+                                         return invocation.autoscaler().PutWorkload(context,
+                                                                                    request, &out);
                                        });
       !s.ok()) {
     return s;
@@ -742,7 +824,6 @@ absl::Status RunWorkloadPut(const Invocation& invocation) {
 }
 
 absl::Status RunWorkloadList(const Invocation& invocation) {
-  if (absl::Status s = CheckArgCount(invocation, 0, 0, ""); !s.ok()) return s;
   v1::ListWorkloadsRequest request;
   v1::ListWorkloadsResponse response;
   if (absl::Status s = invocation.Call("ListWorkloads",
@@ -761,23 +842,35 @@ absl::Status RunWorkloadList(const Invocation& invocation) {
 }
 
 absl::Status RunWorkloadGet(const Invocation& invocation) {
-  if (absl::Status s = CheckArgCount(invocation, 1, 1, "NAME"); !s.ok()) return s;
-  absl::StatusOr<v1::Workload> w = GetWorkloadRpc(invocation, invocation.args()[0]);
+  absl::StatusOr<v1::Workload> w = GetWorkloadRpc(invocation, invocation.arguments().workload);
   if (!w.ok()) return w.status();
   if (invocation.global().json) return invocation.PrintJson(*w);
   invocation.out() << FormatTable({"NAME", "POLICY", "KIND", "SAMPLES"}, {WorkloadRow(*w)});
   return absl::OkStatus();
 }
 
+void DefineRecommend(CLI::App& command, CommandArguments& arguments) {
+  command.add_option("WORKLOAD", arguments.workload, "the workload's name, e.g. default/ranker")
+      ->type_name("")
+      ->required();
+  command
+      .add_option("-o,--output", arguments.output,
+                  "table (default; json with --json), json, or yaml: a VerticalPodAutoscaler "
+                  "and a KEDA ScaledObject")
+      ->type_name("FORMAT")
+      ->check(OneOf({"table", "json", "yaml"}, "table, json or yaml"));
+  command
+      .add_option("--prometheus-url", arguments.kubernetes.prometheus_url,
+                  "where the ScaledObject's trigger reads evoscale's gauges")
+      ->type_name("URL");
+}
+
 absl::Status RunRecommend(const Invocation& invocation) {
-  if (absl::Status s = CheckArgCount(invocation, 1, 1, "WORKLOAD"); !s.ok()) return s;
-  std::string output = invocation.global().json ? "json" : "table";
-  if (const std::string* o = invocation.flag("output")) output = *o;
-  if (output != "json" && output != "yaml" && output != "table") {
-    return UsageError(absl::StrCat("flag -o: \"", output, "\" is not table, json or yaml"));
-  }
+  const CommandArguments& arguments = invocation.arguments();
+  std::string output = arguments.output;
+  if (output.empty()) output = invocation.global().json ? "json" : "table";
   v1::GetRecommendationRequest request;
-  request.set_workload(invocation.args()[0]);
+  request.set_workload(arguments.workload);
   v1::Recommendation rec;
   if (absl::Status s = invocation.Call("GetRecommendation",
                                        [&](grpc::ClientContext* context) {
@@ -791,9 +884,7 @@ absl::Status RunRecommend(const Invocation& invocation) {
   if (output == "yaml") {
     absl::StatusOr<v1::Workload> w = GetWorkloadRpc(invocation, rec.workload());
     if (!w.ok()) return w.status();
-    KubernetesOptions options;
-    if (const std::string* url = invocation.flag("prometheus-url")) options.prometheus_url = *url;
-    invocation.out() << RecommendationYaml(*w, rec, options);
+    invocation.out() << RecommendationYaml(*w, rec, arguments.kubernetes);
     return absl::OkStatus();
   }
   auto row = [](const char* what, const v1::ResourceBounds& b, bool cpu) {
@@ -804,30 +895,32 @@ absl::Status RunRecommend(const Invocation& invocation) {
                                                 row("memory", rec.memory_bytes(), false)};
   if (rec.has_gpu_memory_bytes()) rows.push_back(row("gpu_memory", rec.gpu_memory_bytes(), false));
   invocation.out() << FormatTable({"RESOURCE", "LOWER", "TARGET", "UPPER"}, rows)
-                   << "replicas: " << rec.replicas() << "  confidence: "
-                   << FormatNumber(rec.confidence()) << "  policy: " << rec.policy() << "\n"
+                   << "replicas: " << rec.replicas()
+                   << "  confidence: " << FormatNumber(rec.confidence())
+                   << "  policy: " << rec.policy() << "\n"
                    << rec.explanation() << "\n";
   return absl::OkStatus();
 }
 
+void DefineReplay(CLI::App& command, CommandArguments& arguments) {
+  load_model::ReplayOptions& replay = arguments.replay;
+  command.add_option("--trace", replay.trace, "bitbrains, alibaba-genai or azure-llm")
+      ->type_name("TRACE")
+      ->required()
+      ->transform(
+          EnumName([](const std::string& name) { return load_model::ParseTraceKind(name); }));
+  command.add_option("--path", replay.path, "the trace's file or folder")
+      ->type_name("PATH")
+      ->required();
+  command.add_option("--policy", replay.policy, "evoscale (default), vpa or hpa")
+      ->type_name("POLICY")
+      ->transform(EnumName([](const std::string& name) { return load_model::ParsePolicy(name); }));
+}
+
 absl::Status RunReplay(const Invocation& invocation) {
-  if (absl::Status s = CheckArgCount(invocation, 0, 0, ""); !s.ok()) return s;
-  const std::string* trace = invocation.flag("trace");
-  const std::string* path = invocation.flag("path");
-  if (trace == nullptr) return UsageError("flag --trace: required (bitbrains, alibaba-genai, azure-llm)");
-  if (path == nullptr) return UsageError("flag --path: required (the trace file or folder)");
-  load_model::ReplayOptions options;
-  absl::StatusOr<load_model::TraceKind> kind = load_model::ParseTraceKind(*trace);
-  if (!kind.ok()) return UsageError(absl::StrCat("flag --trace: ", kind.status().message()));
-  options.trace = *kind;
-  options.path = *path;
-  const std::string policy_name =
-      invocation.flag("policy") != nullptr ? *invocation.flag("policy") : "evoscale";
-  absl::StatusOr<load_model::Policy> policy = load_model::ParsePolicy(policy_name);
-  if (!policy.ok()) return UsageError(absl::StrCat("flag --policy: ", policy.status().message()));
-  options.policy = *policy;
-  absl::StatusOr<load_model::ReplayReport> report = load_model::Replay(options);
-  if (!report.ok()) return UsageError(absl::StrCat("replay: ", report.status().message()));
+  absl::StatusOr<load_model::ReplayReport> report =
+      load_model::Replay(invocation.arguments().replay);
+  if (!report.ok()) return UsageError(report.status().message());
   if (invocation.global().json) {
     invocation.out() << report->ToJson() << "\n";
     return absl::OkStatus();
@@ -854,82 +947,57 @@ absl::Status RunReplay(const Invocation& invocation) {
 
 const std::vector<Command>& Commands() {
   static const auto* const kCommands = new std::vector<Command>{
-      {"study create",
-       "-f FILE [--name DISPLAY_NAME]",
+      {"study create", "-f FILE [--name DISPLAY_NAME]",
        "Create a study from a JSON or YAML file holding a Study or a bare StudySpec.",
-       {"file", "name"},
-       RunStudyCreate},
-      {"study list", "", "List all studies.", {}, RunStudyList},
-      {"study get", "STUDY", "Show a study and its search space.", {}, RunStudyGet},
-      {"study delete", "STUDY", "Delete a study and its trials.", {}, RunStudyDelete},
-      {"study state", "STUDY active|inactive|completed", "Set a study's state.", {}, RunStudyState},
-      {"trials list",
-       "STUDY [--state STATE] [--page-size N]",
-       "List a study's trials (all pages), optionally only those in STATE.",
-       {"state", "page-size"},
+       DefineStudyCreate, RunStudyCreate},
+      {"study list", "", "List all studies.", DefineNothing, RunStudyList},
+      {"study get", "STUDY", "Show a study and its search space.", DefineStudy, RunStudyGet},
+      {"study delete", "STUDY", "Delete a study and its trials.", DefineStudy, RunStudyDelete},
+      {"study state", "STUDY active|inactive|completed", "Set a study's state.", DefineStudyState,
+       RunStudyState},
+      {"trials list", "STUDY [--state STATE] [--page-size N]",
+       "List a study's trials (all pages), optionally only those in STATE.", DefineTrialsList,
        RunTrialsList},
-      {"suggest",
-       "STUDY [--count N] [--client-id ID]",
-       "Ask for N trials to run (default 1) as client ID (default cli-HOSTNAME).",
-       {"count", "client-id"},
+      {"suggest", "STUDY [--count N] [--client-id ID]",
+       "Ask for N trials to run (default 1) as client ID (default cli-HOSTNAME).", DefineSuggest,
        RunSuggest},
-      {"measure",
-       "TRIAL --step N METRIC=VALUE...",
-       "Report an intermediate measurement of a trial.",
-       {"step"},
-       RunMeasure},
-      {"complete",
-       "TRIAL [METRIC=VALUE...] | TRIAL --infeasible REASON",
+      {"measure", "TRIAL --step N METRIC=VALUE...",
+       "Report an intermediate measurement of a trial.", DefineMeasure, RunMeasure},
+      {"complete", "TRIAL [METRIC=VALUE...] | TRIAL --infeasible REASON",
        "Complete a trial with final metrics (default: its latest measurement) or as infeasible.",
-       {"infeasible"},
-       RunComplete},
-      {"stop", "TRIAL", "Ask for a trial to stop.", {}, RunStop},
-      {"should-stop",
-       "TRIAL",
-       "Print whether a trial should stop early: true or false.",
-       {},
-       RunShouldStop},
-      {"optimal", "STUDY", "List the study's optimal (Pareto-front) trials.", {}, RunOptimal},
+       DefineComplete, RunComplete},
+      {"stop", "TRIAL", "Ask for a trial to stop.", DefineTrial, RunStop},
+      {"should-stop", "TRIAL", "Print whether a trial should stop early: true or false.",
+       DefineTrial, RunShouldStop},
+      {"optimal", "STUDY", "List the study's optimal (Pareto-front) trials.", DefineStudy,
+       RunOptimal},
       {"workload put",
        "NAME [--policy evoscale|vpa|hpa] [--kind serving|training] [--target-utilization X] "
        "[--min-replicas N] [--max-replicas N]",
-       "Create or update an autoscaled workload.",
-       {"policy", "kind", "target-utilization", "min-replicas", "max-replicas"},
-       RunWorkloadPut},
-      {"workload list", "", "List autoscaled workloads.", {}, RunWorkloadList},
-      {"workload get", "NAME", "Show a workload.", {}, RunWorkloadGet},
-      {"recommend",
-       "WORKLOAD [-o table|json|yaml] [--prometheus-url URL]",
+       "Create or update an autoscaled workload.", DefineWorkloadPut, RunWorkloadPut},
+      {"workload list", "", "List autoscaled workloads.", DefineNothing, RunWorkloadList},
+      {"workload get", "NAME", "Show a workload.", DefineWorkload, RunWorkloadGet},
+      {"recommend", "WORKLOAD [-o table|json|yaml] [--prometheus-url URL]",
        "Show a workload's recommendation; -o yaml prints a VerticalPodAutoscaler and a KEDA "
        "ScaledObject.",
-       {"output", "prometheus-url"},
-       RunRecommend},
+       DefineRecommend, RunRecommend},
       {"replay",
        "--trace bitbrains|alibaba-genai|azure-llm --path PATH [--policy evoscale|vpa|hpa]",
        "Replay a trace through an autoscaling policy, offline, and report slack, OOMs and "
        "replica-hours.",
-       {"trace", "path", "policy"},
-       RunReplay},
+       DefineReplay, RunReplay},
   };
   return *kCommands;
 }
 
-// Command groups whose first word alone is not a command.
-constexpr absl::string_view kGroups[] = {"study", "trials", "workload"};
-
-// The command named by the first words of `words`, and how many words its name has.
-std::optional<std::pair<const Command*, size_t>> FindCommand(
-    const std::vector<std::string>& words) {
+const Command* FindCommand(absl::string_view name) {
   for (const Command& command : Commands()) {
-    std::vector<absl::string_view> name = absl::StrSplit(command.name, ' ');
-    if (words.size() < name.size()) continue;
-    if (std::equal(name.begin(), name.end(), words.begin())) {
-      return std::make_pair(&command, name.size());
-    }
+    if (command.name == name) return &command;
   }
-  return std::nullopt;
+  return nullptr;
 }
 
+// The commands of a group ("study"): "create, list, get, delete, state".
 std::string SubcommandsOf(absl::string_view group) {
   std::vector<absl::string_view> names;
   for (const Command& command : Commands()) {
@@ -938,6 +1006,97 @@ std::string SubcommandsOf(absl::string_view group) {
     if (words.first == group) names.push_back(words.second);
   }
   return absl::StrJoin(names, ", ");
+}
+
+// ---- Command-line parsing ------------------------------------------------------------------
+
+void DefineGlobalFlags(CLI::App& app, GlobalOptions& global) {
+  app.add_option("--server", global.server,
+                 absl::StrCat("evoscaled's gRPC address (default $EVOSCALE_SERVER, else ",
+                              kDefaultServer, ")"))
+      ->type_name("HOST:PORT")
+      ->check(NotEmpty("the address"));
+  app.add_option("--token", global.token,
+                 "bearer token sent with every call (default $EVOSCALE_TOKEN)")
+      ->type_name("TOKEN");
+  app.add_flag("--json", global.json, "print results as protobuf JSON, one message a line");
+  app.add_option(
+         "--timeout", global.timeout_seconds,
+         absl::StrCat("deadline of each call (default ", FormatNumber(kDefaultTimeoutSeconds), ")"))
+      ->type_name("SECONDS")
+      ->check(TimeoutSeconds());
+}
+
+// The CLI11 subcommand `name` of `parent`, made on first use.
+CLI::App* Subcommand(CLI::App& parent, const std::string& name, const std::string& summary) {
+  std::vector<CLI::App*> existing =
+      parent.get_subcommands([&name](CLI::App* sub) { return sub->get_name() == name; });
+  if (!existing.empty()) return existing.front();
+  return parent.add_subcommand(name, summary)
+      ->footer("Global flags (--server, --token, --json, --timeout): see evoscale help.");
+}
+
+// The subcommand the parse reached: the deepest one given, or `root` when there was none.
+const CLI::App& Reached(const CLI::App& root) {
+  const CLI::App* app = &root;
+  while (!app->get_subcommands().empty()) app = app->get_subcommands().front();
+  return *app;
+}
+
+// The words that name `app` below the root: "study create"; "" for the root.
+std::string CommandWords(const CLI::App& app) {
+  std::vector<std::string> words;
+  for (const CLI::App* a = &app; a->get_parent() != nullptr; a = a->get_parent()) {
+    words.insert(words.begin(), a->get_name());
+  }
+  return absl::StrJoin(words, " ");
+}
+
+// Whether `app` or any of its subcommands has the flag `name` ("--step", "-f").
+bool DefinesFlag(CLI::App& app, const std::string& name) {
+  if (app.get_option_no_throw(name) != nullptr) return true;
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    if (DefinesFlag(*sub, name)) return true;
+  }
+  return false;
+}
+
+// "-x", "--x=1"; not "-" alone or a negative number ("-5", "-.5").
+bool LooksLikeFlag(absl::string_view arg) {
+  return arg.size() >= 2 && arg[0] == '-' && !absl::ascii_isdigit(arg[1]) && arg[1] != '.';
+}
+
+// What was wrong with arguments nothing took, e.g. `unknown flag --bogus`.
+std::string DescribeExtras(CLI::App& root, const CLI::App& reached) {
+  const std::vector<std::string> extras = root.remaining(/*recurse=*/true);
+  if (auto flag = std::find_if(extras.begin(), extras.end(), LooksLikeFlag); flag != extras.end()) {
+    const std::string name = flag->substr(0, flag->find('='));
+    return DefinesFlag(root, name) ? absl::StrCat("flag ", name, " does not apply")
+                                   : absl::StrCat("unknown flag ", name);
+  }
+  if (extras.empty()) return "unexpected arguments";
+  if (&reached == &root) return absl::StrCat("unknown command \"", extras.front(), "\"");
+  if (FindCommand(CommandWords(reached)) == nullptr) {
+    return absl::StrCat("unknown subcommand \"", extras.front(), "\"");
+  }
+  return absl::StrCat("unexpected argument \"", extras.front(), "\"");
+}
+
+// The message for a command line CLI11 refused: the command it reached, what was wrong
+// (CLI11's words, which name the flag or argument, or ours for unexpected arguments), and
+// where to look for the right usage.
+std::string ParseErrorMessage(CLI::App& root, const CLI::ParseError& error) {
+  const CLI::App& reached = Reached(root);
+  const std::string problem = dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr
+                                  ? DescribeExtras(root, reached)
+                                  : std::string(error.what());
+  const std::string words = CommandWords(reached);
+  if (words.empty()) return absl::StrCat(problem, " (see evoscale help)");
+  if (const Command* command = FindCommand(words)) {
+    return absl::StrCat(words, ": ", problem, " (usage: evoscale ", words,
+                        command->synopsis.empty() ? "" : " ", command->synopsis, ")");
+  }
+  return absl::StrCat(words, ": ", problem, " (one of ", SubcommandsOf(words), ")");
 }
 
 std::string GetEnv(const char* name) {
@@ -949,71 +1108,43 @@ std::string GetEnv(const char* name) {
 
 absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args,
                                              const Environment& env) {
-  std::map<std::string, std::string> flags;
   CommandLine line;
-  bool positional_only = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (positional_only || arg.size() < 2 || arg[0] != '-' || LooksLikeNegativeNumber(arg)) {
-      line.words.push_back(arg);
-      continue;
-    }
-    if (arg == "--") {
-      positional_only = true;
-      continue;
-    }
-    std::string name;
-    std::optional<std::string> value;
-    if (absl::StartsWith(arg, "--")) {
-      absl::string_view rest = absl::string_view(arg).substr(2);
-      if (size_t eq = rest.find('='); eq != absl::string_view::npos) {
-        name = std::string(rest.substr(0, eq));
-        value = std::string(rest.substr(eq + 1));
-      } else {
-        name = std::string(rest);
-      }
-    } else if (arg == "-f") {
-      name = "file";
-    } else if (arg == "-h") {
-      name = "help";
-    } else if (arg == "-o") {
-      name = "output";
-    } else {
-      return UsageError(absl::StrCat("unknown flag ", arg));
-    }
-    const FlagInfo* info = FindFlag(name);
-    if (info == nullptr) return UsageError(absl::StrCat("unknown flag --", name));
-    if (info->takes_value && !value.has_value()) {
-      if (i + 1 >= args.size()) return UsageError(absl::StrCat("flag --", name, " needs a value"));
-      value = args[++i];
-    } else if (!info->takes_value && value.has_value()) {
-      return UsageError(absl::StrCat("flag --", name, " takes no value"));
-    }
-    if (!flags.emplace(name, value.value_or("")).second) {
-      return UsageError(absl::StrCat("flag --", name, " given twice"));
-    }
-  }
+  if (!env.server.empty()) line.global.server = env.server;
+  line.global.token = env.token;
 
-  GlobalOptions& global = line.global;
-  if (!env.server.empty()) global.server = env.server;
-  global.token = env.token;
-  for (auto& [name, value] : flags) {
-    if (name == "server") {
-      if (value.empty()) return UsageError("flag --server: the address is empty");
-      global.server = value;
-    } else if (name == "token") {
-      global.token = value;
-    } else if (name == "timeout") {
-      absl::StatusOr<double> seconds = ParseTimeout(value);
-      if (!seconds.ok()) return seconds.status();
-      global.timeout_seconds = *seconds;
-    } else if (name == "json") {
-      global.json = true;
-    } else if (name == "help") {
-      global.help = true;
-    } else {
-      line.flags.emplace(name, std::move(value));
+  CLI::App root("evoscale: the command-line client of evoscaled", "evoscale");
+  root.fallthrough();             // global flags after the command, too; inherited
+  root.require_subcommand(0, 1);  // one command; inherited by the groups
+  DefineGlobalFlags(root, line.global);
+  for (const Command& command : Commands()) {
+    std::vector<std::string> words = absl::StrSplit(command.name, ' ');
+    CLI::App* parent = &root;
+    for (size_t i = 0; i + 1 < words.size(); ++i) {
+      parent = Subcommand(*parent, words[i], absl::StrCat("Commands: ", SubcommandsOf(words[i])));
     }
+    command.define(*Subcommand(*parent, words.back(), std::string(command.summary)),
+                   line.arguments);
+  }
+  // `help` ignores what follows it, as the usage covers every command.
+  Subcommand(root, "help", "Print the usage of every command.")->fallthrough(false)->allow_extras();
+
+  try {
+    root.parse(std::vector<std::string>(args.rbegin(), args.rend()));  // CLI11 takes them reversed
+  } catch (const CLI::CallForHelp&) {
+    // The root's help() is the help of the (sub)command reached.
+    line.help = &Reached(root) == &root ? UsageText() : root.help();
+    return line;
+  } catch (const CLI::ParseError& error) {
+    return UsageError(ParseErrorMessage(root, error));
+  }
+  const std::string words = CommandWords(Reached(root));
+  if (words == "help") {
+    line.help = UsageText();
+  } else if (!words.empty() && FindCommand(words) == nullptr) {
+    return UsageError(
+        absl::StrCat(words, ": missing subcommand (one of ", SubcommandsOf(words), ")"));
+  } else {
+    line.command = words;
   }
   return line;
 }
@@ -1094,7 +1225,7 @@ std::string UsageText() {
       "  --timeout SECONDS   deadline of each call (default ",
       FormatNumber(kDefaultTimeoutSeconds),
       ")\n"
-      "  -h, --help          print this text\n"
+      "  -h, --help          print this text; after a command, that command's flags\n"
       "\n"
       "Exit status: 0 success, 1 the server returned an error, 2 bad usage or input.\n");
   return text;
@@ -1106,42 +1237,17 @@ int Run(const std::vector<std::string>& args, const Environment& env, std::ostre
   constexpr int kBadUsage = 2;
   absl::StatusOr<CommandLine> line = ParseCommandLine(args, env);
   if (!line.ok()) {
-    err << "evoscale: " << line.status().message() << " (see evoscale help)\n";
+    err << "evoscale: " << line.status().message() << "\n";
     return kBadUsage;
   }
-  const std::vector<std::string>& words = line->words;
-  if (line->global.help || (!words.empty() && words[0] == "help")) {
-    out << UsageText();
+  if (!line->help.empty()) {
+    out << line->help;
     return 0;
   }
-  if (words.empty()) {
+  const Command* command = FindCommand(line->command);
+  if (command == nullptr) {  // no command given
     err << UsageText();
     return kBadUsage;
-  }
-  std::optional<std::pair<const Command*, size_t>> found = FindCommand(words);
-  if (!found.has_value()) {
-    for (absl::string_view group : kGroups) {
-      if (words[0] != group) continue;
-      if (words.size() == 1) {
-        err << "evoscale: " << group << ": missing subcommand (one of " << SubcommandsOf(group)
-            << ")\n";
-      } else {
-        err << "evoscale: " << group << ": unknown subcommand \"" << words[1] << "\" (one of "
-            << SubcommandsOf(group) << ")\n";
-      }
-      return kBadUsage;
-    }
-    err << "evoscale: unknown command \"" << words[0] << "\" (see evoscale help)\n";
-    return kBadUsage;
-  }
-  const auto [command, name_words] = *found;
-  for (const auto& [flag, value] : line->flags) {
-    if (std::find(command->flags.begin(), command->flags.end(), flag) == command->flags.end()) {
-      err << "evoscale: " << command->name << ": flag --" << flag
-          << " does not apply (usage: evoscale " << command->name << " " << command->synopsis
-          << ")\n";
-      return kBadUsage;
-    }
   }
 
   // The channel connects lazily, on the first call; commands check their arguments first.
@@ -1149,9 +1255,7 @@ int Run(const std::vector<std::string>& args, const Environment& env, std::ostre
       grpc::CreateChannel(line->global.server, grpc::InsecureChannelCredentials());
   std::unique_ptr<StudyService::Stub> stub = StudyService::NewStub(channel);
   std::unique_ptr<v1::AutoscalerService::Stub> autoscaler = v1::AutoscalerService::NewStub(channel);
-  Invocation invocation(line->global, env, *stub,
-                        std::vector<std::string>(words.begin() + name_words, words.end()),
-                        line->flags, out, autoscaler.get());
+  Invocation invocation(*line, env, *stub, *autoscaler, out);
   absl::Status status = command->run(invocation);
   out.flush();
   if (status.ok()) return 0;

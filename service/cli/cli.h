@@ -3,9 +3,9 @@
 //   evoscale [--server HOST:PORT] [--token TOKEN] [--json] [--timeout SECONDS] COMMAND ...
 //
 // Main() is the whole program; main.cc only forwards to it. The pieces below it (command-line
-// parsing, name and metric parsing, study files, tables) are pure functions, declared here so
-// that tests can call them directly. Nothing here is a class with state; every function is
-// safe to call from any thread.
+// parsing with CLI11, name and metric parsing, study files, tables) are pure functions,
+// declared here so that tests can call them directly. Nothing here is a class with state;
+// every function is safe to call from any thread.
 //
 // Exit codes: 0 success; 1 the server answered an RPC with an error (or could not be reached);
 // 2 bad usage or a bad local input (flags, arguments, the study file).
@@ -13,7 +13,9 @@
 #ifndef EVOSCALE_SERVICE_CLI_CLI_H_
 #define EVOSCALE_SERVICE_CLI_CLI_H_
 
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -22,7 +24,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "evoscale/v1/autoscaler.pb.h"
 #include "evoscale/v1/study.pb.h"
+#include "load_model/replay.h"
+#include "service/cli/kubernetes.h"
 
 namespace google::protobuf {
 class Descriptor;
@@ -47,22 +52,59 @@ struct GlobalOptions {
   std::string token;                    // --token, else $EVOSCALE_TOKEN; empty = send none
   bool json = false;                    // --json: print messages as protobuf JSON
   double timeout_seconds = kDefaultTimeoutSeconds;  // --timeout: deadline of each RPC
-  bool help = false;                                // --help / -h
 };
 
-// A command line split into global options, words and command flags.
+// The positional arguments and flags of the commands (see UsageText()). Each command fills
+// only its own fields; the others keep their defaults.
+struct CommandArguments {
+  // Positional arguments, as given: STUDY ("studies/7" or "7"), TRIAL ("studies/7/trials/3"),
+  // NAME or WORKLOAD ("default/ranker"), the STATE of `study state`, and the METRIC=VALUE...
+  // of measure and complete.
+  std::string study;
+  std::string trial;
+  std::string workload;
+  v1::Study::State study_state = v1::Study::STATE_UNSPECIFIED;
+  std::vector<std::string> metrics;
+
+  // study create -f/--file and --name (unset: the file's display name).
+  std::string file;
+  std::optional<std::string> display_name;
+  // trials list --state (unspecified: every state) and --page-size (0: the server's default).
+  v1::Trial::State trial_state = v1::Trial::STATE_UNSPECIFIED;
+  int32_t page_size = 0;
+  // suggest --count and --client-id (empty: "cli-HOSTNAME").
+  int32_t count = 1;
+  std::string client_id;
+  // measure --step.
+  int64_t step = 0;
+  // complete --infeasible.
+  std::optional<std::string> infeasible_reason;
+  // workload put --policy, --kind, --target-utilization, --min-replicas and --max-replicas.
+  v1::Workload workload_settings;
+  // recommend -o (empty: table, or json with --json) and --prometheus-url.
+  std::string output;
+  KubernetesOptions kubernetes;
+  // replay --trace, --path and --policy.
+  load_model::ReplayOptions replay;
+};
+
+// A command line, parsed.
 struct CommandLine {
   GlobalOptions global;
-  // The command words and positional arguments, in order ("study", "get", "7").
-  std::vector<std::string> words;
-  // Command flags by name without dashes ("count" -> "3"); which command accepts which is
-  // checked later, by the command.
-  std::map<std::string, std::string> flags;
+  std::string command;  // the command's words, "study create"; empty: none was given
+  CommandArguments arguments;
+  std::string help;  // what -h/--help or `help` asked to print; empty: run the command
 };
 
-// Splits `args` (argv without the program name). Accepts "--flag value", "--flag=value",
-// "-f FILE" and "--" (everything after it is positional). Fails with InvalidArgument on an
-// unknown flag, a flag given twice, a flag missing its value or a bad --timeout.
+// Parses `args` (argv without the program name) with CLI11: the command's words, then its
+// positional arguments and flags in any order, and the global flags anywhere. Flags take
+// "--flag value" and "--flag=value" (-f and -o also "-f FILE"); after "--", the positional
+// arguments a command still needs may start with '-'. $EVOSCALE_SERVER and $EVOSCALE_TOKEN
+// (from `env`) are the defaults of --server and --token. Fails with InvalidArgument on an
+// unknown command, flag or argument, or a missing or bad value or argument; the message names
+// the command and the flag or argument and ends with the command's usage, e.g.
+// `suggest: --count: "0" is not an integer in [1, 1000] (usage: evoscale suggest STUDY
+// [--count N] [--client-id ID])`.
 absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args,
                                              const Environment& env);
 
@@ -121,11 +163,12 @@ std::string FormatParameters(const v1::Trial& trial);
 // "loss=0.25 acc=0.9", sorted by metric name; "-" when there are none.
 std::string FormatMetrics(const v1::Measurement& measurement);
 
-// The usage text printed by `evoscale help`.
+// The usage of every command, printed by `evoscale help`, -h and --help.
 std::string UsageText();
 
-// Runs one invocation: `args` is argv without the program name. Writes results to `out` and
-// errors (prefixed "evoscale: ") to `err`; returns the exit code (see top of file).
+// Runs one invocation: `args` is argv without the program name. Writes results (and help) to
+// `out` and errors (prefixed "evoscale: ") to `err`; returns the exit code (see top of file).
+// No command at all prints UsageText() to `err` and exits 2.
 int Run(const std::vector<std::string>& args, const Environment& env, std::ostream& out,
         std::ostream& err);
 

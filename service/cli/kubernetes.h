@@ -5,6 +5,7 @@
 #define EVOSCALE_SERVICE_CLI_KUBERNETES_H_
 
 #include <string>
+#include <utility>
 
 #include "evoscale/v1/autoscaler.pb.h"
 
@@ -24,6 +25,9 @@ std::string MemoryQuantity(double bytes);
 std::pair<std::string, std::string> NamespaceAndName(const std::string& workload);
 
 // Two YAML documents separated by "---": the VerticalPodAutoscaler and the ScaledObject.
+// Names, the policy and the quantities are double-quoted YAML strings, escaped as needed, so
+// any workload name gives valid YAML that reads back as the same strings; the PromQL query
+// quotes the workload name as a PromQL string.
 std::string RecommendationYaml(const v1::Workload& workload, const v1::Recommendation& rec,
                                const KubernetesOptions& options = {});
 

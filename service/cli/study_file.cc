@@ -1,8 +1,9 @@
 // Study files: a Study (or a bare StudySpec) as protobuf JSON or as YAML.
 //
-// YAML goes through yaml-cpp to JSON text and then through protobuf's JSON parser, so both
-// formats accept exactly the same fields and enum names and report unknown fields the same
-// way. yaml-cpp throws; its exceptions are caught here and never leave this file.
+// Both formats become one JSON document (nlohmann-json), which protobuf's JSON parser then
+// reads, so both accept exactly the same fields and enum names and report unknown fields the
+// same way. yaml-cpp and nlohmann-json throw; their exceptions are caught here and never leave
+// this file.
 
 #include <algorithm>
 #include <cerrno>
@@ -12,21 +13,17 @@
 #include <cstring>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "evoscale/v1/study.pb.h"
 #include "google/protobuf/descriptor.h"
-#include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "nlohmann/json.hpp"
 #include "service/cli/cli.h"
 #include "yaml-cpp/yaml.h"
 
@@ -35,40 +32,12 @@ namespace {
 
 using google::protobuf::Descriptor;
 using google::protobuf::FieldDescriptor;
+// Keeps the keys in the file's order, so that the JSON reads like the file.
+using Json = nlohmann::ordered_json;
 
 // yaml-cpp's tag for a non-plain (quoted or block) scalar without an explicit tag.
 constexpr absl::string_view kNonPlainTag = "!";
 constexpr absl::string_view kYamlTagPrefix = "tag:yaml.org,2002:";
-
-void AppendJsonString(absl::string_view text, std::string* json) {
-  json->push_back('"');
-  for (char c : text) {
-    switch (c) {
-      case '"':
-        json->append("\\\"");
-        break;
-      case '\\':
-        json->append("\\\\");
-        break;
-      case '\n':
-        json->append("\\n");
-        break;
-      case '\r':
-        json->append("\\r");
-        break;
-      case '\t':
-        json->append("\\t");
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppendFormat(json, "\\u%04x", static_cast<unsigned char>(c));
-        } else {
-          json->push_back(c);  // UTF-8 passes through unchanged
-        }
-    }
-  }
-  json->push_back('"');
-}
 
 bool IsDigits(absl::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), absl::ascii_isdigit);
@@ -82,8 +51,8 @@ absl::string_view StripLeadingZeros(absl::string_view digits) {
 
 // If `s` is a YAML 1.2 (core schema) number, returns it as JSON: a JSON number, or for
 // infinities and NaN the strings protobuf's JSON parser accepts ("Infinity", "NaN").
-std::optional<std::string> YamlNumberAsJson(absl::string_view s) {
-  if (s == ".nan" || s == ".NaN" || s == ".NAN") return "\"NaN\"";
+std::optional<Json> YamlNumber(absl::string_view s) {
+  if (s == ".nan" || s == ".NaN" || s == ".NAN") return Json("NaN");
   absl::string_view sign;
   absl::string_view body = s;
   if (!body.empty() && (body[0] == '-' || body[0] == '+')) {
@@ -91,7 +60,7 @@ std::optional<std::string> YamlNumberAsJson(absl::string_view s) {
     body.remove_prefix(1);
   }
   if (body == ".inf" || body == ".Inf" || body == ".INF") {
-    return absl::StrCat("\"", sign, "Infinity\"");
+    return Json(absl::StrCat(sign, "Infinity"));
   }
   // Octal (0o17) and hexadecimal (0x1F) integers; unsigned, without a sign, in the core schema.
   const bool has_sign = body.size() != s.size();
@@ -100,7 +69,7 @@ std::optional<std::string> YamlNumberAsJson(absl::string_view s) {
     uint64_t value = 0;
     auto [end, error] = std::from_chars(s.data() + 2, s.data() + s.size(), value, base);
     if (error != std::errc() || end != s.data() + s.size()) return std::nullopt;
-    return absl::StrCat(value);
+    return Json(value);
   }
   // Decimal: [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?
   absl::string_view mantissa = body;
@@ -125,12 +94,15 @@ std::optional<std::string> YamlNumberAsJson(absl::string_view s) {
   } else if (!IsDigits(integer)) {
     return std::nullopt;
   }
-  // JSON wants a leading digit, no leading zeros, no '+' and no bare '.'.
-  std::string json(sign);
-  absl::StrAppend(&json, integer.empty() ? absl::string_view("0") : StripLeadingZeros(integer));
-  if (!fraction.empty()) absl::StrAppend(&json, ".", fraction);
-  if (!exponent.empty()) absl::StrAppend(&json, "e", exponent);
-  return json;
+  // JSON wants a leading digit, no leading zeros, no '+' and no bare '.'; in that form
+  // nlohmann-json reads it exactly as protobuf would (an integer stays an integer).
+  std::string text(sign);
+  absl::StrAppend(&text, integer.empty() ? absl::string_view("0") : StripLeadingZeros(integer));
+  if (!fraction.empty()) absl::StrAppend(&text, ".", fraction);
+  if (!exponent.empty()) absl::StrAppend(&text, "e", exponent);
+  Json number = Json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  if (number.is_discarded()) return std::nullopt;  // out of range, e.g. 1e999
+  return number;
 }
 
 bool IsYamlNull(absl::string_view s) {
@@ -159,127 +131,83 @@ const FieldDescriptor* FindField(const Descriptor* message, const std::string& k
   return field != nullptr ? field : message->FindFieldByCamelcaseName(key);
 }
 
-class YamlToJsonConverter {
- public:
-  absl::Status Convert(const YAML::Node& node, const Descriptor* schema, std::string* json) {
-    json_ = json;
-    if (node.IsMap()) return AppendObject(node, schema);
-    return AppendValue(node, nullptr, /*element=*/false);
-  }
+absl::StatusOr<Json> ConvertValue(const YAML::Node& node, const FieldDescriptor* field,
+                                  bool element);
 
- private:
-  // A mapping whose keys are the fields of `message` (nullptr: unknown, convert generically).
-  absl::Status AppendObject(const YAML::Node& node, const Descriptor* message) {
-    json_->push_back('{');
-    bool first = true;
-    for (const auto& entry : node) {
-      if (!entry.first.IsScalar()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(Where(entry.first.Mark()), "mapping keys must be plain names"));
-      }
-      if (!first) json_->push_back(',');
-      first = false;
-      const std::string& key = entry.first.Scalar();
-      AppendJsonString(key, json_);
-      json_->push_back(':');
-      if (absl::Status s = AppendValue(entry.second, FindField(message, key), false); !s.ok()) {
-        return s;
-      }
+// A mapping whose keys are the fields of `message` (nullptr: unknown, convert generically),
+// or, with `map_value`, a protobuf map whose values are that field.
+absl::StatusOr<Json> ConvertMapping(const YAML::Node& node, const Descriptor* message,
+                                    const FieldDescriptor* map_value = nullptr) {
+  Json object = Json::object();
+  for (const auto& entry : node) {
+    if (!entry.first.IsScalar()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Where(entry.first.Mark()),
+          map_value != nullptr ? "map keys must be scalars" : "mapping keys must be plain names"));
     }
-    json_->push_back('}');
-    return absl::OkStatus();
+    // Protobuf map keys are always JSON strings.
+    const std::string& key = entry.first.Scalar();
+    if (object.contains(key)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(entry.first.Mark()), "key \"", key, "\" given twice"));
+    }
+    absl::StatusOr<Json> value = map_value != nullptr
+                                     ? ConvertValue(entry.second, map_value, /*element=*/true)
+                                     : ConvertValue(entry.second, FindField(message, key), false);
+    if (!value.ok()) return value.status();
+    object[key] = *std::move(value);
   }
+  return object;
+}
 
-  // The value of `field` (nullptr: unknown); `element` when it is one element of a repeated
-  // field or the value of a map entry.
-  absl::Status AppendValue(const YAML::Node& node, const FieldDescriptor* field, bool element) {
-    const bool whole_repeated = field != nullptr && field->is_repeated() && !element;
-    switch (node.Type()) {
-      case YAML::NodeType::Undefined:
-      case YAML::NodeType::Null:
-        json_->append("null");
-        return absl::OkStatus();
-      case YAML::NodeType::Sequence: {
-        json_->push_back('[');
-        bool first = true;
-        for (const YAML::Node& item : node) {
-          if (!first) json_->push_back(',');
-          first = false;
-          absl::Status s = whole_repeated ? AppendValue(item, field, /*element=*/true)
-                                          : AppendValue(item, nullptr, false);
-          if (!s.ok()) return s;
-        }
-        json_->push_back(']');
-        return absl::OkStatus();
-      }
-      case YAML::NodeType::Map:
-        if (field != nullptr && field->is_map() && !element) {
-          return AppendMapField(node, field);
-        }
-        if (field != nullptr && field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE &&
-            (element || !field->is_repeated())) {
-          return AppendObject(node, field->message_type());
-        }
-        return AppendObject(node, nullptr);
-      case YAML::NodeType::Scalar:
-        AppendScalar(node, IsStringField(field) && (element || !field->is_repeated()));
-        return absl::OkStatus();
-    }
-    return absl::OkStatus();
+Json ConvertScalar(const YAML::Node& node, bool string_field) {
+  const std::string& text = node.Scalar();
+  const std::string& tag = node.Tag();
+  if (tag == kNonPlainTag) return text;         // quoted: always a string
+  if (absl::StartsWith(tag, kYamlTagPrefix)) {  // explicit !!str, !!int, ...
+    if (absl::string_view(tag).substr(kYamlTagPrefix.size()) == "str") return text;
+    string_field = false;  // !!int, !!float, !!bool, !!null: as their text says
   }
+  if (IsYamlNull(text)) return nullptr;
+  if (string_field) return text;
+  if (std::optional<bool> b = YamlBool(text)) return *b;
+  if (std::optional<Json> number = YamlNumber(text)) return *std::move(number);
+  return text;
+}
 
-  // A protobuf map: keys are always JSON strings; values follow the entry's value field.
-  absl::Status AppendMapField(const YAML::Node& node, const FieldDescriptor* field) {
-    const FieldDescriptor* value_field = field->message_type()->FindFieldByNumber(2);
-    json_->push_back('{');
-    bool first = true;
-    for (const auto& entry : node) {
-      if (!entry.first.IsScalar()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(Where(entry.first.Mark()), "map keys must be scalars"));
+// The value of `field` (nullptr: unknown); `element` when it is one element of a repeated
+// field or the value of a map entry.
+absl::StatusOr<Json> ConvertValue(const YAML::Node& node, const FieldDescriptor* field,
+                                  bool element) {
+  switch (node.Type()) {
+    case YAML::NodeType::Undefined:
+    case YAML::NodeType::Null:
+      return nullptr;
+    case YAML::NodeType::Sequence: {
+      const bool whole_repeated = field != nullptr && field->is_repeated() && !element;
+      Json array = Json::array();
+      for (const YAML::Node& item : node) {
+        absl::StatusOr<Json> value = whole_repeated ? ConvertValue(item, field, /*element=*/true)
+                                                    : ConvertValue(item, nullptr, false);
+        if (!value.ok()) return value.status();
+        array.push_back(*std::move(value));
       }
-      if (!first) json_->push_back(',');
-      first = false;
-      AppendJsonString(entry.first.Scalar(), json_);
-      json_->push_back(':');
-      if (absl::Status s = AppendValue(entry.second, value_field, /*element=*/true); !s.ok()) {
-        return s;
-      }
+      return array;
     }
-    json_->push_back('}');
-    return absl::OkStatus();
+    case YAML::NodeType::Map:
+      if (field != nullptr && field->is_map() && !element) {
+        return ConvertMapping(node, nullptr, field->message_type()->FindFieldByNumber(2));
+      }
+      if (field != nullptr && field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE &&
+          (element || !field->is_repeated())) {
+        return ConvertMapping(node, field->message_type());
+      }
+      return ConvertMapping(node, nullptr);
+    case YAML::NodeType::Scalar:
+      return ConvertScalar(node, IsStringField(field) && (element || !field->is_repeated()));
   }
-
-  void AppendScalar(const YAML::Node& node, bool string_field) {
-    const std::string& text = node.Scalar();
-    const std::string& tag = node.Tag();
-    if (tag == kNonPlainTag) {  // quoted: always a string
-      AppendJsonString(text, json_);
-      return;
-    }
-    if (absl::StartsWith(tag, kYamlTagPrefix)) {  // explicit !!str, !!int, ...
-      absl::string_view type = absl::string_view(tag).substr(kYamlTagPrefix.size());
-      if (type == "str") {
-        AppendJsonString(text, json_);
-        return;
-      }
-      string_field = false;  // !!int, !!float, !!bool, !!null: as their text says
-    }
-    if (IsYamlNull(text)) {
-      json_->append("null");
-    } else if (string_field) {
-      AppendJsonString(text, json_);
-    } else if (std::optional<bool> b = YamlBool(text)) {
-      json_->append(*b ? "true" : "false");
-    } else if (std::optional<std::string> number = YamlNumberAsJson(text)) {
-      json_->append(*number);
-    } else {
-      AppendJsonString(text, json_);
-    }
-  }
-
-  std::string* json_ = nullptr;  // not owned; the output being built
-};
+  return nullptr;
+}
 
 // Loads the first YAML document of `yaml`; errors carry the position.
 absl::StatusOr<YAML::Node> LoadYaml(absl::string_view yaml) {
@@ -290,66 +218,73 @@ absl::StatusOr<YAML::Node> LoadYaml(absl::string_view yaml) {
   }
 }
 
-absl::StatusOr<std::string> ConvertYaml(const YAML::Node& node, const Descriptor* schema) {
-  std::string json;
+absl::StatusOr<Json> ConvertYaml(const YAML::Node& node, const Descriptor* schema) {
   try {
-    if (absl::Status s = YamlToJsonConverter().Convert(node, schema, &json); !s.ok()) return s;
+    if (node.IsMap()) return ConvertMapping(node, schema);
+    return ConvertValue(node, nullptr, /*element=*/false);
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(Where(e.mark), e.msg));
   }
-  return json;
 }
 
-// protobuf's JSON parser reports a syntax error over three lines (the problem, the text
-// around it, a caret); fold them into one: `Expected : between key:value pair. near "{"a" 1}"`.
-std::string OneLine(absl::string_view message) {
-  std::vector<absl::string_view> lines = absl::StrSplit(message, '\n', absl::SkipWhitespace());
-  if (lines.empty()) return "";
-  std::string text(absl::StripAsciiWhitespace(lines[0]));
-  std::vector<std::string> context;
-  for (size_t i = 1; i < lines.size(); ++i) {
-    absl::string_view line = absl::StripAsciiWhitespace(lines[i]);
-    if (line != "^") context.emplace_back(line);
+// nlohmann-json's message without its "[json.exception.parse_error.101] " prefix.
+std::string JsonErrorMessage(const nlohmann::json::exception& e) {
+  absl::string_view message = e.what();
+  if (size_t end = message.find("] "); absl::StartsWith(message, "[") && end != message.npos) {
+    message.remove_prefix(end + 2);
   }
-  if (!context.empty()) absl::StrAppend(&text, " near \"", absl::StrJoin(context, " "), "\"");
-  return text;
+  return std::string(message);
+}
+
+// The JSON text of `json`. Strings must be UTF-8, as in every JSON text.
+absl::StatusOr<std::string> JsonText(const Json& json) {
+  try {
+    return json.dump();
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(JsonErrorMessage(e));
+  }
 }
 
 absl::Status FileError(absl::string_view source, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat("study file \"", source, "\": ", problem));
 }
 
-// The study's JSON text from a YAML file; a bare StudySpec is wrapped as {"spec": ...}.
-absl::StatusOr<std::string> StudyJsonFromYaml(absl::string_view text, absl::string_view source) {
+// A bare StudySpec (a top-level "metrics" or "parameters" and no "spec") as a Study.
+Json WrapBareSpec(Json study) {
+  if (study.contains("spec") || !(study.contains("metrics") || study.contains("parameters"))) {
+    return study;
+  }
+  Json wrapped = Json::object();
+  wrapped["spec"] = std::move(study);
+  return wrapped;
+}
+
+// The study from a YAML file.
+absl::StatusOr<Json> StudyFromYaml(absl::string_view text, absl::string_view source) {
   absl::StatusOr<YAML::Node> root = LoadYaml(text);
   if (!root.ok()) return FileError(source, root.status().message());
   if (root->IsNull()) return FileError(source, "the file holds no study");
   if (!root->IsMap()) return FileError(source, "expected a mapping of Study fields");
-  const YAML::Node& study = *root;
-  const bool bare_spec = !study["spec"] && (study["metrics"] || study["parameters"]);
-  absl::StatusOr<std::string> json =
-      ConvertYaml(study, bare_spec ? v1::StudySpec::descriptor() : v1::Study::descriptor());
-  if (!json.ok()) return FileError(source, json.status().message());
-  return bare_spec ? absl::StrCat("{\"spec\":", *json, "}") : *std::move(json);
+  const bool bare_spec = !(*root)["spec"] && ((*root)["metrics"] || (*root)["parameters"]);
+  absl::StatusOr<Json> study =
+      ConvertYaml(*root, bare_spec ? v1::StudySpec::descriptor() : v1::Study::descriptor());
+  if (!study.ok()) return FileError(source, study.status().message());
+  return WrapBareSpec(*std::move(study));
 }
 
-// The study's JSON text from a JSON file; a bare StudySpec is wrapped as {"spec": ...}.
-absl::StatusOr<std::string> StudyJsonFromJson(absl::string_view text, absl::string_view source) {
-  // Parse once generically, to give syntax errors on their own and to look at the keys.
-  google::protobuf::Struct object;
-  google::protobuf::util::Status parsed = google::protobuf::util::JsonStringToMessage(
-      google::protobuf::StringPiece(text.data(), text.size()), &object);
-  if (!parsed.ok()) {
-    if (absl::StripAsciiWhitespace(text).empty()) {
-      return FileError(source, "the file holds no study");
-    }
-    return FileError(source, absl::StrCat("invalid JSON: ", OneLine(parsed.message().ToString())));
+// The study from a JSON file.
+absl::StatusOr<Json> StudyFromJson(absl::string_view text, absl::string_view source) {
+  if (absl::StripAsciiWhitespace(text).empty()) {
+    return FileError(source, "the file holds no study");
   }
-  const auto& fields = object.fields();
-  if (!fields.contains("spec") && (fields.contains("metrics") || fields.contains("parameters"))) {
-    return absl::StrCat("{\"spec\":", text, "}");
+  Json study;
+  try {
+    study = Json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::exception& e) {
+    return FileError(source, absl::StrCat("invalid JSON: ", JsonErrorMessage(e)));
   }
-  return std::string(text);
+  if (!study.is_object()) return FileError(source, "expected an object of Study fields");
+  return WrapBareSpec(std::move(study));
 }
 
 }  // namespace
@@ -357,7 +292,9 @@ absl::StatusOr<std::string> StudyJsonFromJson(absl::string_view text, absl::stri
 absl::StatusOr<std::string> YamlToJson(absl::string_view yaml, const Descriptor* schema) {
   absl::StatusOr<YAML::Node> root = LoadYaml(yaml);
   if (!root.ok()) return root.status();
-  return ConvertYaml(*root, schema);
+  absl::StatusOr<Json> json = ConvertYaml(*root, schema);
+  if (!json.ok()) return json.status();
+  return JsonText(*json);
 }
 
 StudyFileFormat DetectStudyFileFormat(absl::string_view path, absl::string_view text) {
@@ -372,18 +309,18 @@ StudyFileFormat DetectStudyFileFormat(absl::string_view path, absl::string_view 
 
 absl::StatusOr<v1::Study> ParseStudy(absl::string_view text, StudyFileFormat format,
                                      absl::string_view source) {
-  absl::StatusOr<std::string> json = format == StudyFileFormat::kYaml
-                                         ? StudyJsonFromYaml(text, source)
-                                         : StudyJsonFromJson(text, source);
-  if (!json.ok()) return json.status();
+  absl::StatusOr<Json> study_json =
+      format == StudyFileFormat::kYaml ? StudyFromYaml(text, source) : StudyFromJson(text, source);
+  if (!study_json.ok()) return study_json.status();
+  absl::StatusOr<std::string> json = JsonText(*study_json);
+  if (!json.ok()) return FileError(source, json.status().message());
   v1::Study study;
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;
   google::protobuf::util::Status parsed = google::protobuf::util::JsonStringToMessage(
       google::protobuf::StringPiece(json->data(), json->size()), &study, options);
   if (!parsed.ok()) {
-    return FileError(source,
-                     absl::StrCat("not a valid Study: ", OneLine(parsed.message().ToString())));
+    return FileError(source, absl::StrCat("not a valid Study: ", parsed.message().ToString()));
   }
   return study;
 }

@@ -21,7 +21,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "evoscale/v1/study.grpc.pb.h"
 #include "evoscale/v1/study.pb.h"
@@ -30,6 +32,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "load_model/replay.h"
 #include "service/common/clock.h"
 #include "service/server.h"
 #include "tests/service/test_support.h"
@@ -125,67 +128,213 @@ TEST(ValidateTrialNameTest, AcceptsOnlyFullTrialNames) {
 
 // ---- command line --------------------------------------------------------------------------
 
+// ParseCommandLine() of `args`, which must succeed.
+CommandLine MustParse(const std::vector<std::string>& args, const Environment& env = {}) {
+  absl::StatusOr<CommandLine> line = ParseCommandLine(args, env);
+  EXPECT_TRUE(line.ok()) << absl::StrJoin(args, " ") << ": " << line.status();
+  return line.ok() ? *std::move(line) : CommandLine{};
+}
+
+// The message of ParseCommandLine()'s error for `args`, which must fail.
+std::string ParseError(const std::vector<std::string>& args) {
+  absl::StatusOr<CommandLine> line = ParseCommandLine(args, {});
+  EXPECT_EQ(line.status().code(), absl::StatusCode::kInvalidArgument) << absl::StrJoin(args, " ");
+  return std::string(line.status().message());
+}
+
 TEST(ParseCommandLineTest, DefaultsWithoutFlagsOrEnvironment) {
-  absl::StatusOr<CommandLine> line = ParseCommandLine({"study", "list"}, {});
-  ASSERT_TRUE(line.ok()) << line.status();
-  EXPECT_EQ(line->global.server, "127.0.0.1:50051");
-  EXPECT_EQ(line->global.token, "");
-  EXPECT_FALSE(line->global.json);
-  EXPECT_EQ(line->global.timeout_seconds, 10.0);
-  EXPECT_THAT(line->words, ElementsAre("study", "list"));
-  EXPECT_TRUE(line->flags.empty());
+  CommandLine line = MustParse({"study", "list"});
+  EXPECT_EQ(line.global.server, "127.0.0.1:50051");
+  EXPECT_EQ(line.global.token, "");
+  EXPECT_FALSE(line.global.json);
+  EXPECT_EQ(line.global.timeout_seconds, 10.0);
+  EXPECT_EQ(line.command, "study list");
+  EXPECT_EQ(line.help, "");
 }
 
 TEST(ParseCommandLineTest, GlobalFlagsAnywhereAndCommandFlagsKept) {
-  absl::StatusOr<CommandLine> line =
-      ParseCommandLine({"suggest", "--json", "7", "--count=3", "--server", "h:1", "--token", "t",
-                        "--timeout", "2.5", "--client-id", "me"},
-                       {});
-  ASSERT_TRUE(line.ok()) << line.status();
-  EXPECT_EQ(line->global.server, "h:1");
-  EXPECT_EQ(line->global.token, "t");
-  EXPECT_TRUE(line->global.json);
-  EXPECT_EQ(line->global.timeout_seconds, 2.5);
-  EXPECT_THAT(line->words, ElementsAre("suggest", "7"));
-  EXPECT_THAT(line->flags, ElementsAre(Pair("client-id", "me"), Pair("count", "3")));
+  CommandLine line = MustParse({"suggest", "--json", "7", "--count=3", "--server", "h:1", "--token",
+                                "t", "--timeout", "2.5", "--client-id", "me"});
+  EXPECT_EQ(line.global.server, "h:1");
+  EXPECT_EQ(line.global.token, "t");
+  EXPECT_TRUE(line.global.json);
+  EXPECT_EQ(line.global.timeout_seconds, 2.5);
+  EXPECT_EQ(line.command, "suggest");
+  EXPECT_EQ(line.arguments.study, "7");
+  EXPECT_EQ(line.arguments.count, 3);
+  EXPECT_EQ(line.arguments.client_id, "me");
+
+  line = MustParse({"--server=h:2", "--timeout=3", "study", "--json", "get", "--token=u", "8"});
+  EXPECT_EQ(line.global.server, "h:2");
+  EXPECT_EQ(line.global.timeout_seconds, 3.0);
+  EXPECT_TRUE(line.global.json);
+  EXPECT_EQ(line.global.token, "u");
+  EXPECT_EQ(line.command, "study get");
+  EXPECT_EQ(line.arguments.study, "8");
 }
 
 TEST(ParseCommandLineTest, EnvironmentGivesDefaultsThatFlagsOverride) {
   Environment env{.server = "env:5", .token = "env-token", .hostname = "h"};
-  absl::StatusOr<CommandLine> line = ParseCommandLine({"study", "list"}, env);
-  ASSERT_TRUE(line.ok());
-  EXPECT_EQ(line->global.server, "env:5");
-  EXPECT_EQ(line->global.token, "env-token");
-  line = ParseCommandLine({"--server=flag:6", "--token", "flag-token", "study", "list"}, env);
-  ASSERT_TRUE(line.ok());
-  EXPECT_EQ(line->global.server, "flag:6");
-  EXPECT_EQ(line->global.token, "flag-token");
+  CommandLine line = MustParse({"study", "list"}, env);
+  EXPECT_EQ(line.global.server, "env:5");
+  EXPECT_EQ(line.global.token, "env-token");
+  line = MustParse({"--server=flag:6", "--token", "flag-token", "study", "list"}, env);
+  EXPECT_EQ(line.global.server, "flag:6");
+  EXPECT_EQ(line.global.token, "flag-token");
 }
 
 TEST(ParseCommandLineTest, ShortFlagsNegativeNumbersAndDoubleDash) {
-  absl::StatusOr<CommandLine> line =
-      ParseCommandLine({"study", "create", "-f", "s.yaml", "-h", "-3", "--", "--json"}, {});
-  ASSERT_TRUE(line.ok()) << line.status();
-  EXPECT_TRUE(line->global.help);
-  EXPECT_FALSE(line->global.json);
-  EXPECT_THAT(line->words, ElementsAre("study", "create", "-3", "--json"));
-  EXPECT_THAT(line->flags, ElementsAre(Pair("file", "s.yaml")));
+  CommandLine line = MustParse({"study", "create", "-f", "s.yaml"});
+  EXPECT_EQ(line.arguments.file, "s.yaml");
+  line = MustParse({"recommend", "default/ranker", "-o", "yaml"});
+  EXPECT_EQ(line.arguments.output, "yaml");
+  line = MustParse({"measure", "-3", "--step", "1", "--", "--json=1"});
+  EXPECT_FALSE(line.global.json);
+  EXPECT_EQ(line.arguments.trial, "-3");
+  EXPECT_THAT(line.arguments.metrics, ElementsAre("--json=1"));
 }
 
-TEST(ParseCommandLineTest, RejectsBadFlags) {
-  auto message = [](std::vector<std::string> args) {
-    return std::string(ParseCommandLine(args, {}).status().message());
-  };
-  EXPECT_EQ(message({"--bogus"}), "unknown flag --bogus");
-  EXPECT_EQ(message({"-x"}), "unknown flag -x");
-  EXPECT_EQ(message({"suggest", "7", "--count"}), "flag --count needs a value");
-  EXPECT_EQ(message({"--json=yes"}), "flag --json takes no value");
-  EXPECT_EQ(message({"--count", "1", "--count", "2"}), "flag --count given twice");
-  EXPECT_EQ(message({"--timeout", "0"}),
-            "flag --timeout: \"0\" is not a number of seconds in (0, 86400]");
-  EXPECT_EQ(message({"--timeout", "soon"}),
-            "flag --timeout: \"soon\" is not a number of seconds in (0, 86400]");
-  EXPECT_EQ(message({"--server="}), "flag --server: the address is empty");
+// Every command and flag of UsageText() and README.md, each flag given a value that differs
+// from its default.
+TEST(ParseCommandLineTest, EveryDocumentedCommandAndFlagParses) {
+  CommandLine line = MustParse({"study", "create", "-f", "s.yaml", "--name", "lr sweep"});
+  EXPECT_EQ(line.command, "study create");
+  EXPECT_EQ(line.arguments.file, "s.yaml");
+  EXPECT_EQ(line.arguments.display_name, "lr sweep");
+  line = MustParse({"study", "create", "--file=s.json"});
+  EXPECT_EQ(line.arguments.file, "s.json");
+  EXPECT_EQ(line.arguments.display_name, std::nullopt);
+
+  EXPECT_EQ(MustParse({"study", "list"}).command, "study list");
+  for (const char* command : {"get", "delete"}) {
+    line = MustParse({"study", command, "studies/7"});
+    EXPECT_EQ(line.command, absl::StrCat("study ", command));
+    EXPECT_EQ(line.arguments.study, "studies/7");
+  }
+  line = MustParse({"study", "state", "7", "Inactive"});
+  EXPECT_EQ(line.command, "study state");
+  EXPECT_EQ(line.arguments.study, "7");
+  EXPECT_EQ(line.arguments.study_state, v1::Study::INACTIVE);
+
+  line = MustParse({"trials", "list", "7", "--state", "succeeded", "--page-size=50"});
+  EXPECT_EQ(line.command, "trials list");
+  EXPECT_EQ(line.arguments.study, "7");
+  EXPECT_EQ(line.arguments.trial_state, v1::Trial::SUCCEEDED);
+  EXPECT_EQ(line.arguments.page_size, 50);
+
+  line = MustParse({"suggest", "studies/1", "--count", "2", "--client-id=worker-1"});
+  EXPECT_EQ(line.arguments.count, 2);
+  EXPECT_EQ(line.arguments.client_id, "worker-1");
+
+  line = MustParse({"measure", "studies/1/trials/1", "--step", "100", "logloss=0.47", "auc=0.7"});
+  EXPECT_EQ(line.command, "measure");
+  EXPECT_EQ(line.arguments.trial, "studies/1/trials/1");
+  EXPECT_EQ(line.arguments.step, 100);
+  EXPECT_THAT(line.arguments.metrics, ElementsAre("logloss=0.47", "auc=0.7"));
+
+  line = MustParse({"complete", "studies/1/trials/1", "logloss=0.45"});
+  EXPECT_THAT(line.arguments.metrics, ElementsAre("logloss=0.45"));
+  EXPECT_EQ(line.arguments.infeasible_reason, std::nullopt);
+  line = MustParse({"complete", "studies/1/trials/1", "--infeasible", "out of memory"});
+  EXPECT_THAT(line.arguments.metrics, IsEmpty());
+  EXPECT_EQ(line.arguments.infeasible_reason, "out of memory");
+
+  for (const char* command : {"stop", "should-stop"}) {
+    line = MustParse({command, "studies/1/trials/4"});
+    EXPECT_EQ(line.command, command);
+    EXPECT_EQ(line.arguments.trial, "studies/1/trials/4");
+  }
+  line = MustParse({"optimal", "studies/1"});
+  EXPECT_EQ(line.command, "optimal");
+  EXPECT_EQ(line.arguments.study, "studies/1");
+
+  line = MustParse({"workload", "put", "default/ranker", "--policy", "vpa", "--kind=training",
+                    "--target-utilization", "0.6", "--min-replicas", "2", "--max-replicas=9"});
+  EXPECT_EQ(line.command, "workload put");
+  EXPECT_EQ(line.arguments.workload, "default/ranker");
+  EXPECT_EQ(line.arguments.workload_settings.policy(), v1::Workload::VPA);
+  EXPECT_EQ(line.arguments.workload_settings.kind(), v1::Workload::TRAINING);
+  EXPECT_EQ(line.arguments.workload_settings.target_utilization(), 0.6);
+  EXPECT_EQ(line.arguments.workload_settings.min_replicas(), 2);
+  EXPECT_EQ(line.arguments.workload_settings.max_replicas(), 9);
+  EXPECT_EQ(MustParse({"workload", "list"}).command, "workload list");
+  line = MustParse({"workload", "get", "default/ranker"});
+  EXPECT_EQ(line.command, "workload get");
+  EXPECT_EQ(line.arguments.workload, "default/ranker");
+
+  line = MustParse(
+      {"recommend", "default/ranker", "--output=json", "--prometheus-url", "http://prom:9090"});
+  EXPECT_EQ(line.command, "recommend");
+  EXPECT_EQ(line.arguments.workload, "default/ranker");
+  EXPECT_EQ(line.arguments.output, "json");
+  EXPECT_EQ(line.arguments.kubernetes.prometheus_url, "http://prom:9090");
+
+  line = MustParse({"replay", "--trace", "azure-llm", "--path=/traces/azure", "--policy", "hpa"});
+  EXPECT_EQ(line.command, "replay");
+  EXPECT_EQ(line.arguments.replay.trace, load_model::TraceKind::kAzureLlm);
+  EXPECT_EQ(line.arguments.replay.path, "/traces/azure");
+  EXPECT_EQ(line.arguments.replay.policy, load_model::Policy::kHpa);
+  line = MustParse({"replay", "--trace", "alibaba-genai", "--path", "p"});
+  EXPECT_EQ(line.arguments.replay.trace, load_model::TraceKind::kAlibabaGenAi);
+  EXPECT_EQ(line.arguments.replay.policy, load_model::Policy::kEvoscale);
+
+  for (const std::vector<std::string>& help :
+       {std::vector<std::string>{"help"}, {"-h"}, {"--help"}, {"--json", "help", "suggest"}}) {
+    line = MustParse(help);
+    EXPECT_EQ(line.help, UsageText()) << absl::StrJoin(help, " ");
+    EXPECT_EQ(line.command, "");
+  }
+}
+
+TEST(ParseCommandLineTest, HelpAfterACommandDescribesItsFlags) {
+  CommandLine line = MustParse({"suggest", "--help"});
+  EXPECT_EQ(line.command, "");
+  EXPECT_THAT(line.help, HasSubstr("Usage: evoscale suggest [OPTIONS] STUDY"));
+  EXPECT_THAT(line.help, HasSubstr("--count N"));
+  EXPECT_THAT(line.help, HasSubstr("--client-id ID"));
+  line = MustParse({"study", "create", "-h"});  // -f is required, but help comes first
+  EXPECT_THAT(line.help, HasSubstr("Usage: evoscale study create [OPTIONS]"));
+  EXPECT_THAT(line.help, HasSubstr("-f,--file FILE REQUIRED"));
+}
+
+TEST(ParseCommandLineTest, BadFlagsAreErrorsNamingTheFlag) {
+  EXPECT_EQ(ParseError({"--bogus"}), "unknown flag --bogus (see evoscale help)");
+  EXPECT_EQ(ParseError({"-x"}), "unknown flag -x (see evoscale help)");
+  EXPECT_EQ(ParseError({"-x", "study", "list"}),
+            "study list: unknown flag -x (usage: evoscale study list)");
+  EXPECT_EQ(ParseError({"study", "list", "--bogus=1"}),
+            "study list: unknown flag --bogus (usage: evoscale study list)");
+  EXPECT_EQ(ParseError({"suggest", "7", "--step", "1"}),
+            "suggest: flag --step does not apply (usage: evoscale suggest STUDY [--count N] "
+            "[--client-id ID])");
+  EXPECT_EQ(ParseError({"suggest", "7", "--count"}),
+            "suggest: --count: 1 required N missing (usage: evoscale suggest STUDY [--count N] "
+            "[--client-id ID])");
+  EXPECT_EQ(ParseError({"suggest", "7", "--count", "1", "--count", "2"}),
+            "suggest: --count: At Most 1 required but received 2 (usage: evoscale suggest STUDY "
+            "[--count N] [--client-id ID])");
+  EXPECT_EQ(ParseError({"--timeout", "0", "study", "list"}),
+            "study list: --timeout: \"0\" is not a number of seconds in (0, 86400] (usage: "
+            "evoscale study list)");
+  EXPECT_EQ(ParseError({"study", "list", "--timeout=soon"}),
+            "study list: --timeout: \"soon\" is not a number of seconds in (0, 86400] (usage: "
+            "evoscale study list)");
+  EXPECT_EQ(ParseError({"--server", "", "study", "list"}),
+            "study list: --server: the address is empty (usage: evoscale study list)");
+  EXPECT_EQ(ParseError({"study", "create"}),
+            "study create: --file is required (usage: evoscale study create -f FILE [--name "
+            "DISPLAY_NAME])");
+  EXPECT_EQ(ParseError({"recommend", "w", "-o", "xml"}),
+            "recommend: --output: \"xml\" is not table, json or yaml (usage: evoscale recommend "
+            "WORKLOAD [-o table|json|yaml] [--prometheus-url URL])");
+  EXPECT_THAT(ParseError({"workload", "put", "w", "--kind", "batch"}),
+              StartsWith("workload put: --kind: unknown kind \"batch\"; expected serving or "
+                         "training (usage: evoscale workload put NAME "));
+  EXPECT_THAT(ParseError({"workload", "put", "w", "--max-replicas", "-1"}),
+              StartsWith("workload put: --max-replicas: \"-1\" is not an integer in [0, 100000]"));
+  EXPECT_THAT(ParseError({"replay", "--path", "p", "--trace", "borg"}),
+              StartsWith("replay: --trace: trace \"borg\": must be bitbrains, alibaba-genai or "
+                         "azure-llm (usage: evoscale replay "));
 }
 
 // ---- YAML to JSON --------------------------------------------------------------------------
@@ -196,7 +345,7 @@ TEST(YamlToJsonTest, PlainScalarsBecomeNumbersBoolsAndNulls) {
       "hex: 0x1F\noct: 0o17\nt: true\nF: False\nn: ~\ne2: null\ninf: -.inf\nnan: .nan\n"
       "s: hello world\nyes: yes\nver: 1.2.3\n");
   ASSERT_TRUE(json.ok()) << json.status();
-  EXPECT_EQ(*json, R"({"i":42,"neg":-7,"plus":3,"f":1.5,"e":1e-4,"dot":0.5,"trail":2,"lead":7,)"
+  EXPECT_EQ(*json, R"({"i":42,"neg":-7,"plus":3,"f":1.5,"e":0.0001,"dot":0.5,"trail":2,"lead":7,)"
                    R"("hex":31,"oct":15,"t":true,"F":false,"n":null,"e2":null,"inf":"-Infinity",)"
                    R"("nan":"NaN","s":"hello world","yes":"yes","ver":"1.2.3"})");
 }
@@ -225,6 +374,12 @@ TEST(YamlToJsonTest, SchemaKeepsScalarsOfStringFieldsAsStrings) {
             R"("categorical_spec":{"values":["32","64","wide"]}}],"algorithm":{"algorithm":)"
             R"("NSGA2","seed":5,"settings":{"population_size":"50"}},"trialTemplate":{"args":)"
             R"(["--epochs","3"],"env":{"OMP_NUM_THREADS":"4"}}}})");
+}
+
+TEST(YamlToJsonTest, KeyGivenTwiceIsAnErrorWithPosition) {
+  absl::StatusOr<std::string> json = YamlToJson("a: 1\nb: 2\na: 3\n");
+  EXPECT_EQ(json.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(json.status().message(), "line 3, column 1: key \"a\" given twice");
 }
 
 TEST(YamlToJsonTest, SyntaxErrorGivesPosition) {
@@ -341,7 +496,8 @@ TEST(StudyFileTest, MalformedFileIsAnErrorNamingTheFile) {
   absl::StatusOr<v1::Study> json = LoadStudyFile(json_path);
   EXPECT_EQ(json.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(json.status().message(),
-              HasSubstr(absl::StrCat("study file \"", json_path, "\": invalid JSON: ")));
+              HasSubstr(absl::StrCat("study file \"", json_path,
+                                     "\": invalid JSON: parse error at line 1, column 23: ")));
 
   std::string yaml_path = WriteTempFile("broken.yaml", "spec:\n  metrics: [\n");
   absl::StatusOr<v1::Study> yaml = LoadStudyFile(yaml_path);
@@ -355,6 +511,20 @@ TEST(StudyFileTest, MalformedFileIsAnErrorNamingTheFile) {
   std::string empty_path = WriteTempFile("empty.yaml", "");
   EXPECT_EQ(LoadStudyFile(empty_path).status().message(),
             absl::StrCat("study file \"", empty_path, "\": the file holds no study"));
+}
+
+TEST(StudyFileTest, JsonThatIsNotAnObjectIsAnError) {
+  EXPECT_EQ(ParseStudy("[1, 2]", StudyFileFormat::kJson, "s.json").status().message(),
+            "study file \"s.json\": expected an object of Study fields");
+  EXPECT_EQ(ParseStudy(" \n", StudyFileFormat::kJson, "s.json").status().message(),
+            "study file \"s.json\": the file holds no study");
+}
+
+TEST(StudyFileTest, TextThatIsNotUtf8IsAnError) {
+  absl::StatusOr<v1::Study> study =
+      ParseStudy("display_name: \"a\xff\"\n", StudyFileFormat::kYaml, "s.yaml");
+  EXPECT_EQ(study.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(study.status().message(), "study file \"s.yaml\": invalid UTF-8 byte at index 1: 0xFF");
 }
 
 TEST(StudyFileTest, UnreadableFileNamesThePath) {
@@ -435,38 +605,58 @@ TEST(CliRunTest, UsageErrorsExit2WithMessage) {
        "evoscale: measure: metric \"loss=abc\": value is not a number\n"},
       {{"measure", "studies/1/trials/3", "--step", "1", "loss"},
        "evoscale: measure: metric \"loss\": expected NAME=VALUE\n"},
-      {{"measure", "studies/1/trials/3", "loss=1"}, "evoscale: measure: --step N is required\n"},
+      {{"measure", "studies/1/trials/3", "loss=1"},
+       "evoscale: measure: --step is required (usage: evoscale measure TRIAL --step N "
+       "METRIC=VALUE...)\n"},
       {{"measure", "studies/1/trials/3", "--step", "x", "loss=1"},
-       "evoscale: measure: flag --step: \"x\" is not an integer in [0, 9223372036854775807]\n"},
+       "evoscale: measure: --step: \"x\" is not an integer in [0, 9223372036854775807] (usage: "
+       "evoscale measure TRIAL --step N METRIC=VALUE...)\n"},
       {{"measure", "3", "--step", "1", "loss=1"},
        "evoscale: measure: trial \"3\": expected a trial name studies/ID/trials/ID\n"},
       {{"measure", "studies/1/trials/3", "--step", "1"},
-       "evoscale: measure: missing arguments; expected TRIAL --step N METRIC=VALUE...\n"},
+       "evoscale: measure: METRIC=VALUE is required (usage: evoscale measure TRIAL --step N "
+       "METRIC=VALUE...)\n"},
       {{"complete", "studies/1/trials/3", "loss=1", "--infeasible", "oom"},
        "evoscale: complete: give either metrics or --infeasible REASON, not both\n"},
+      {{"complete", "studies/1/trials/3", "--infeasible", ""},
+       "evoscale: complete: --infeasible: the reason is empty (usage: evoscale complete TRIAL "
+       "[METRIC=VALUE...] | TRIAL --infeasible REASON)\n"},
       {{"suggest", "7", "--count", "0"},
-       "evoscale: suggest: flag --count: \"0\" is not an integer in [1, 1000]\n"},
+       "evoscale: suggest: --count: \"0\" is not an integer in [1, 1000] (usage: evoscale "
+       "suggest STUDY [--count N] [--client-id ID])\n"},
       {{"suggest", "7", "--step", "1"},
        "evoscale: suggest: flag --step does not apply (usage: evoscale suggest STUDY [--count N] "
        "[--client-id ID])\n"},
-      {{"suggest"}, "evoscale: suggest: missing arguments; expected STUDY\n"},
+      {{"suggest"},
+       "evoscale: suggest: STUDY is required (usage: evoscale suggest STUDY [--count N] "
+       "[--client-id ID])\n"},
+      {{"suggest", "7", "stop", "8"},
+       "evoscale: suggest: unexpected argument \"stop\" (usage: evoscale suggest STUDY "
+       "[--count N] [--client-id ID])\n"},
       {{"study", "get", "7", "8"},
-       "evoscale: study get: unexpected argument \"8\"; expected STUDY\n"},
+       "evoscale: study get: unexpected argument \"8\" (usage: evoscale study get STUDY)\n"},
       {{"study", "get", "studies/7/trials/1"},
        "evoscale: study get: study \"studies/7/trials/1\": expected studies/ID or ID\n"},
       {{"study", "state", "7", "paused"},
-       "evoscale: study state: unknown state \"paused\"; expected active, inactive or completed\n"},
+       "evoscale: study state: STATE: unknown study state \"paused\"; expected active, inactive "
+       "or completed (usage: evoscale study state STUDY active|inactive|completed)\n"},
       {{"trials", "list", "7", "--state", "done"},
-       "evoscale: trials list: flag --state: unknown trial state \"done\"; expected requested, "
-       "active, stopping, succeeded, infeasible or failed\n"},
-      {{"study", "create"}, "evoscale: study create: -f FILE is required\n"},
+       "evoscale: trials list: --state: unknown trial state \"done\"; expected requested, "
+       "active, stopping, succeeded, infeasible or failed (usage: evoscale trials list STUDY "
+       "[--state STATE] [--page-size N])\n"},
+      {{"study", "create"},
+       "evoscale: study create: --file is required (usage: evoscale study create -f FILE "
+       "[--name DISPLAY_NAME])\n"},
       {{"study"},
        "evoscale: study: missing subcommand (one of create, list, get, delete, state)\n"},
       {{"study", "show"},
-       "evoscale: study: unknown subcommand \"show\" (one of create, list, get, delete, state)\n"},
+       "evoscale: study: unknown subcommand \"show\" (one of create, list, get, delete, "
+       "state)\n"},
       {{"trials"}, "evoscale: trials: missing subcommand (one of list)\n"},
       {{"frobnicate"}, "evoscale: unknown command \"frobnicate\" (see evoscale help)\n"},
-      {{"study", "list", "--bogus"}, "evoscale: unknown flag --bogus (see evoscale help)\n"},
+      {{"--bogus"}, "evoscale: unknown flag --bogus (see evoscale help)\n"},
+      {{"study", "list", "--bogus"},
+       "evoscale: study list: unknown flag --bogus (usage: evoscale study list)\n"},
   };
   for (const Case& c : cases) {
     RunResult result = RunCli(c.args);
