@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "evoscale/v1/study.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "nlohmann/json.hpp"
 
 namespace evoscale::testing {
 
@@ -146,14 +147,6 @@ class EvoscaledProcess {
  private:
   EvoscaledProcess(pid_t pid, int fd) : pid_(pid), fd_(fd) {}
 
-  static std::string Field(const std::string& line, const std::string& key) {
-    std::string k = "\"" + key + "\":\"";
-    size_t b = line.find(k);
-    if (b == std::string::npos) return "";
-    b += k.size();
-    return line.substr(b, line.find('"', b) - b);
-  }
-
   absl::Status AwaitListening() {
     std::string buf;
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -165,10 +158,15 @@ class EvoscaledProcess {
       if (n <= 0) return absl::UnavailableError("evoscaled exited before listening: " + buf);
       buf.append(c, n);
       if (size_t nl = buf.find('\n'); nl != std::string::npos) {
-        std::string line = buf.substr(0, nl);
-        grpc_ = Field(line, "grpc");
-        http_ = Field(line, "http");
-        if (grpc_.empty()) return absl::InternalError("unexpected first line: " + line);
+        const std::string line = buf.substr(0, nl);
+        const nlohmann::json listening =
+            nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+        if (!listening.is_object() || listening.value("event", "") != "listening" ||
+            !listening.contains("grpc") || !listening.contains("http")) {
+          return absl::InternalError("unexpected first line: " + line);
+        }
+        grpc_ = listening["grpc"].get<std::string>();
+        http_ = listening["http"].get<std::string>();
         return absl::OkStatus();
       }
     }
