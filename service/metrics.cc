@@ -41,7 +41,16 @@ ServiceMetrics::ServiceMetrics()
                  .Name("evoscale_store_operations_total")
                  .Help("Study store since start: writes (one per mutating call) and commits "
                        "(transactions; several writes share one under group commit)")
-                 .Register(*registry_)) {}
+                 .Register(*registry_)),
+      enforcement_(prometheus::BuildGauge()
+                       .Name("evoscale_trial_enforcement")
+                       .Help("How managed trials' limits are enforced (1 for the mode in "
+                             "force): a cgroup, or sampling /proc and why")
+                       .Register(*registry_)) {}
+
+void ServiceMetrics::SetTrialEnforcement(const std::string& mode) {
+  enforcement_.Add({{"mode", mode}}).Set(1);
+}
 
 void ServiceMetrics::RecordRpc(const std::string& method, const std::string& code,
                                double seconds) {

@@ -36,6 +36,9 @@ class ServiceMetrics {
   //   evoscale_store_operations_total{op}  op: write, commit (writes / commits = group commit)
   std::string Scrape(StudyCore* core, AutoscalerCore* autoscaler = nullptr);
 
+  // evoscale_trial_enforcement{mode} 1: how managed trials are contained (set once).
+  void SetTrialEnforcement(const std::string& mode);
+
   prometheus::Registry& registry() { return *registry_; }
 
  private:
@@ -48,6 +51,7 @@ class ServiceMetrics {
   prometheus::Family<prometheus::Gauge>& replicas_;
   prometheus::Family<prometheus::Gauge>& samples_;
   prometheus::Family<prometheus::Gauge>& store_;
+  prometheus::Family<prometheus::Gauge>& enforcement_;
 
   absl::Mutex mu_;
   // Label lookups are cached: prometheus-cpp's Add() hashes the label map each time.

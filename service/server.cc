@@ -78,6 +78,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   s->http_ = *std::move(http);
   s->http_port_ = s->http_->port();
   s->scheduler_ = std::make_unique<Scheduler>(s->core_.get(), options.scheduler);
+  s->metrics_->SetTrialEnforcement(s->scheduler_->enforcement());
   return s;
 }
 

@@ -67,6 +67,13 @@ class Training {
   int64_t step() const { return step_; }
 
  private:
+  // EvaluateAndReport's steps: the test (or held-out) set's metrics, one batch's input rows
+  // (embeddings of the trained ids, zeros for unseen ones, then the dense features), and the
+  // final line's details of the tables and the model.
+  absl::StatusOr<BinaryMetrics> Evaluate();
+  void GatherEvalInputs(const ExampleBatch& batch, std::vector<uint32_t>* rows);
+  nlohmann::ordered_json ModelDetails(uint64_t peak_rss_bytes) const;
+
   struct StepEnd {
     Training* t;
     void operator()() noexcept { t->OnStepEnd(); }
@@ -463,53 +470,59 @@ absl::Status Training::Train() {
   return status_;
 }
 
-absl::Status Training::EvaluateAndReport() {
+absl::StatusOr<BinaryMetrics> Training::Evaluate() {
   absl::StatusOr<std::unique_ptr<ExampleSource>> source = OpenSource(true, {});
   if (!source.ok()) return source.status();
   const BatchReaderOptions options =
       internal::ReaderOptions(config_, config_.batch_size, num_shards_, /*for_eval=*/true);
-  const bool holdout = config_.test_path.empty();
   BinaryMetrics metrics;
-  if (!holdout || options.filter.holdout_every > 0) {
-    BatchReader reader(*std::move(source), options);
-    Mlp::Workspace& ws = workspaces_[0];
-    std::vector<uint32_t> rows;
-    while (true) {
-      absl::StatusOr<std::unique_ptr<ExampleBatch>> got = reader.Next();
-      if (!got.ok()) return got.status();
-      std::unique_ptr<ExampleBatch> batch = *std::move(got);
-      if (batch == nullptr) break;
-      const int n = batch->size;
-      for (int s = 0; s < num_shards_; ++s) {
-        Shard& shard = shards_[s];
-        const auto& positions = batch->shard_positions[s];
-        shard.keys.resize(positions.size());
-        rows.resize(positions.size());
-        for (size_t k = 0; k < positions.size(); ++k) shard.keys[k] = batch->fids[positions[k]];
-        shard.table->FindBatch(shard.keys.data(), positions.size(), rows.data());
-        for (size_t k = 0; k < positions.size(); ++k) {
-          const uint32_t p = positions[k];
-          float* dst =
-              x_.data() + size_t(p / kNumCategorical) * input_ + size_t(p % kNumCategorical) * dim_;
-          if (rows[k] == EmbeddingTable::kNoRow) {
-            std::memset(dst, 0, sizeof(float) * dim_);  // never trained: no information
-          } else {
-            std::memcpy(dst, shard.table->embedding(rows[k]), sizeof(float) * dim_);
-          }
-        }
+  if (config_.test_path.empty() && options.filter.holdout_every <= 0) return metrics;
+  BatchReader reader(*std::move(source), options);
+  Mlp::Workspace& ws = workspaces_[0];
+  std::vector<uint32_t> rows;
+  while (true) {
+    absl::StatusOr<std::unique_ptr<ExampleBatch>> got = reader.Next();
+    if (!got.ok()) return got.status();
+    std::unique_ptr<ExampleBatch> batch = *std::move(got);
+    if (batch == nullptr) break;
+    const int n = batch->size;
+    GatherEvalInputs(*batch, &rows);
+    for (int r0 = 0; r0 < n; r0 += ws.max_rows) {
+      const int r1 = std::min(n, r0 + ws.max_rows);
+      mlp_->Forward(ws, &x_[size_t(r0) * input_], r1 - r0, &logits_[r0]);
+    }
+    metrics.Add(logits_.data(), batch->labels.data(), size_t(n));
+    reader.Recycle(std::move(batch));
+  }
+  return metrics;
+}
+
+void Training::GatherEvalInputs(const ExampleBatch& batch, std::vector<uint32_t>* rows) {
+  for (int s = 0; s < num_shards_; ++s) {
+    Shard& shard = shards_[s];
+    const auto& positions = batch.shard_positions[s];
+    shard.keys.resize(positions.size());
+    rows->resize(positions.size());
+    for (size_t k = 0; k < positions.size(); ++k) shard.keys[k] = batch.fids[positions[k]];
+    shard.table->FindBatch(shard.keys.data(), positions.size(), rows->data());
+    for (size_t k = 0; k < positions.size(); ++k) {
+      const uint32_t p = positions[k];
+      float* dst =
+          x_.data() + size_t(p / kNumCategorical) * input_ + size_t(p % kNumCategorical) * dim_;
+      if ((*rows)[k] == EmbeddingTable::kNoRow) {
+        std::memset(dst, 0, sizeof(float) * dim_);  // never trained: no information
+      } else {
+        std::memcpy(dst, shard.table->embedding((*rows)[k]), sizeof(float) * dim_);
       }
-      for (int i = 0; i < n; ++i) {
-        std::memcpy(&x_[size_t(i) * input_ + kNumCategorical * dim_],
-                    &batch->dense[size_t(i) * kNumDense], sizeof(float) * kNumDense);
-      }
-      for (int r0 = 0; r0 < n; r0 += ws.max_rows) {
-        const int r1 = std::min(n, r0 + ws.max_rows);
-        mlp_->Forward(ws, &x_[size_t(r0) * input_], r1 - r0, &logits_[r0]);
-      }
-      metrics.Add(logits_.data(), batch->labels.data(), size_t(n));
-      reader.Recycle(std::move(batch));
     }
   }
+  for (int i = 0; i < batch.size; ++i) {
+    std::memcpy(&x_[size_t(i) * input_ + kNumCategorical * dim_],
+                &batch.dense[size_t(i) * kNumDense], sizeof(float) * kNumDense);
+  }
+}
+
+nlohmann::ordered_json Training::ModelDetails(uint64_t peak_rss_bytes) const {
   size_t rows = 0, table_bytes = 0, payload = 0, pending = 0, full = 0;
   int64_t evicted = 0;
   std::vector<size_t> shard_rows;
@@ -522,22 +535,11 @@ absl::Status Training::EvaluateAndReport() {
     evicted += shard.evicted;
     shard_rows.push_back(shard.table->size());
   }
-  FinalSummary summary;
-  summary.examples_per_s = train_seconds_ > 0 ? double(examples_here_) / train_seconds_ : 0;
-  summary.peak_rss_bytes = PeakRssBytes();
-  summary.auc = metrics.Auc();
-  summary.logloss = metrics.LogLoss();
-  summary.eval_examples = int64_t(metrics.count());
-  summary.holdout = holdout;
-  summary.steps = step_;
-  summary.examples = examples_;
-  summary.train_s = train_seconds_;
-  summary.malformed_lines = malformed_;
-  const double peak = double(summary.peak_rss_bytes);
+  const double peak = double(peak_rss_bytes);
   // What the model must occupy however it is stored: per row its id, embedding and optimizer
   // state; the MLP's weights and Adam moments.
   const size_t model_bytes = payload + rows * sizeof(uint64_t) + mlp_->memory_bytes();
-  const nlohmann::ordered_json details = {
+  return {
       {"table",
        {{"rows", rows},
         {"bytes", table_bytes},
@@ -556,7 +558,23 @@ absl::Status Training::EvaluateAndReport() {
       {"shards", num_shards_},
       {"isa", mlp_->isa()},
       {"checkpoints", checkpoints_written_}};
-  Emit(FinalLine(summary, details));
+}
+
+absl::Status Training::EvaluateAndReport() {
+  absl::StatusOr<BinaryMetrics> metrics = Evaluate();
+  if (!metrics.ok()) return metrics.status();
+  FinalSummary summary;
+  summary.examples_per_s = train_seconds_ > 0 ? double(examples_here_) / train_seconds_ : 0;
+  summary.peak_rss_bytes = PeakRssBytes();
+  summary.auc = metrics->Auc();
+  summary.logloss = metrics->LogLoss();
+  summary.eval_examples = int64_t(metrics->count());
+  summary.holdout = config_.test_path.empty();
+  summary.steps = step_;
+  summary.examples = examples_;
+  summary.train_s = train_seconds_;
+  summary.malformed_lines = malformed_;
+  Emit(FinalLine(summary, ModelDetails(summary.peak_rss_bytes)));
   return absl::OkStatus();
 }
 

@@ -27,6 +27,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "trainer_adapter/cgroup.h"
 #include "trainer_adapter/trial_runner.h"
 
 extern char** environ;
@@ -163,12 +164,15 @@ void ReadUntilEof(int fd, Fn on_chunk) {
 class LocalTrial : public RunningTrial {
  public:
   LocalTrial(pid_t pid, int out_fd, int err_fd, TrialObserver* observer,
-             const LocalRunnerOptions& options, int64_t memory_limit)
+             const LocalRunnerOptions& options, int64_t memory_limit,
+             std::unique_ptr<TrialCgroup> cgroup, std::string enforcement)
       : pid_(pid),
         observer_(observer),
         options_(options),
         memory_limit_(memory_limit),
+        cgroup_(std::move(cgroup)),
         start_(absl::Now()) {
+    outcome_.enforcement = std::move(enforcement);
     stdout_thread_ = std::thread(&LocalTrial::ReadStdout, this, out_fd);
     stderr_thread_ = std::thread(&LocalTrial::ReadStderr, this, err_fd);
     monitor_thread_ = std::thread(&LocalTrial::Monitor, this);
@@ -275,6 +279,8 @@ class LocalTrial : public RunningTrial {
     while (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
     }
     kill(-pid_, SIGKILL);
+    // In a cgroup, also what left the process group (a double fork, setsid).
+    if (cgroup_ != nullptr) cgroup_->KillAll();
     absl::MutexLock lock(&mu_);  // Stop() and the sampler signal the group only under mu_
     int status = 0;
     while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
@@ -301,6 +307,7 @@ class LocalTrial : public RunningTrial {
         if (exited_) break;
         if (absl::Now() >= kill_at_) {
           kill(-pid_, SIGKILL);
+          if (cgroup_ != nullptr) cgroup_->KillAll(/*attempts=*/1);
           kill_at_ = absl::InfiniteFuture();
         }
       }
@@ -324,7 +331,9 @@ class LocalTrial : public RunningTrial {
       {
         absl::MutexLock lock(&mu_);
         outcome_.peak_rss_bytes = std::max(outcome_.peak_rss_bytes, u.rss_bytes);
-        if (memory_limit_ > 0 && u.rss_bytes > memory_limit_ && !oom_ && !exited_) {
+        // In a cgroup the kernel enforces the limit, without a sampling gap.
+        if (cgroup_ == nullptr && memory_limit_ > 0 && u.rss_bytes > memory_limit_ && !oom_ &&
+            !exited_) {
           oom_ = true;
           oom_rss_ = u.rss_bytes;
           kill(-pid_, SIGKILL);
@@ -339,15 +348,26 @@ class LocalTrial : public RunningTrial {
     for (const auto& [pid, ticks] : seen) total += ticks;
     absl::MutexLock lock(&mu_);
     outcome_.cpu_seconds = static_cast<double>(total) / ticks_per_s;
+    outcome_.peak_memory_bytes = outcome_.peak_rss_bytes;
   }
 
   void Finish() {
     absl::MutexLock lock(&mu_);
     TrialOutcome& o = outcome_;
     o.wall_time = end_ - start_;
+    if (cgroup_ != nullptr) {
+      o.oom_kills = cgroup_->oom_kills();
+      o.cpu_seconds = cgroup_->cpu_seconds();
+      o.peak_memory_bytes = std::max(cgroup_->peak_memory_bytes(), o.peak_rss_bytes);
+    }
     if (stop_requested_) {
       o.kind = TrialOutcome::Kind::kStopped;
       o.reason = "stopped";
+    } else if (o.oom_kills > 0) {
+      o.kind = TrialOutcome::Kind::kOutOfMemory;
+      o.reason = absl::StrFormat(
+          "OOM-killed in its cgroup: memory limit %d bytes, peak %d bytes (%d process%s killed)",
+          memory_limit_, o.peak_memory_bytes, o.oom_kills, o.oom_kills == 1 ? "" : "es");
     } else if (oom_) {
       o.kind = TrialOutcome::Kind::kOutOfMemory;
       o.reason = absl::StrFormat("killed: resident memory %d bytes over the limit of %d bytes",
@@ -381,6 +401,7 @@ class LocalTrial : public RunningTrial {
   TrialObserver* const observer_;
   const LocalRunnerOptions options_;
   const int64_t memory_limit_;
+  const std::unique_ptr<TrialCgroup> cgroup_;  // null: limits enforced by sampling
   const absl::Time start_;
   std::thread stdout_thread_, stderr_thread_, monitor_thread_, sampler_thread_;
 
@@ -400,7 +421,25 @@ class LocalTrial : public RunningTrial {
 
 class LocalProcessRunner : public TrialRunner {
  public:
-  explicit LocalProcessRunner(LocalRunnerOptions options) : options_(options) {}
+  explicit LocalProcessRunner(LocalRunnerOptions options) : options_(options) {
+    if (!options_.use_cgroups) {
+      no_cgroup_reason_ = "cgroups turned off";
+      return;
+    }
+    absl::StatusOr<std::unique_ptr<CgroupRoot>> root = CgroupRoot::Detect();
+    if (root.ok()) {
+      cgroups_ = *std::move(root);
+    } else {
+      no_cgroup_reason_ = std::string(root.status().message());
+    }
+  }
+
+  std::string enforcement() const override {
+    return cgroups_ != nullptr
+               ? cgroups_->mode()
+               : absl::StrCat("sampling /proc every ", absl::FormatDuration(options_.sample_every),
+                              ": ", no_cgroup_reason_);
+  }
 
   absl::StatusOr<std::unique_ptr<RunningTrial>> Start(const TrialLaunch& launch,
                                                       TrialObserver* observer) override {
@@ -452,6 +491,22 @@ class LocalProcessRunner : public TrialRunner {
     argv.push_back(nullptr);
     const char* work_dir = launch.work_dir.empty() ? nullptr : launch.work_dir.c_str();
 
+    std::unique_ptr<TrialCgroup> cgroup;
+    std::string enforcement = this->enforcement();
+    if (cgroups_ != nullptr) {
+      absl::StatusOr<std::unique_ptr<TrialCgroup>> made =
+          cgroups_->Create(launch.limits.memory_bytes, launch.limits.cpu_cores);
+      if (made.ok()) {
+        cgroup = *std::move(made);
+      } else {
+        enforcement = absl::StrCat("sampling /proc every ",
+                                   absl::FormatDuration(options_.sample_every), ": ",
+                                   made.status().message());
+      }
+    }
+    const std::vector<int> no_fds;
+    const std::vector<int>& join_fds = cgroup != nullptr ? cgroup->join_fds() : no_fds;
+
     int out[2], err[2], exec_status[2];
     if (pipe2(out, O_CLOEXEC) != 0) return absl::InternalError("pipe for stdout");
     if (pipe2(err, O_CLOEXEC) != 0) {
@@ -472,6 +527,7 @@ class LocalProcessRunner : public TrialRunner {
     }
     if (pid == 0) {
       setpgid(0, 0);
+      TrialCgroup::JoinFromChild(join_fds);  // before exec: nothing of the trial runs outside
       if (die_with_parent) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) _exit(127);  // the parent died before prctl
@@ -520,11 +576,14 @@ class LocalProcessRunner : public TrialRunner {
           ": ", std::strerror(child_errno)));
     }
     return std::unique_ptr<RunningTrial>(std::make_unique<LocalTrial>(
-        pid, out[0], err[0], observer, options_, launch.limits.memory_bytes));
+        pid, out[0], err[0], observer, options_, launch.limits.memory_bytes, std::move(cgroup),
+        std::move(enforcement)));
   }
 
  private:
   const LocalRunnerOptions options_;
+  std::unique_ptr<CgroupRoot> cgroups_;  // null: no cgroup could be used (see below)
+  std::string no_cgroup_reason_;
 };
 
 }  // namespace

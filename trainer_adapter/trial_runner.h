@@ -59,7 +59,8 @@ struct TrialOutcome {
   enum class Kind {
     kSucceeded,    // exited 0 after a "final" event
     kFailed,       // anything else: non-zero exit, a signal, an "error" event, no "final"
-    kOutOfMemory,  // killed by the runner for using more than limits.memory_bytes
+    kOutOfMemory,  // OOM-killed in its cgroup, or killed by the runner for using more than
+                   // limits.memory_bytes (sampling)
     kStopped,      // Stop() was called
   };
   Kind kind = Kind::kFailed;
@@ -73,7 +74,16 @@ struct TrialOutcome {
   std::string first_bad_line_error;   // why the first such line was not an event
   std::string stderr_tail;            // the last few KiB of stderr
   int64_t peak_rss_bytes = 0;         // the largest sampled RSS of the trial's processes
-  double cpu_seconds = 0;             // CPU time of the trial's processes seen by sampling
+  // In a cgroup: the group's peak memory charge (what its limit is judged on: resident memory
+  // and page cache); else peak_rss_bytes.
+  int64_t peak_memory_bytes = 0;
+  // CPU time of the trial's processes: the cgroup's account of every process that ran in it,
+  // or, when sampling, what the samples saw.
+  double cpu_seconds = 0;
+  int64_t oom_kills = 0;              // processes the kernel OOM-killed in the trial's cgroup
+  // How the limits were enforced: "cgroup v1 (memory, cpu, cpuacct)", or "sampling /proc
+  // every 200ms: " and why no cgroup could be used.
+  std::string enforcement;
   absl::Duration wall_time;
 };
 
@@ -98,12 +108,21 @@ class TrialRunner {
   // missing. `observer` (may be null) must outlive the RunningTrial.
   virtual absl::StatusOr<std::unique_ptr<RunningTrial>> Start(const TrialLaunch& launch,
                                                               TrialObserver* observer) = 0;
+  // How trials started now are contained (TrialOutcome::enforcement), e.g. "cgroup v1
+  // (memory, cpu, cpuacct)" or "sampling /proc every 200ms: WHY".
+  virtual std::string enforcement() const = 0;
 };
 
 struct LocalRunnerOptions {
-  // How often the trial's CPU and memory are sampled (and the memory limit checked: a trial is
-  // killed at the first sample over its limit, so a spike shorter than this can pass; the
-  // kernel's cgroup limit, which a Kubernetes runner gets, has no such gap).
+  // Each trial in cgroups of its own (trainer_adapter/cgroup.h) when this process may make
+  // them: the kernel then enforces limits.memory_bytes (an OOM kill ends the trial
+  // kOutOfMemory) and limits.cpu_cores (a CPU quota), and every process the trial started,
+  // a double-forked one included, is killed when it ends. Otherwise, or when false, the limits
+  // are enforced by sampling (below) and TrialOutcome::enforcement says why.
+  bool use_cgroups = true;
+  // How often the trial's CPU and memory are sampled (and, without a cgroup, the memory limit
+  // checked: a trial is killed at the first sample over its limit, so a spike shorter than
+  // this can pass).
   absl::Duration sample_every = absl::Milliseconds(200);
   size_t stderr_tail_bytes = 4096;
   // The trial's first process gets SIGKILL when the thread that called Start() ends

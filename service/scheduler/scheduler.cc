@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
 #include "service/study/study_converter.h"
@@ -129,6 +130,10 @@ Scheduler::Scheduler(StudyCore* core, SchedulerOptions options)
         return o;
       }())) {
   gpu_busy_.assign(static_cast<size_t>(std::max(options_.gpus, 0)), false);
+  // Quiet unless it matters: a word only when trials cannot be put in cgroups.
+  if (options_.max_running_trials > 0 && !absl::StartsWith(runner_->enforcement(), "cgroup")) {
+    Log("trials not in cgroups", "", runner_->enforcement());
+  }
   loop_ = std::thread(&Scheduler::Loop, this);
 }
 
@@ -305,6 +310,15 @@ void Scheduler::Report(const v1::Study& study, const v1::Trial& trial,
                        const ta::TrialOutcome& outcome) {
   v1::CompleteTrialRequest req;
   req.set_name(trial.name());
+  // What it used, whatever its ending: right-sizing learns from every trial.
+  v1::TrialUsage* usage = req.mutable_usage();
+  const double wall = absl::ToDoubleSeconds(outcome.wall_time);
+  usage->set_peak_memory_bytes(outcome.peak_memory_bytes);
+  usage->set_cpu_seconds(outcome.cpu_seconds);
+  usage->set_mean_cpu_cores(wall > 0 ? outcome.cpu_seconds / wall : 0);
+  usage->set_wall_seconds(wall);
+  usage->set_oom_kills(static_cast<int32_t>(outcome.oom_kills));
+  usage->set_enforcement(outcome.enforcement);
   switch (outcome.kind) {
     case ta::TrialOutcome::Kind::kSucceeded: {
       v1::Measurement* m = req.mutable_final_measurement();

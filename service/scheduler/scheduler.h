@@ -55,6 +55,8 @@ class Scheduler {
   Scheduler& operator=(const Scheduler&) = delete;
 
   int running();  // trials running now
+  // How trials are contained: "cgroup v1 (...)" or "sampling /proc every ...: WHY".
+  std::string enforcement() const { return runner_->enforcement(); }
 
  private:
   struct Slot;

@@ -622,6 +622,27 @@ absl::Status ValidateMeasurement(const v1::Measurement& m, absl::string_view pat
   return absl::OkStatus();
 }
 
+absl::Status ValidateUsage(const v1::TrialUsage& u, absl::string_view path) {
+  const struct {
+    const char* name;
+    double value;
+  } fields[] = {{"peak_memory_bytes", static_cast<double>(u.peak_memory_bytes())},
+                {"cpu_seconds", u.cpu_seconds()},
+                {"mean_cpu_cores", u.mean_cpu_cores()},
+                {"wall_seconds", u.wall_seconds()},
+                {"oom_kills", static_cast<double>(u.oom_kills())}};
+  for (const auto& f : fields) {
+    if (!std::isfinite(f.value) || f.value < 0) {
+      return InvalidArgumentError(
+          StrFormat("%s.%s: %g must be finite and >= 0", path, f.name, f.value));
+    }
+  }
+  if (u.enforcement().size() > kMaxNameLength) {
+    return InvalidArgumentError(StrCat(path, ".enforcement: longer than ", kMaxNameLength));
+  }
+  return absl::OkStatus();
+}
+
 void SetParameters(const search::ParameterDict& params, v1::Trial* trial) {
   trial->clear_parameters();
   for (const auto& [name, value] : params) {

@@ -38,6 +38,8 @@ absl::StatusOr<search::ParameterDict> ToParameterDict(
 // Validates a measurement (finite metrics, non-empty names, step >= 0). Paths start with
 // `path`.
 absl::Status ValidateMeasurement(const v1::Measurement& m, absl::string_view path);
+// Every figure finite and >= 0; INVALID_ARGUMENT naming the field under `path`.
+absl::Status ValidateUsage(const v1::TrialUsage& u, absl::string_view path);
 
 // The study's trial template: a managed study (one with a command) has valid env names,
 // parallel_trials in [0, 1000] and only known ${name}s in its args; without a command, no

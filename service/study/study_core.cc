@@ -674,6 +674,7 @@ absl::StatusOr<v1::Trial> StudyCore::Apply(const v1::CompleteTrialRequest& req) 
   if (req.infeasible_reason().size() > 4096) {
     return InvalidArgumentError("infeasible_reason: longer than 4096 bytes");
   }
+  if (absl::Status st = ValidateUsage(req.usage(), "usage"); !st.ok()) return st;
   EVOSCALE_LOCK_TRIAL(req.name(), "name");
   const v1::Trial& t = state->trial(trial_id);
   if (IsFinal(t.state())) {
@@ -704,6 +705,7 @@ absl::StatusOr<v1::Trial> StudyCore::Apply(const v1::CompleteTrialRequest& req) 
     n.set_state(v1::Trial::SUCCEEDED);
     *n.mutable_final_measurement() = std::move(fm);
   }
+  if (req.has_usage()) *n.mutable_usage() = req.usage();
   if (!n.has_start_time()) *n.mutable_start_time() = now;
   *n.mutable_end_time() = now;
   *n.mutable_heartbeat_time() = now;

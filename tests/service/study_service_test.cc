@@ -1141,6 +1141,57 @@ TEST_F(StudyServiceTest, CompleteTrialWithoutFinalMeasurementUsesTheLastOne) {
   EXPECT_EQ(resp.final_measurement().metrics().at("loss"), 0.7);
 }
 
+TEST_F(StudyServiceTest, CompleteTrialWithBadUsageIsInvalidArgumentNamingTheField) {
+  ASSERT_NO_FATAL_FAILURE(Seed());
+  const std::string before = Dump();
+  struct Case {
+    void (*set)(v1::TrialUsage*);
+    std::string message;
+  };
+  const Case cases[] = {
+      {[](v1::TrialUsage* u) { u->set_cpu_seconds(-1); },
+       "usage.cpu_seconds: -1 must be finite and >= 0"},
+      {[](v1::TrialUsage* u) { u->set_wall_seconds(kNaN); },
+       "usage.wall_seconds: nan must be finite and >= 0"},
+      {[](v1::TrialUsage* u) { u->set_peak_memory_bytes(-5); },
+       "usage.peak_memory_bytes: -5 must be finite and >= 0"},
+      {[](v1::TrialUsage* u) { u->set_oom_kills(-1); },
+       "usage.oom_kills: -1 must be finite and >= 0"},
+  };
+  for (const Case& c : cases) {
+    v1::CompleteTrialRequest req;
+    req.set_name(seed_trials_[2]);
+    *req.mutable_final_measurement() = Loss(0.5);
+    c.set(req.mutable_usage());
+    v1::Trial resp;
+    EXPECT_THAT(client_->Call(&Stub::CompleteTrial, req, &resp),
+                GrpcStatusIs(StatusCode::INVALID_ARGUMENT, c.message));
+  }
+  EXPECT_EQ(Dump(), before);
+}
+
+TEST_F(StudyServiceTest, CompleteTrialStoresItsUsage) {
+  ASSERT_NO_FATAL_FAILURE(Seed());
+  v1::CompleteTrialRequest req;
+  req.set_name(seed_trials_[2]);
+  *req.mutable_final_measurement() = Loss(0.5);
+  v1::TrialUsage* usage = req.mutable_usage();
+  usage->set_peak_memory_bytes(int64_t{3} << 30);
+  usage->set_cpu_seconds(12.5);
+  usage->set_mean_cpu_cores(1.25);
+  usage->set_wall_seconds(10);
+  usage->set_oom_kills(1);
+  usage->set_enforcement("cgroup v1 (memory, cpu, cpuacct)");
+  v1::Trial resp;
+  ASSERT_THAT(client_->Call(&Stub::CompleteTrial, req, &resp), GrpcOk());
+  v1::GetTrialRequest get;
+  get.set_name(seed_trials_[2]);
+  v1::Trial got;
+  ASSERT_THAT(client_->Call(&Stub::GetTrial, get, &got), GrpcOk());
+  EXPECT_TRUE(MessageDifferencer::Equals(got.usage(), req.usage()))
+      << got.usage().ShortDebugString();
+}
+
 // ---- CreateTrial parameters ----------------------------------------------------------------
 
 TEST_F(StudyServiceTest, CreateTrialUnknownParameterIsInvalidArgument) {

@@ -267,8 +267,11 @@ TEST_F(LocalRunnerTest, ATrialCanBeTiedToTheThreadThatStartedIt) {
   }
 }
 
-TEST_F(LocalRunnerTest, UsingMoreMemoryThanTheLimitKillsTheGroup) {
-  // `tail -n 1` keeps a line without newlines in memory: the group's RSS grows until killed.
+TEST_F(LocalRunnerTest, WithoutACgroupUsingMoreMemoryThanTheLimitKillsTheGroup) {
+  // The sampling fallback (cgroup_test.cc has the kernel's limit). `tail -n 1` keeps a line
+  // without newlines in memory: the group's RSS grows until killed.
+  runner_ = NewLocalProcessRunner(LocalRunnerOptions{
+      .use_cgroups = false, .sample_every = absl::Milliseconds(20), .stderr_tail_bytes = 4096});
   Recorder rec;
   TrialLaunch launch;
   launch.limits.memory_bytes = 64 << 20;
@@ -278,6 +281,7 @@ TEST_F(LocalRunnerTest, UsingMoreMemoryThanTheLimitKillsTheGroup) {
   EXPECT_THAT(o.reason, AllOf(HasSubstr("over the limit of 67108864 bytes"), HasSubstr("killed")));
   EXPECT_GT(o.peak_rss_bytes, 64 << 20);
   EXPECT_FALSE(rec.usage().empty());
+  EXPECT_EQ(o.enforcement, "sampling /proc every 20ms: cgroups turned off");
 }
 
 TEST_F(LocalRunnerTest, StartErrorsNameTheProblem) {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
@@ -116,6 +117,12 @@ TEST_F(SchedulerTest, AManagedStudyRunsItsTrialsToCompletion) {
     EXPECT_GT(t.final_measurement().metrics().at("evoscale/wall_seconds"), 0);
     EXPECT_TRUE(t.final_measurement().metrics().contains("evoscale/peak_rss_bytes"));
     EXPECT_THAT(t.client_id(), StartsWith("evoscaled/slot-"));
+    // What it used is on the trial, with how its limits were enforced.
+    // (A script this short may end before any page is charged or sampled: its peak can be 0.)
+    EXPECT_GT(t.usage().wall_seconds(), 0);
+    EXPECT_EQ(t.usage().oom_kills(), 0);
+    EXPECT_THAT(t.usage().enforcement(),
+                ::testing::AnyOf(StartsWith("cgroup v1"), StartsWith("sampling /proc")));
   }
 }
 
@@ -153,10 +160,19 @@ TEST_F(SchedulerTest, EveryWayATrialFailsMakesItInfeasibleWithTheReason) {
     } else {
       ++seen[3];
       EXPECT_EQ(t.state(), v1::Trial::INFEASIBLE);
-      EXPECT_THAT(t.infeasible_reason(),
-                  HasSubstr("out_of_memory: killed: resident memory"));
-      EXPECT_THAT(t.infeasible_reason(), HasSubstr("over the limit of 67108864 bytes"));
+      if (absl::StartsWith(t.usage().enforcement(), "cgroup")) {
+        // The kernel's limit: no sample needed to see it.
+        EXPECT_THAT(t.infeasible_reason(),
+                    StartsWith("out_of_memory: OOM-killed in its cgroup: memory limit 67108864 "
+                               "bytes"));
+        EXPECT_GE(t.usage().oom_kills(), 1);
+      } else {
+        EXPECT_THAT(t.infeasible_reason(), HasSubstr("out_of_memory: killed: resident memory"));
+        EXPECT_THAT(t.infeasible_reason(), HasSubstr("over the limit of 67108864 bytes"));
+      }
     }
+    // Usage whatever the ending: failed trials teach the load model too.
+    EXPECT_GT(t.usage().wall_seconds(), 0) << t.ShortDebugString();
   }
   for (int n : seen) EXPECT_GE(n, 1);  // the quasi-random points cover each range
 }
@@ -182,6 +198,8 @@ TEST_F(SchedulerTest, StopTrialStopsTheProcessAndItsLastMeasurementIsFinal) {
   EXPECT_EQ(t.final_measurement().step(), 4);
   const double x = t.parameters(0).double_value();
   EXPECT_DOUBLE_EQ(t.final_measurement().metrics().at("loss"), (x - 0.3) * (x - 0.3));
+  EXPECT_GT(t.usage().wall_seconds(), 0);  // a stopped trial reports its usage too
+  EXPECT_FALSE(t.usage().enforcement().empty());
 }
 
 TEST_F(SchedulerTest, TrialsInterruptedByARestartRunAgainAfterIt) {
