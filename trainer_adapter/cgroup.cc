@@ -18,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -105,12 +106,16 @@ absl::StatusOr<std::unique_ptr<CgroupRoot>> CgroupRoot::Detect(const std::string
     absl::StatusOr<std::string> folder = OwnGroupFolder(controllers[i]);
     if (!folder.ok()) return folder.status();
     folders[i] = *folder;
-    // Groups a runner killed with SIGKILL left behind: rmdir removes the empty ones only.
+    // Groups that a runner killed with SIGKILL left behind ("PREFIX-PID-N" whose PID is gone;
+    // another live runner's are not touched): rmdir removes the empty ones only.
     if (DIR* dir = opendir(folders[i].c_str()); dir != nullptr) {
       for (dirent* e; (e = readdir(dir)) != nullptr;) {
-        if (absl::StartsWith(e->d_name, prefix + "-") && e->d_type == DT_DIR) {
-          rmdir(absl::StrCat(folders[i], "/", e->d_name).c_str());
-        }
+        absl::string_view name = e->d_name;
+        if (e->d_type != DT_DIR || !absl::ConsumePrefix(&name, prefix + "-")) continue;
+        pid_t owner = 0;
+        if (!absl::SimpleAtoi(name.substr(0, name.find('-')), &owner) || owner <= 0) continue;
+        if (kill(owner, 0) == 0 || errno == EPERM) continue;  // its runner still lives
+        rmdir(absl::StrCat(folders[i], "/", e->d_name).c_str());
       }
       closedir(dir);
     }
