@@ -25,6 +25,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -298,13 +299,37 @@ std::string TrialState(const v1::Trial& trial) {
   return v1::Trial::State_Name(trial.state());
 }
 
+// "512 MiB"; "-" for 0 (none requested, or nothing measured).
+std::string Mebibytes(int64_t bytes) {
+  return bytes > 0 ? absl::StrFormat("%.0f MiB", static_cast<double>(bytes) / (1 << 20)) : "-";
+}
+
+std::string Cores(double cores) { return cores > 0 ? absl::StrFormat("%.2g", cores) : "-"; }
+
 absl::Status PrintTrials(const Invocation& invocation,
                          const google::protobuf::RepeatedPtrField<v1::Trial>& trials) {
+  // Requested against used, for trials that carry a request or a usage (managed studies, or
+  // a template's resources); ask/tell trials without either keep the short table.
+  const bool sized = std::any_of(trials.begin(), trials.end(), [](const v1::Trial& t) {
+    return t.resources().memory_bytes() > 0 || t.resources().cpu_cores() > 0 ||
+           t.usage().wall_seconds() > 0 || t.usage().peak_memory_bytes() > 0;
+  });
   std::vector<std::vector<std::string>> rows;
   for (const v1::Trial& trial : trials) {
     rows.push_back({trial.name(), TrialState(trial), FormatParameters(trial), TrialMetrics(trial)});
+    if (sized) {
+      rows.back().push_back(absl::StrCat(Mebibytes(trial.resources().memory_bytes()), " / ",
+                                         Mebibytes(trial.usage().peak_memory_bytes())));
+      rows.back().push_back(absl::StrCat(Cores(trial.resources().cpu_cores()), " / ",
+                                         Cores(trial.usage().mean_cpu_cores())));
+    }
   }
-  invocation.out() << FormatTable({"NAME", "STATE", "PARAMETERS", "METRICS"}, rows);
+  std::vector<std::string> header = {"NAME", "STATE", "PARAMETERS", "METRICS"};
+  if (sized) {
+    header.push_back("MEMORY REQUESTED / PEAK");
+    header.push_back("CPU REQUESTED / USED");
+  }
+  invocation.out() << FormatTable(header, rows);
   return absl::OkStatus();
 }
 

@@ -1005,6 +1005,33 @@ TEST_F(CliTrialsListTest, TableHoldsEveryPage) {
             "studies/1/trials/4  REQUESTED         act=relu lr=0.004  -\n");
 }
 
+TEST_F(CliServerTest, TrialsListShowsRequestedAgainstUsedMemoryAndCpu) {
+  // The template's resources are each trial's request; the usage comes with its completion.
+  const std::string study = CreateStudy("sized", absl::StrCat(kTrialStudySpec, R"pb(
+    trial_template { resources { cpu_cores: 2 memory_bytes: 536870912 } }
+  )pb"));
+  std::vector<v1::Trial> active = Suggest(study, 2);
+  ASSERT_EQ(active.size(), 2u);
+  v1::CompleteTrialRequest done;
+  done.set_name(active[0].name());
+  (*done.mutable_final_measurement()->mutable_metrics())["loss"] = 0.25;
+  done.mutable_usage()->set_peak_memory_bytes(int64_t{300} << 20);
+  done.mutable_usage()->set_mean_cpu_cores(1.5);
+  v1::Trial trial;
+  ASSERT_THAT(client_->Call(&Stub::CompleteTrial, done, &trial), GrpcOk());
+
+  RunResult result = Cli({"trials", "list", study});
+  EXPECT_EQ(result.code, 0) << result.err;
+  std::istringstream lines(result.out);
+  std::string header, first, second;
+  std::getline(lines, header);
+  std::getline(lines, first);
+  std::getline(lines, second);
+  EXPECT_THAT(header, HasSubstr("MEMORY REQUESTED / PEAK  CPU REQUESTED / USED"));
+  EXPECT_THAT(first, ::testing::EndsWith("512 MiB / 300 MiB        2 / 1.5"));
+  EXPECT_THAT(second, ::testing::EndsWith("512 MiB / -              2 / -"));  // still running
+}
+
 TEST_F(CliTrialsListTest, StateFilterAppliesOnEveryPage) {
   RunResult result =
       Cli({"trials", "list", "studies/1", "--state", "requested", "--page-size", "1"});
