@@ -4,6 +4,7 @@
 #include <atomic>
 #include <charconv>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <vector>
 
@@ -119,6 +120,18 @@ class Reporter : public ta::TrialObserver {
   bool warned_ = false;
 };
 
+// 80% of this machine's memory (MemTotal in /proc/meminfo).
+int64_t DefaultMemoryCapacity() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  while (in >> key >> kib) {
+    if (key == "MemTotal:") return kib * 1024 / 10 * 8;
+    in.ignore(1 << 10, '\n');
+  }
+  return int64_t{1} << 30;
+}
+
 }  // namespace
 
 Scheduler::Scheduler(StudyCore* core, SchedulerOptions options)
@@ -130,6 +143,8 @@ Scheduler::Scheduler(StudyCore* core, SchedulerOptions options)
         return o;
       }())) {
   gpu_busy_.assign(static_cast<size_t>(std::max(options_.gpus, 0)), false);
+  memory_capacity_ = options_.memory_capacity_bytes > 0 ? options_.memory_capacity_bytes
+                                                         : DefaultMemoryCapacity();
   // Quiet unless it matters: a word only when trials cannot be put in cgroups.
   if (options_.max_running_trials > 0 && !absl::StartsWith(runner_->enforcement(), "cgroup")) {
     Log("trials not in cgroups", "", runner_->enforcement());
@@ -274,35 +289,62 @@ void Scheduler::Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial tri
     slot->done = true;
     return;
   }
-  ta::TrialLaunch launch;
-  launch.trial_name = trial.name();
-  launch.argv.push_back(tt.command());
-  launch.argv.insert(launch.argv.end(), expanded->begin(), expanded->end());
-  launch.env.insert(tt.env().begin(), tt.env().end());
-  launch.limits.cpu_cores = trial.resources().cpu_cores();
-  launch.limits.memory_bytes = trial.resources().memory_bytes();
-  launch.limits.gpus = trial.resources().gpus();
-  launch.gpu_ids = slot->gpu_ids;
-  Reporter reporter(core_, trial.name(), options_.stop_grace,
-                    [slot](absl::Duration grace) { slot->RequestStop(grace); });
-  absl::StatusOr<std::unique_ptr<ta::RunningTrial>> run = runner_->Start(launch, &reporter);
-  if (!run.ok()) {
-    infeasible(absl::StrCat("cannot start: ", run.status().message()));
-    slot->done = true;
-    return;
+  // An OOM kill runs the trial again with twice the memory, up to the capacity.
+  for (;;) {
+    ta::TrialLaunch launch;
+    launch.trial_name = trial.name();
+    launch.argv.push_back(tt.command());
+    launch.argv.insert(launch.argv.end(), expanded->begin(), expanded->end());
+    launch.env.insert(tt.env().begin(), tt.env().end());
+    launch.limits.cpu_cores = trial.resources().cpu_cores();
+    launch.limits.memory_bytes = trial.resources().memory_bytes();
+    launch.limits.gpus = trial.resources().gpus();
+    launch.gpu_ids = slot->gpu_ids;
+    Reporter reporter(core_, trial.name(), options_.stop_grace,
+                      [slot](absl::Duration grace) { slot->RequestStop(grace); });
+    absl::StatusOr<std::unique_ptr<ta::RunningTrial>> run = runner_->Start(launch, &reporter);
+    if (!run.ok()) {
+      infeasible(absl::StrCat("cannot start: ", run.status().message()));
+      break;
+    }
+    bool stop_wanted;
+    {
+      absl::MutexLock lock(&slot->mu);
+      slot->run = run->get();
+      if (slot->stop_wanted) slot->run->Stop(slot->stop_grace);
+    }
+    ta::TrialOutcome outcome = (*run)->Wait();
+    {
+      absl::MutexLock lock(&slot->mu);
+      slot->run = nullptr;
+      stop_wanted = slot->stop_wanted;
+    }
+    run->reset();
+    if (slot->shutdown) break;
+    if (outcome.kind == ta::TrialOutcome::Kind::kOutOfMemory && !stop_wanted) {
+      const int64_t asked = trial.resources().memory_bytes();
+      const int64_t more = std::min(2 * asked, memory_capacity_);
+      if (asked > 0 && more > asked) {
+        RerunTrialRequest rerun{.name = trial.name(),
+                                .resources = trial.resources(),
+                                .oom_kills = static_cast<int32_t>(std::max<int64_t>(
+                                    1, outcome.oom_kills))};
+        rerun.resources.set_memory_bytes(more);
+        absl::StatusOr<v1::Trial> again = core_->Call(rerun);
+        if (again.ok()) {
+          trial = *std::move(again);
+          continue;
+        }
+        Log("rerun refused", trial.name(), std::string(again.status().message()));
+      } else if (asked > 0) {
+        absl::StrAppend(&outcome.reason, "; it needs more than the memory capacity of ",
+                        memory_capacity_, " bytes");
+        outcome.oom_kills = std::max<int64_t>(1, outcome.oom_kills);
+      }
+    }
+    Report(study, trial, outcome);
+    break;
   }
-  {
-    absl::MutexLock lock(&slot->mu);
-    slot->run = run->get();
-    if (slot->stop_wanted) slot->run->Stop(slot->stop_grace);
-  }
-  const ta::TrialOutcome outcome = (*run)->Wait();
-  {
-    absl::MutexLock lock(&slot->mu);
-    slot->run = nullptr;
-  }
-  run->reset();
-  if (!slot->shutdown) Report(study, trial, outcome);
   slot->done = true;
 }
 
@@ -317,7 +359,8 @@ void Scheduler::Report(const v1::Study& study, const v1::Trial& trial,
   usage->set_cpu_seconds(outcome.cpu_seconds);
   usage->set_mean_cpu_cores(wall > 0 ? outcome.cpu_seconds / wall : 0);
   usage->set_wall_seconds(wall);
-  usage->set_oom_kills(static_cast<int32_t>(outcome.oom_kills));
+  // Earlier runs of this trial that were OOM-killed count too.
+  usage->set_oom_kills(trial.usage().oom_kills() + static_cast<int32_t>(outcome.oom_kills));
   usage->set_enforcement(outcome.enforcement);
   switch (outcome.kind) {
     case ta::TrialOutcome::Kind::kSucceeded: {

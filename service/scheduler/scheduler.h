@@ -43,6 +43,9 @@ struct SchedulerOptions {
   // How often a running trial's heartbeat is refreshed (a trial that prints nothing for
   // longer than the study's heartbeat timeout would otherwise be handed to another client).
   absl::Duration heartbeat_every = absl::Seconds(30);
+  // Memory that trials may ask for: a trial OOM-killed at its request runs again with twice
+  // the memory, up to this; beyond it, it is INFEASIBLE. 0: 80% of this machine's memory.
+  int64_t memory_capacity_bytes = 0;
   trainer_adapter::LocalRunnerOptions runner;
 };
 
@@ -77,6 +80,7 @@ class Scheduler {
   StudyCore* const core_;
   const SchedulerOptions options_;
   const std::unique_ptr<trainer_adapter::TrialRunner> runner_;
+  int64_t memory_capacity_ = 0;  // constant after construction
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -49,6 +49,15 @@ struct TrialCounts {
   int64_t store_commits = 0;
 };
 
+// Not an RPC: evoscaled's scheduler runs an ACTIVE managed trial again from scratch with a new
+// resource request (after an OOM kill). The killed run's measurements are dropped, so the
+// trial's history is the new run's alone; `oom_kills` is added to the trial's usage.
+struct RerunTrialRequest {
+  std::string name;
+  v1::ResourceRequest resources;
+  int32_t oom_kills = 0;
+};
+
 // Thread-safe. Calls on different studies run in parallel (one mutex per study); the store
 // serialises their writes and commits concurrent ones together (group commit).
 class StudyCore {
@@ -72,6 +81,7 @@ class StudyCore {
   absl::StatusOr<v1::Trial> Apply(const v1::StopTrialRequest& req);
   absl::StatusOr<v1::ListOptimalTrialsResponse> Apply(
       const v1::ListOptimalTrialsRequest& req);
+  absl::StatusOr<v1::Trial> Apply(const RerunTrialRequest& req);
 
  public:
   // What the call for a `Request` answers: its response message, or a Status.

@@ -1192,6 +1192,31 @@ TEST_F(StudyServiceTest, CompleteTrialStoresItsUsage) {
       << got.usage().ShortDebugString();
 }
 
+TEST_F(StudyServiceTest, RerunOfAnActiveTrialTakesTheNewRequestAndDropsItsMeasurements) {
+  ASSERT_NO_FATAL_FAILURE(Seed());
+  const std::string before = Dump();
+  RerunTrialRequest bad{.name = seed_trials_[1]};
+  bad.resources.set_memory_bytes(-1);
+  EXPECT_THAT(server_->core()->Call(bad).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       Eq("resources: must be finite and >= 0")));
+  RerunTrialRequest done{.name = seed_trials_[0]};  // SUCCEEDED
+  EXPECT_THAT(server_->core()->Call(done).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("is SUCCEEDED; only an ACTIVE trial runs again")));
+  EXPECT_EQ(Dump(), before);
+
+  RerunTrialRequest rerun{.name = seed_trials_[1], .oom_kills = 1};  // ACTIVE, one measurement
+  rerun.resources.set_memory_bytes(int64_t{2} << 30);
+  absl::StatusOr<v1::Trial> again = server_->core()->Call(rerun);
+  ASSERT_TRUE(again.ok()) << again.status();
+  const v1::Trial stored = client_->MustGetTrial(seed_trials_[1]);
+  EXPECT_EQ(stored.state(), v1::Trial::ACTIVE);
+  EXPECT_EQ(stored.resources().memory_bytes(), int64_t{2} << 30);
+  EXPECT_EQ(stored.measurements_size(), 0);
+  EXPECT_EQ(stored.usage().oom_kills(), 1);
+}
+
 // ---- CreateTrial parameters ----------------------------------------------------------------
 
 TEST_F(StudyServiceTest, CreateTrialUnknownParameterIsInvalidArgument) {

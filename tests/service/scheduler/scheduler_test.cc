@@ -61,6 +61,8 @@ class SchedulerTest : public ::testing::Test {
     options.scheduler.poll_every = absl::Milliseconds(50);
     options.scheduler.stop_grace = absl::Seconds(5);
     options.scheduler.runner.sample_every = absl::Milliseconds(50);
+    // An OOM-killed trial runs again with twice its memory, up to this.
+    options.scheduler.memory_capacity_bytes = 128 << 20;
     absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
@@ -160,21 +162,47 @@ TEST_F(SchedulerTest, EveryWayATrialFailsMakesItInfeasibleWithTheReason) {
     } else {
       ++seen[3];
       EXPECT_EQ(t.state(), v1::Trial::INFEASIBLE);
+      // Killed at 64 MiB, run again with 128 MiB (the capacity), killed again: INFEASIBLE.
+      EXPECT_EQ(t.resources().memory_bytes(), 128 << 20);
+      EXPECT_GE(t.usage().oom_kills(), 2);
+      EXPECT_THAT(t.infeasible_reason(),
+                  HasSubstr("; it needs more than the memory capacity of 134217728 bytes"));
       if (absl::StartsWith(t.usage().enforcement(), "cgroup")) {
         // The kernel's limit: no sample needed to see it.
         EXPECT_THAT(t.infeasible_reason(),
-                    StartsWith("out_of_memory: OOM-killed in its cgroup: memory limit 67108864 "
+                    StartsWith("out_of_memory: OOM-killed in its cgroup: memory limit 134217728 "
                                "bytes"));
-        EXPECT_GE(t.usage().oom_kills(), 1);
       } else {
         EXPECT_THAT(t.infeasible_reason(), HasSubstr("out_of_memory: killed: resident memory"));
-        EXPECT_THAT(t.infeasible_reason(), HasSubstr("over the limit of 67108864 bytes"));
+        EXPECT_THAT(t.infeasible_reason(), HasSubstr("over the limit of 134217728 bytes"));
       }
     }
     // Usage whatever the ending: failed trials teach the load model too.
     EXPECT_GT(t.usage().wall_seconds(), 0) << t.ShortDebugString();
   }
   for (int n : seen) EXPECT_GE(n, 1);  // the quasi-random points cover each range
+}
+
+TEST_F(SchedulerTest, AnOomKilledTrialRunsAgainWithTwiceTheMemoryAndCompletes) {
+  // Holds about 90 MiB for half a second (long enough for sampling to see it too): over its
+  // 64 MiB request, under the 128 MiB it gets on its second run. The first run's progress
+  // line (step 7) must not survive into the second run's history (step 1).
+  const std::string script = absl::StrCat(
+      "if [ -n \"$EVOSCALE_MEMORY_BYTES\" ] && [ \"$EVOSCALE_MEMORY_BYTES\" -lt 100000000 ]; "
+      "then echo '{\"event\":\"progress\",\"step\":7,\"metrics\":{\"loss\":9}}'; fi\n"
+      "exec python3 -c \"import time; b = b'x' * (90 << 20); time.sleep(0.5); "
+      "print('{\\\"event\\\":\\\"progress\\\",\\\"step\\\":1,\\\"metrics\\\":{\\\"loss\\\":1}}'); "
+      "print('{\\\"event\\\":\\\"final\\\",\\\"metrics\\\":{\\\"loss\\\":1}}')\"\n");
+  v1::StudySpec spec = ManagedSpec(1, script, 1);
+  spec.mutable_trial_template()->mutable_resources()->set_memory_bytes(64 << 20);
+  const std::string study = client_->MustCreateStudy(spec).name();
+  AwaitStudy(study, [](const v1::Study& s) { return s.completed_trial_count() == 1; });
+  const v1::Trial t = Trial(study + "/trials/1");
+  EXPECT_EQ(t.state(), v1::Trial::SUCCEEDED) << t.ShortDebugString();
+  EXPECT_EQ(t.resources().memory_bytes(), 128 << 20);  // the request in force
+  EXPECT_EQ(t.usage().oom_kills(), 1);
+  ASSERT_EQ(t.measurements_size(), 1) << t.ShortDebugString();
+  EXPECT_EQ(t.measurements(0).step(), 1);
 }
 
 TEST_F(SchedulerTest, StopTrialStopsTheProcessAndItsLastMeasurementIsFinal) {
