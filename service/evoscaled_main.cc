@@ -23,7 +23,8 @@ constexpr int kMaxCount = 100000;
 
 // Declares evoscaled's flags on `app`, bound to `options` and, for --durability, to
 // `durability` ("process" or "power").
-void DefineFlags(CLI::App& app, ServerOptions& options, std::string& durability) {
+void DefineFlags(CLI::App& app, ServerOptions& options, std::string& durability,
+                 std::string& capacity) {
   app.add_option("--db", options.db_path, "SQLite database file (default evoscale.db)")
       ->type_name("PATH");
   app.add_option("--grpc", options.grpc_address,
@@ -50,6 +51,11 @@ void DefineFlags(CLI::App& app, ServerOptions& options, std::string& durability)
                  "GPUs lent to managed trials, ids 0..N-1 (default 0)")
       ->type_name("N")
       ->check(CLI::Range(0, kMaxCount));
+  app.add_option("--capacity", capacity,
+                 "what managed trials may request together, e.g. cpu=8,memory=32Gi,gpus=1: a "
+                 "trial starts when its request fits beside those running (default: this "
+                 "machine's cores, 80% of its memory, --gpus); gpus= sets --gpus")
+      ->type_name("cpu=N,memory=SIZE,gpus=N");
 }
 
 // `address` as given ("127.0.0.1:0") with the port it got.
@@ -72,8 +78,9 @@ int main(int argc, char** argv) {
   options.scheduler.max_running_trials =
       std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   std::string durability = "process";
+  std::string capacity;
   CLI::App app("evoscaled: the evoscale server", "evoscaled");
-  DefineFlags(app, options, durability);
+  DefineFlags(app, options, durability, capacity);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -88,6 +95,10 @@ int main(int argc, char** argv) {
     return Fail(std::string(error.what()) + " (see evoscaled --help)");
   }
   options.durability = durability == "power" ? Durability::kPowerLoss : Durability::kProcessCrash;
+  if (absl::Status st = evoscale::service::ParseCapacity(capacity, &options.scheduler);
+      !st.ok()) {
+    return Fail(std::string(st.message()) + " (see evoscaled --help)");
+  }
 
   // Block the shutdown signals before any thread starts, and wait for them on one thread.
   sigset_t signals;

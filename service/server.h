@@ -55,6 +55,7 @@ class Server {
   int http_port() const { return http_port_; }
   StudyCore* core() { return core_.get(); }
   AutoscalerCore* autoscaler() { return autoscaler_.get(); }
+  Scheduler* scheduler() { return scheduler_.get(); }
 
   static std::string TelemetryPathFor(const std::string& db_path);
 

@@ -3,14 +3,19 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
 #include "service/study/study_converter.h"
 
@@ -28,6 +33,7 @@ struct Scheduler::Slot {
   absl::Time last_heartbeat = absl::Now();
 
   absl::Mutex mu;
+  v1::ResourceRequest request ABSL_GUARDED_BY(mu);  // the trial's request in force
   ta::RunningTrial* run ABSL_GUARDED_BY(mu) = nullptr;
   bool stop_wanted ABSL_GUARDED_BY(mu) = false;
   absl::Duration stop_grace ABSL_GUARDED_BY(mu) = absl::InfiniteDuration();
@@ -134,6 +140,55 @@ int64_t DefaultMemoryCapacity() {
 
 }  // namespace
 
+absl::Status ParseCapacity(absl::string_view text, SchedulerOptions* options) {
+  SchedulerOptions parsed = *options;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    const size_t eq = item.find('=');
+    const absl::string_view key = absl::StripAsciiWhitespace(item.substr(0, eq));
+    const absl::string_view value =
+        eq == absl::string_view::npos ? "" : absl::StripAsciiWhitespace(item.substr(eq + 1));
+    auto bad = [&](absl::string_view want) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--capacity ", key, ": \"", value, "\" is not ", want));
+    };
+    if (key == "cpu") {
+      double cores = 0;
+      if (!absl::SimpleAtod(value, &cores) || !(cores > 0) || !std::isfinite(cores)) {
+        return bad("a number of cores > 0");
+      }
+      parsed.cpu_capacity = cores;
+    } else if (key == "gpus") {
+      int gpus = 0;
+      if (!absl::SimpleAtoi(value, &gpus) || gpus < 0 || gpus > 1024) {
+        return bad("a number of GPUs in [0, 1024]");
+      }
+      parsed.gpus = gpus;
+    } else if (key == "memory") {
+      static constexpr std::pair<absl::string_view, double> kUnits[] = {
+          {"Ki", 1024.0}, {"Mi", 1048576.0}, {"Gi", 1073741824.0}, {"Ti", 1099511627776.0},
+          {"K", 1e3},     {"M", 1e6},        {"G", 1e9},           {"T", 1e12}};
+      absl::string_view number = value;
+      double unit = 1;
+      for (const auto& [suffix, factor] : kUnits) {
+        if (absl::ConsumeSuffix(&number, suffix)) {
+          unit = factor;
+          break;
+        }
+      }
+      double amount = 0;
+      if (!absl::SimpleAtod(number, &amount) || !(amount > 0) || amount * unit > 9e18) {
+        return bad("a size > 0 such as 16Gi or 2000000000");
+      }
+      parsed.memory_capacity_bytes = static_cast<int64_t>(amount * unit);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--capacity: unknown key \"", key, "\" (want cpu=N, memory=SIZE, gpus=N)"));
+    }
+  }
+  *options = parsed;
+  return absl::OkStatus();
+}
+
 Scheduler::Scheduler(StudyCore* core, SchedulerOptions options)
     : core_(core),
       options_(std::move(options)),
@@ -145,6 +200,9 @@ Scheduler::Scheduler(StudyCore* core, SchedulerOptions options)
   gpu_busy_.assign(static_cast<size_t>(std::max(options_.gpus, 0)), false);
   memory_capacity_ = options_.memory_capacity_bytes > 0 ? options_.memory_capacity_bytes
                                                          : DefaultMemoryCapacity();
+  cpu_capacity_ = options_.cpu_capacity > 0
+                      ? options_.cpu_capacity
+                      : std::max(1.0, static_cast<double>(std::thread::hardware_concurrency()));
   // Quiet unless it matters: a word only when trials cannot be put in cgroups.
   if (options_.max_running_trials > 0 && !absl::StartsWith(runner_->enforcement(), "cgroup")) {
     Log("trials not in cgroups", "", runner_->enforcement());
@@ -171,6 +229,31 @@ Scheduler::~Scheduler() {
 int Scheduler::running() {
   absl::MutexLock lock(&mu_);
   return RunningLocked();
+}
+
+v1::ResourceRequest Scheduler::requested() {
+  absl::MutexLock lock(&mu_);
+  return RequestedLocked();
+}
+
+v1::ResourceRequest Scheduler::RequestedLocked() {
+  v1::ResourceRequest sum;
+  for (const auto& [key, slot] : slots_) {
+    if (slot->done) continue;
+    absl::MutexLock lock(&slot->mu);
+    sum.set_cpu_cores(sum.cpu_cores() + slot->request.cpu_cores());
+    sum.set_memory_bytes(sum.memory_bytes() + slot->request.memory_bytes());
+    sum.set_gpus(sum.gpus() + slot->request.gpus());
+  }
+  return sum;
+}
+
+bool Scheduler::FitsLocked(const v1::ResourceRequest& request) {
+  const v1::ResourceRequest used = RequestedLocked();
+  // A trial larger than the whole capacity still runs alone, rather than never.
+  const bool alone = RunningLocked() == 0;
+  return alone || (used.cpu_cores() + request.cpu_cores() <= cpu_capacity_ + 1e-9 &&
+                   used.memory_bytes() + request.memory_bytes() <= memory_capacity_);
 }
 
 int Scheduler::RunningLocked() {
@@ -234,26 +317,39 @@ void Scheduler::Loop() {
       if (page->next_page_token().empty()) break;
       list.set_page_token(page->next_page_token());
     }
+    // Highest priority first, then the oldest study; the first study whose next trial does
+    // not fit the capacity holds back every study after it (no backfill: a large trial of a
+    // high-priority study is never starved by small ones).
+    std::stable_sort(managed.begin(), managed.end(), [](const v1::Study& a, const v1::Study& b) {
+      const int pa = a.spec().trial_template().priority();
+      const int pb = b.spec().trial_template().priority();
+      if (pa != pb) return pa > pb;
+      return std::make_pair(a.create_time().seconds(), a.create_time().nanos()) <
+             std::make_pair(b.create_time().seconds(), b.create_time().nanos());
+    });
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
-    for (const v1::Study& s : managed) FillSlots(s);
+    for (const v1::Study& s : managed) {
+      if (!FillSlots(s)) break;
+    }
   }
 }
 
-void Scheduler::FillSlots(const v1::Study& study) {
+bool Scheduler::FillSlots(const v1::Study& study) {
   const v1::TrialTemplate& tt = study.spec().trial_template();
   const int parallel = std::max(1, tt.parallel_trials());
   const int gpus = tt.resources().gpus();
-  if (gpus > options_.gpus) return;  // never fits here (the study's page says why)
+  if (gpus > options_.gpus) return true;  // never fits here (the study's page says why)
   for (int i = 0; i < parallel; ++i) {
     const Key key{study.name(), i};
     if (slots_.contains(key)) continue;
-    if (RunningLocked() >= options_.max_running_trials) return;
+    if (RunningLocked() >= options_.max_running_trials) return false;
+    if (!FitsLocked(tt.resources())) return false;
     std::vector<int> gpu_ids;
     for (size_t g = 0; g < gpu_busy_.size() && static_cast<int>(gpu_ids.size()) < gpus; ++g) {
       if (!gpu_busy_[g]) gpu_ids.push_back(static_cast<int>(g));
     }
-    if (static_cast<int>(gpu_ids.size()) < gpus) return;  // wait for GPUs
+    if (static_cast<int>(gpu_ids.size()) < gpus) return false;  // wait for GPUs
     auto slot = std::make_shared<Slot>();
     slot->client_id = absl::StrCat("evoscaled/slot-", i);
     v1::SuggestTrialsRequest req;
@@ -261,14 +357,19 @@ void Scheduler::FillSlots(const v1::Study& study) {
     req.set_suggestion_count(1);
     req.set_client_id(slot->client_id);
     absl::StatusOr<v1::SuggestTrialsResponse> got = core_->Call(req);
-    if (!got.ok() || got->trials().empty()) return;  // budget spent, or not ACTIVE any more
+    if (!got.ok() || got->trials().empty()) return true;  // budget spent, or not ACTIVE
     const v1::Trial& trial = got->trials(0);
     slot->trial_name = trial.name();
+    {
+      absl::MutexLock slot_lock(&slot->mu);
+      slot->request = trial.resources();
+    }
     slot->gpu_ids = gpu_ids;
     for (int g : gpu_ids) gpu_busy_[static_cast<size_t>(g)] = true;
     slot->driver = std::thread(&Scheduler::Drive, this, slot, study, trial);
     slots_.emplace(key, std::move(slot));
   }
+  return true;
 }
 
 void Scheduler::Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial trial) {
@@ -333,6 +434,8 @@ void Scheduler::Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial tri
         absl::StatusOr<v1::Trial> again = core_->Call(rerun);
         if (again.ok()) {
           trial = *std::move(again);
+          absl::MutexLock lock(&slot->mu);
+          slot->request = trial.resources();
           continue;
         }
         Log("rerun refused", trial.name(), std::string(again.status().message()));

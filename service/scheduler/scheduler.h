@@ -28,6 +28,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "service/study/study_core.h"
@@ -38,16 +40,25 @@ namespace evoscale::service {
 struct SchedulerOptions {
   int max_running_trials = 1;  // over all studies; 0 runs none (ask/tell only)
   int gpus = 0;                // GPUs this machine lends to trials (ids 0..gpus-1)
+  // The CPU cores trials may request together (--capacity cpu=N): a trial starts only when its
+  // request fits beside the requests of those running. 0: this machine's cores.
+  double cpu_capacity = 0;
   absl::Duration poll_every = absl::Milliseconds(250);
   absl::Duration stop_grace = absl::Seconds(10);  // SIGTERM to SIGKILL
   // How often a running trial's heartbeat is refreshed (a trial that prints nothing for
   // longer than the study's heartbeat timeout would otherwise be handed to another client).
   absl::Duration heartbeat_every = absl::Seconds(30);
-  // Memory that trials may ask for: a trial OOM-killed at its request runs again with twice
-  // the memory, up to this; beyond it, it is INFEASIBLE. 0: 80% of this machine's memory.
+  // The memory trials may request together (--capacity memory=SIZE), packed as cpu_capacity
+  // is; a trial OOM-killed at its request runs again with twice the memory, up to this, and
+  // one that needs more is INFEASIBLE. 0: 80% of this machine's memory.
   int64_t memory_capacity_bytes = 0;
   trainer_adapter::LocalRunnerOptions runner;
 };
+
+// Parses evoscaled's --capacity: "cpu=N,memory=SIZE,gpus=N", any of them in any order, into
+// cpu_capacity, memory_capacity_bytes and gpus. SIZE is bytes, or a number with K, M, G, T
+// (powers of 1000) or Ki, Mi, Gi, Ti (powers of 1024). INVALID_ARGUMENT naming the key.
+absl::Status ParseCapacity(absl::string_view text, SchedulerOptions* options);
 
 class Scheduler {
  public:
@@ -58,6 +69,8 @@ class Scheduler {
   Scheduler& operator=(const Scheduler&) = delete;
 
   int running();  // trials running now
+  // The requests of the trials running now, summed (what --capacity is judged against).
+  v1::ResourceRequest requested();
   // How trials are contained: "cgroup v1 (...)" or "sampling /proc every ...: WHY".
   std::string enforcement() const { return runner_->enforcement(); }
 
@@ -70,8 +83,13 @@ class Scheduler {
   };
 
   int RunningLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::ResourceRequest RequestedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `request` fits beside what runs now.
+  bool FitsLocked(const v1::ResourceRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Loop();
-  void FillSlots(const v1::Study& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts trials of `study` while they fit. False when its next trial waits for capacity (or
+  // GPUs, or --max-running-trials): studies after it wait too.
+  bool FillSlots(const v1::Study& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial trial);
   void Report(const v1::Study& study, const v1::Trial& trial,
               const trainer_adapter::TrialOutcome& outcome);
@@ -80,7 +98,9 @@ class Scheduler {
   StudyCore* const core_;
   const SchedulerOptions options_;
   const std::unique_ptr<trainer_adapter::TrialRunner> runner_;
-  int64_t memory_capacity_ = 0;  // constant after construction
+  // Constant after construction.
+  int64_t memory_capacity_ = 0;
+  double cpu_capacity_ = 0;
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -138,7 +138,8 @@ TEST(EvoscaledFlagsTest, HelpListsEveryFlagAndExits0) {
     EXPECT_EQ(run.exit_code, 0) << run.output;
     for (const char* flag :
          {"--db PATH", "--grpc HOST:PORT", "--http HOST:PORT", "--auth-tokens FILE",
-          "--durability process|power", "--max-running-trials N", "--gpus N"}) {
+          "--durability process|power", "--max-running-trials N", "--gpus N",
+          "--capacity cpu=N,memory=SIZE,gpus=N"}) {
       EXPECT_THAT(run.output, HasSubstr(flag)) << help;
     }
   }
@@ -160,6 +161,14 @@ TEST(EvoscaledFlagsTest, BadFlagExits2NamingIt) {
       {{"--bogus", "1"}, "evoscaled: unknown flag --bogus (see evoscaled --help)\n"},
       {{"serve"}, "evoscaled: unexpected argument serve (see evoscaled --help)\n"},
       {{"--db"}, "evoscaled: --db: 1 required PATH missing (see evoscaled --help)\n"},
+      {{"--capacity", "cpu=0"},
+       "evoscaled: --capacity cpu: \"0\" is not a number of cores > 0 (see evoscaled --help)\n"},
+      {{"--capacity=memory=12Qi"},
+       "evoscaled: --capacity memory: \"12Qi\" is not a size > 0 such as 16Gi or 2000000000 "
+       "(see evoscaled --help)\n"},
+      {{"--capacity", "disk=1"},
+       "evoscaled: --capacity: unknown key \"disk\" (want cpu=N, memory=SIZE, gpus=N) (see "
+       "evoscaled --help)\n"},
   };
   for (const Case& c : cases) {
     ExitedProcess run = EvoscaledProcess::RunToExit(c.flags);

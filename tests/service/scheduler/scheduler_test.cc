@@ -1,5 +1,6 @@
 // Managed studies: the real evoscaled server (in process, port 0, a SQLite file) runs each
 // trial as a real child process (/bin/sh scripts) and reports it through the study API.
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -7,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
@@ -21,6 +23,7 @@ using ::evoscale::service::testing::AwaitCondition;
 using ::evoscale::service::testing::GrpcOk;
 using ::evoscale::service::testing::GrpcStatusIs;
 using ::evoscale::service::testing::ScopedTempDir;
+using ::evoscale::service::testing::StatusIs;
 using ::evoscale::service::testing::StudyClient;
 using ::grpc::StatusCode;
 using ::testing::HasSubstr;
@@ -253,6 +256,92 @@ TEST_F(SchedulerTest, TrialsInterruptedByARestartRunAgainAfterIt) {
   EXPECT_EQ(done.trial_count(), 2);  // the same two trials, not new ones
   for (const v1::Trial& t : Trials(study)) {
     EXPECT_EQ(t.state(), v1::Trial::SUCCEEDED) << t.ShortDebugString();
+  }
+}
+
+// Each trial appends "start NAME" and "end NAME" to `log`, 0.3 s apart, then finishes.
+v1::StudySpec LoggingSpec(const std::string& log, int max_trials, int parallel,
+                          int64_t memory_bytes, int priority) {
+  const std::string script = absl::StrCat(
+      "echo \"start $2\" >> '", log, "'; sleep 0.3; echo \"end $2\" >> '", log, "'\n",
+      "echo '{\"event\":\"final\",\"metrics\":{\"loss\":1}}'\n");
+  v1::StudySpec spec = ManagedSpec(max_trials, script, parallel);
+  spec.mutable_trial_template()->mutable_resources()->set_memory_bytes(memory_bytes);
+  spec.mutable_trial_template()->set_priority(priority);
+  return spec;
+}
+
+std::vector<std::string> ReadLines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+TEST_F(SchedulerTest, TrialsArePackedByTheirRequestsNotCounted) {
+  // 128 MiB of capacity, 100 MiB asked by each trial: one at a time, although four may run
+  // by count and each study allows two.
+  const std::string log = dir_.File("packing.log");
+  const std::string a = client_->MustCreateStudy(LoggingSpec(log, 2, 2, 100 << 20, 0)).name();
+  const std::string b = client_->MustCreateStudy(LoggingSpec(log, 2, 2, 100 << 20, 0)).name();
+  for (const std::string& study : {a, b}) {
+    AwaitStudy(study, [](const v1::Study& s) { return s.completed_trial_count() == 2; });
+  }
+  const std::vector<std::string> lines = ReadLines(log);
+  ASSERT_EQ(lines.size(), 8u);
+  int running = 0, most = 0;
+  for (const std::string& line : lines) {
+    running += absl::StartsWith(line, "start ") ? 1 : -1;
+    most = std::max(most, running);
+  }
+  EXPECT_EQ(most, 1) << absl::StrJoin(lines, "\n");
+  EXPECT_EQ(server_->scheduler()->requested().memory_bytes(), 0);  // all done, nothing held
+}
+
+TEST_F(SchedulerTest, HigherPriorityStartsFirstWhenCapacityFrees) {
+  const std::string log = dir_.File("priority.log");
+  // The blocker holds the capacity while the two others are created: low first, then high.
+  const std::string blocker =
+      client_->MustCreateStudy(LoggingSpec(log, 1, 1, 100 << 20, 10)).name();
+  AwaitStudy(blocker, [](const v1::Study& s) { return s.trial_count() == 1; });
+  const std::string low = client_->MustCreateStudy(LoggingSpec(log, 1, 1, 100 << 20, 0)).name();
+  const std::string high = client_->MustCreateStudy(LoggingSpec(log, 1, 1, 100 << 20, 5)).name();
+  for (const std::string& study : {blocker, low, high}) {
+    AwaitStudy(study, [](const v1::Study& s) { return s.completed_trial_count() == 1; });
+  }
+  std::vector<std::string> starts;
+  for (const std::string& line : ReadLines(log)) {
+    if (absl::StartsWith(line, "start ")) starts.push_back(line.substr(6));
+  }
+  EXPECT_THAT(starts, ::testing::ElementsAre(blocker + "/trials/1", high + "/trials/1",
+                                             low + "/trials/1"));
+}
+
+TEST(ParseCapacityTest, ReadsEachKeyAndRejectsBadOnesNamingThem) {
+  SchedulerOptions options;
+  ASSERT_TRUE(ParseCapacity("cpu=6.5, memory=16Gi,gpus=2", &options).ok());
+  EXPECT_EQ(options.cpu_capacity, 6.5);
+  EXPECT_EQ(options.memory_capacity_bytes, int64_t{16} << 30);
+  EXPECT_EQ(options.gpus, 2);
+  ASSERT_TRUE(ParseCapacity("memory=1500M", &options).ok());
+  EXPECT_EQ(options.memory_capacity_bytes, 1500000000);
+  ASSERT_TRUE(ParseCapacity("memory=4096", &options).ok());
+  EXPECT_EQ(options.memory_capacity_bytes, 4096);
+  EXPECT_EQ(options.cpu_capacity, 6.5);  // untouched keys keep their values
+  const std::pair<const char*, const char*> bad[] = {
+      {"cpu=-1", "--capacity cpu: \"-1\" is not a number of cores > 0"},
+      {"cpu=nan", "--capacity cpu: \"nan\" is not a number of cores > 0"},
+      {"gpus=x", "--capacity gpus: \"x\" is not a number of GPUs in [0, 1024]"},
+      {"memory=", "--capacity memory: \"\" is not a size > 0 such as 16Gi or 2000000000"},
+      {"memory=0Gi", "--capacity memory: \"0Gi\" is not a size > 0 such as 16Gi or 2000000000"},
+      {"disk=1", "--capacity: unknown key \"disk\" (want cpu=N, memory=SIZE, gpus=N)"},
+  };
+  for (const auto& [text, message] : bad) {
+    SchedulerOptions before;
+    EXPECT_THAT(ParseCapacity(text, &before),
+                StatusIs(absl::StatusCode::kInvalidArgument, ::testing::Eq(message)))
+        << text;
+    EXPECT_EQ(before.memory_capacity_bytes, 0);  // nothing applied on an error
   }
 }
 
