@@ -262,7 +262,43 @@ int Scheduler::RunningLocked() {
   return n;
 }
 
+void Scheduler::FinishStoppingTrials() {
+  v1::ListStudiesRequest list;
+  list.set_page_size(kMaxPageSize);
+  for (;;) {
+    absl::StatusOr<v1::ListStudiesResponse> page = core_->Call(list);
+    if (!page.ok()) return;
+    for (const v1::Study& study : page->studies()) {
+      if (study.spec().trial_template().command().empty()) continue;
+      v1::ListTrialsRequest stopping;
+      stopping.set_parent(study.name());
+      stopping.set_state(v1::Trial::STOPPING);
+      stopping.set_page_size(kMaxPageSize);
+      for (;;) {
+        absl::StatusOr<v1::ListTrialsResponse> trials = core_->Call(stopping);
+        if (!trials.ok()) break;
+        for (const v1::Trial& trial : trials->trials()) {
+          // As a stop ends: the last measurement is final (or, without one, INFEASIBLE).
+          v1::CompleteTrialRequest req;
+          req.set_name(trial.name());
+          absl::StatusOr<v1::Trial> done = core_->Call(req);
+          if (!done.ok() && done.status().code() == absl::StatusCode::kInvalidArgument) {
+            req.set_trial_infeasible(true);
+            req.set_infeasible_reason("stopped before its first measurement");
+            Complete(req);
+          }
+        }
+        if (trials->next_page_token().empty()) break;
+        stopping.set_page_token(trials->next_page_token());
+      }
+    }
+    if (page->next_page_token().empty()) return;
+    list.set_page_token(page->next_page_token());
+  }
+}
+
 void Scheduler::Loop() {
+  FinishStoppingTrials();
   for (;;) {
     {
       absl::MutexLock lock(&mu_);

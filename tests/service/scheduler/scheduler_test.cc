@@ -345,6 +345,33 @@ TEST(ParseCapacityTest, ReadsEachKeyAndRejectsBadOnesNamingThem) {
   }
 }
 
+TEST_F(SchedulerTest, ATrialLeftStoppingByARestartIsFinishedAfterItAndNotRunAgain) {
+  // The trial ignores SIGTERM, so after StopTrial it stays STOPPING until the grace ends; the
+  // server stops meanwhile (its scheduler kills the trial and leaves it as it is).
+  const std::string runs = dir_.File("runs");
+  const std::string script = absl::StrCat(
+      "trap '' TERM; echo run >> '", runs, "'\n",
+      "echo '{\"event\":\"progress\",\"step\":3,\"metrics\":{\"loss\":0.5}}'\n",
+      "exec sleep 300\n");
+  const std::string study = client_->MustCreateStudy(ManagedSpec(1, script, 1)).name();
+  const std::string trial = study + "/trials/1";
+  AwaitStudy(study, [&](const v1::Study& s) {
+    return s.trial_count() == 1 && Trial(trial).measurements_size() == 1;
+  });
+  v1::StopTrialRequest stop;
+  stop.set_name(trial);
+  v1::Trial stopped;
+  ASSERT_THAT(client_->Call(&StudyClient::Stub::StopTrial, stop, &stopped), GrpcOk());
+  ASSERT_EQ(stopped.state(), v1::Trial::STOPPING);
+  server_.reset();
+  ASSERT_NO_FATAL_FAILURE(Start());
+  AwaitStudy(study, [](const v1::Study& s) { return s.completed_trial_count() == 1; });
+  const v1::Trial t = Trial(trial);
+  EXPECT_EQ(t.state(), v1::Trial::SUCCEEDED) << t.ShortDebugString();
+  EXPECT_EQ(t.final_measurement().step(), 3);
+  EXPECT_EQ(ReadLines(runs).size(), 1u);  // it did not run again
+}
+
 TEST_F(SchedulerTest, BadTemplatesAreRejectedNamingTheField) {
   struct Case {
     std::function<void(v1::TrialTemplate*)> edit;
