@@ -23,7 +23,6 @@
 namespace evoscale {
 namespace {
 
-using ::evoscale::testing::BinDir;
 using ::evoscale::testing::EvoscaledProcess;
 using ::evoscale::testing::ExitedProcess;
 using ::evoscale::testing::TempDir;
@@ -31,84 +30,15 @@ using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// evoscaled as a child process whose stdout the test reads line by line. Killed (SIGKILL)
-// and reaped by the destructor if still running.
-class Evoscaled {
- public:
-  static absl::StatusOr<std::unique_ptr<Evoscaled>> Start(const std::vector<std::string>& flags) {
-    int out[2];
-    if (pipe(out) != 0) return absl::InternalError("pipe");
-    std::vector<std::string> args = {BinDir() + "/evoscaled"};
-    args.insert(args.end(), flags.begin(), flags.end());
-    const pid_t pid = fork();
-    if (pid < 0) return absl::InternalError("fork");
-    if (pid == 0) {
-      dup2(out[1], STDOUT_FILENO);
-      close(out[0]);
-      close(out[1]);
-      std::vector<char*> argv;
-      for (std::string& arg : args) argv.push_back(arg.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    close(out[1]);
-    return std::unique_ptr<Evoscaled>(new Evoscaled(pid, out[0]));
-  }
-
-  ~Evoscaled() {
-    if (pid_ > 0) Stop(SIGKILL);
-    close(fd_);
-  }
-
-  // The next line of its stdout, without the newline, waiting up to `timeout`. NotFound when
-  // stdout ends first.
-  absl::StatusOr<std::string> ReadLine(std::chrono::seconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (true) {
-      if (size_t newline = buffer_.find('\n'); newline != std::string::npos) {
-        std::string line = buffer_.substr(0, newline);
-        buffer_.erase(0, newline + 1);
-        return line;
-      }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return absl::DeadlineExceededError("no line from evoscaled");
-      pollfd readable{fd_, POLLIN, 0};
-      if (poll(&readable, 1, static_cast<int>(left.count())) <= 0) continue;
-      char chunk[512];
-      const ssize_t n = read(fd_, chunk, sizeof chunk);
-      if (n <= 0) return absl::NotFoundError(absl::StrCat("stdout ended after: ", buffer_));
-      buffer_.append(chunk, n);
-    }
-  }
-
-  // Sends `signal` and reaps the process; returns its wait status.
-  int Stop(int signal) {
-    kill(pid_, signal);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return status;
-  }
-
- private:
-  Evoscaled(pid_t pid, int fd) : pid_(pid), fd_(fd) {}
-
-  pid_t pid_;
-  const int fd_;        // the read end of its stdout
-  std::string buffer_;  // read from fd_, not yet returned by ReadLine()
-};
-
 constexpr std::chrono::seconds kTimeout(30);
 
 TEST(EvoscaledFlagsTest, ListeningLineIsJsonForADatabasePathWithQuotesAndBackslashes) {
   TempDir dir;
   const std::string db = dir.path() + "/we\"ird\\ name's.db";
   // Both flag forms, and every flag that does not need a token file.
-  absl::StatusOr<std::unique_ptr<Evoscaled>> evoscaled =
-      Evoscaled::Start({"--db=" + db, "--grpc", "127.0.0.1:0", "--http=127.0.0.1:0", "--durability",
-                        "power", "--max-running-trials=0", "--gpus", "1"});
+  absl::StatusOr<std::unique_ptr<EvoscaledProcess>> evoscaled =
+      EvoscaledProcess::Spawn({"--db=" + db, "--grpc", "127.0.0.1:0", "--http=127.0.0.1:0",
+                               "--durability", "power", "--max-running-trials=0", "--gpus", "1"});
   ASSERT_TRUE(evoscaled.ok()) << evoscaled.status();
 
   absl::StatusOr<std::string> line = (*evoscaled)->ReadLine(kTimeout);

@@ -47,19 +47,19 @@ struct ExitedProcess {
 
 class EvoscaledProcess {
  public:
-  // Runs `build/bin/evoscaled args...` and waits (up to 30 s) for it to exit by itself, as a
-  // server refusing to start must.
-  static ExitedProcess RunToExit(const std::vector<std::string>& args) {
-    ExitedProcess result;
+  // Starts `build/bin/evoscaled args...` with its stdout (and, with `merge_stderr`, its
+  // stderr) on a pipe that ReadLine reads; waits for nothing.
+  static absl::StatusOr<std::unique_ptr<EvoscaledProcess>> Spawn(
+      const std::vector<std::string>& args, bool merge_stderr = false) {
     int out[2];
-    if (pipe(out) != 0) return result;
+    if (pipe(out) != 0) return absl::InternalError("pipe");
     std::vector<std::string> argv_strings = {BinDir() + "/evoscaled"};
     argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-    pid_t pid = fork();
-    if (pid < 0) return result;
+    const pid_t pid = fork();
+    if (pid < 0) return absl::InternalError("fork");
     if (pid == 0) {
       dup2(out[1], STDOUT_FILENO);
-      dup2(out[1], STDERR_FILENO);
+      if (merge_stderr) dup2(out[1], STDERR_FILENO);
       close(out[0]);
       close(out[1]);
       std::vector<char*> argv;
@@ -69,52 +69,52 @@ class EvoscaledProcess {
       _exit(127);
     }
     close(out[1]);
+    return std::unique_ptr<EvoscaledProcess>(new EvoscaledProcess(pid, out[0]));
+  }
+
+  // Runs `build/bin/evoscaled args...` and waits (up to 30 s) for it to exit by itself, as a
+  // server refusing to start must.
+  static ExitedProcess RunToExit(const std::vector<std::string>& args) {
+    ExitedProcess result;
+    absl::StatusOr<std::unique_ptr<EvoscaledProcess>> p = Spawn(args, /*merge_stderr=*/true);
+    if (!p.ok()) return result;
     // Read until EOF (the process and its children closed the pipe) or the deadline.
-    bool eof = false;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (!eof && std::chrono::steady_clock::now() < deadline) {
-      pollfd pfd{out[0], POLLIN, 0};
-      if (poll(&pfd, 1, 100) <= 0) continue;
-      char c[512];
-      ssize_t n = read(out[0], c, sizeof c);
-      if (n <= 0) {
-        eof = true;
-      } else {
-        result.output.append(c, n);
-      }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    absl::StatusOr<std::string> line;
+    while ((line = (*p)->ReadLine(std::chrono::duration_cast<std::chrono::seconds>(
+                deadline - std::chrono::steady_clock::now()))).ok()) {
+      result.output += *line + "\n";
     }
-    close(out[0]);
-    if (!eof) kill(pid, SIGKILL);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (eof && WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
-    return result;
+    if (absl::IsNotFound(line.status())) {  // EOF: whatever came without a newline too
+      result.output += (*p)->buffer_;
+      const int status = (*p)->Stop(0);
+      if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+    }
+    return result;  // a process still running at the deadline is killed by the destructor
   }
 
   // Starts `build/bin/evoscaled --db db --grpc 127.0.0.1:0 --http 127.0.0.1:0 extra...` and
   // waits (up to 30 s) for its "listening" line.
   static absl::StatusOr<std::unique_ptr<EvoscaledProcess>> Start(
       const std::string& db, const std::vector<std::string>& extra = {}) {
-    int out[2];
-    if (pipe(out) != 0) return absl::InternalError("pipe");
-    std::vector<std::string> args = {BinDir() + "/evoscaled", "--db", db, "--grpc", "127.0.0.1:0",
-                                     "--http", "127.0.0.1:0"};
+    std::vector<std::string> args = {"--db", db, "--grpc", "127.0.0.1:0", "--http",
+                                     "127.0.0.1:0"};
     args.insert(args.end(), extra.begin(), extra.end());
-    pid_t pid = fork();
-    if (pid < 0) return absl::InternalError("fork");
-    if (pid == 0) {
-      dup2(out[1], STDOUT_FILENO);
-      close(out[0]);
-      close(out[1]);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
+    absl::StatusOr<std::unique_ptr<EvoscaledProcess>> p = Spawn(args);
+    if (!p.ok()) return p.status();
+    absl::StatusOr<std::string> line = (*p)->ReadLine(std::chrono::seconds(30));
+    if (!line.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("evoscaled did not start listening: ", line.status().message()));
     }
-    close(out[1]);
-    auto p = std::unique_ptr<EvoscaledProcess>(new EvoscaledProcess(pid, out[0]));
-    if (absl::Status st = p->AwaitListening(); !st.ok()) return st;
+    const nlohmann::json listening =
+        nlohmann::json::parse(*line, nullptr, /*allow_exceptions=*/false);
+    if (!listening.is_object() || listening.value("event", "") != "listening" ||
+        !listening.contains("grpc") || !listening.contains("http")) {
+      return absl::InternalError("unexpected first line: " + *line);
+    }
+    (*p)->grpc_ = listening["grpc"].get<std::string>();
+    (*p)->http_ = listening["http"].get<std::string>();
     return p;
   }
 
@@ -126,9 +126,33 @@ class EvoscaledProcess {
     close(fd_);
   }
 
-  // Sends `sig` and reaps the process. Returns its wait status.
+  // The next line of its output, without the newline, waiting up to `timeout`. NOT_FOUND when
+  // the output ends first (what came after the last newline stays unread), DEADLINE_EXCEEDED
+  // at the timeout.
+  absl::StatusOr<std::string> ReadLine(std::chrono::seconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (true) {
+      if (size_t newline = buffer_.find('\n'); newline != std::string::npos) {
+        std::string line = buffer_.substr(0, newline);
+        buffer_.erase(0, newline + 1);
+        return line;
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return absl::DeadlineExceededError("no line from evoscaled");
+      pollfd readable{fd_, POLLIN, 0};
+      if (poll(&readable, 1, static_cast<int>(left.count())) <= 0) continue;
+      char chunk[512];
+      const ssize_t n = read(fd_, chunk, sizeof chunk);
+      if (n <= 0) return absl::NotFoundError(absl::StrCat("output ended after: ", buffer_));
+      buffer_.append(chunk, n);
+    }
+  }
+
+  // Sends `sig` (0: none, the process is ending by itself) and reaps the process. Returns its
+  // wait status.
   int Stop(int sig) {
-    kill(pid_, sig);
+    if (sig != 0) kill(pid_, sig);
     int status = 0;
     waitpid(pid_, &status, 0);
     pid_ = -1;
@@ -147,34 +171,10 @@ class EvoscaledProcess {
  private:
   EvoscaledProcess(pid_t pid, int fd) : pid_(pid), fd_(fd) {}
 
-  absl::Status AwaitListening() {
-    std::string buf;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (std::chrono::steady_clock::now() < deadline) {
-      pollfd pfd{fd_, POLLIN, 0};
-      if (poll(&pfd, 1, 100) <= 0) continue;
-      char c[512];
-      ssize_t n = read(fd_, c, sizeof c);
-      if (n <= 0) return absl::UnavailableError("evoscaled exited before listening: " + buf);
-      buf.append(c, n);
-      if (size_t nl = buf.find('\n'); nl != std::string::npos) {
-        const std::string line = buf.substr(0, nl);
-        const nlohmann::json listening =
-            nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-        if (!listening.is_object() || listening.value("event", "") != "listening" ||
-            !listening.contains("grpc") || !listening.contains("http")) {
-          return absl::InternalError("unexpected first line: " + line);
-        }
-        grpc_ = listening["grpc"].get<std::string>();
-        http_ = listening["http"].get<std::string>();
-        return absl::OkStatus();
-      }
-    }
-    return absl::DeadlineExceededError("evoscaled did not start within 30 s");
-  }
 
   pid_t pid_;
-  int fd_;
+  const int fd_;        // the read end of its output
+  std::string buffer_;  // read from fd_, not yet returned by ReadLine()
   std::string grpc_;
   std::string http_;
 };

@@ -72,6 +72,21 @@ class SchedulerTest : public ::testing::Test {
     client_ = std::make_unique<StudyClient>(absl::StrCat("127.0.0.1:", server_->grpc_port()));
   }
 
+  // Creates a managed study of one trial running `script`, waits for the trial's first
+  // measurement, asks it to stop, and returns what StopTrial answered.
+  v1::Trial StartThenStop(const std::string& script) {
+    const std::string study = client_->MustCreateStudy(ManagedSpec(1, script, 1)).name();
+    const std::string trial = study + "/trials/1";
+    AwaitStudy(study, [&](const v1::Study& s) {
+      return s.trial_count() == 1 && Trial(trial).measurements_size() == 1;
+    });
+    v1::StopTrialRequest stop;
+    stop.set_name(trial);
+    v1::Trial stopped;
+    EXPECT_THAT(client_->Call(&StudyClient::Stub::StopTrial, stop, &stopped), GrpcOk());
+    return stopped;
+  }
+
   // Waits (up to 60 s) until `done(study)`.
   v1::Study AwaitStudy(const std::string& name, const std::function<bool(const v1::Study&)>& done) {
     v1::Study s;
@@ -213,16 +228,9 @@ TEST_F(SchedulerTest, StopTrialStopsTheProcessAndItsLastMeasurementIsFinal) {
       "echo \"{\\\"event\\\":\\\"progress\\\",\\\"step\\\":4,\\\"metrics\\\":{\\\"loss\\\":", kLoss,
       "}}\"\n"
       "exec sleep 300\n");
-  const std::string study = client_->MustCreateStudy(ManagedSpec(1, script, 1)).name();
-  const std::string trial = study + "/trials/1";
-  // Wait until the trial runs and its first measurement is in.
-  AwaitStudy(study, [&](const v1::Study& s) {
-    return s.trial_count() == 1 && Trial(trial).measurements_size() == 1;
-  });
-  v1::StopTrialRequest stop;
-  stop.set_name(trial);
-  v1::Trial stopped;
-  ASSERT_THAT(client_->Call(&StudyClient::Stub::StopTrial, stop, &stopped), GrpcOk());
+  const v1::Trial stopped = StartThenStop(script);
+  const std::string trial = stopped.name();
+  const std::string study = trial.substr(0, trial.find("/trials/"));
   AwaitStudy(study, [](const v1::Study& s) { return s.completed_trial_count() == 1; });
   const v1::Trial t = Trial(trial);
   EXPECT_EQ(t.state(), v1::Trial::SUCCEEDED);
@@ -353,16 +361,10 @@ TEST_F(SchedulerTest, ATrialLeftStoppingByARestartIsFinishedAfterItAndNotRunAgai
       "trap '' TERM; echo run >> '", runs, "'\n",
       "echo '{\"event\":\"progress\",\"step\":3,\"metrics\":{\"loss\":0.5}}'\n",
       "exec sleep 300\n");
-  const std::string study = client_->MustCreateStudy(ManagedSpec(1, script, 1)).name();
-  const std::string trial = study + "/trials/1";
-  AwaitStudy(study, [&](const v1::Study& s) {
-    return s.trial_count() == 1 && Trial(trial).measurements_size() == 1;
-  });
-  v1::StopTrialRequest stop;
-  stop.set_name(trial);
-  v1::Trial stopped;
-  ASSERT_THAT(client_->Call(&StudyClient::Stub::StopTrial, stop, &stopped), GrpcOk());
+  const v1::Trial stopped = StartThenStop(script);
   ASSERT_EQ(stopped.state(), v1::Trial::STOPPING);
+  const std::string trial = stopped.name();
+  const std::string study = trial.substr(0, trial.find("/trials/"));
   server_.reset();
   ASSERT_NO_FATAL_FAILURE(Start());
   AwaitStudy(study, [](const v1::Study& s) { return s.completed_trial_count() == 1; });
