@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
+#include "CLI/CLI.hpp"
 #include "absl/time/clock.h"
 #include "evoscale/v1/autoscaler.grpc.pb.h"
 #include "tests/e2e/evoscaled_process.h"
@@ -90,21 +90,17 @@ double RunOnce(const Options& o, int run) {
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string flag = argv[i];
-    std::string v = argv[i + 1];
-    bool ok = true;
-    if (flag == "--samples") ok = absl::SimpleAtoi(v, &o.samples);
-    else if (flag == "--batch") ok = absl::SimpleAtoi(v, &o.batch);
-    else if (flag == "--instances") ok = absl::SimpleAtoi(v, &o.instances);
-    else if (flag == "--runs") ok = absl::SimpleAtoi(v, &o.runs);
-    else if (flag == "--durability") o.durability = v;
-    else ok = false;
-    if (!ok) {
-      std::fprintf(stderr, "telemetry_ingest_bench: bad flag %s %s\n", flag.c_str(), v.c_str());
-      return 2;
-    }
-  }
+  CLI::App app("telemetry_ingest_bench: one ReportTelemetry stream into a child evoscaled, "
+               "samples/s (median of --runs)",
+               "telemetry_ingest_bench");
+  app.add_option("--samples", o.samples, "samples per run")->check(CLI::PositiveNumber);
+  app.add_option("--batch", o.batch, "samples per TelemetryBatch")->check(CLI::Range(1, 100000));
+  app.add_option("--instances", o.instances, "instances the samples rotate over")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--runs", o.runs, "runs (the median is reported)")->check(CLI::PositiveNumber);
+  app.add_option("--durability", o.durability, "the child evoscaled's --durability")
+      ->check(CLI::IsMember({"process", "power"}));
+  CLI11_PARSE(app, argc, argv);
   std::printf("telemetry ingest: %lld samples, %d instances, batches of %d, one stream, "
               "durability=%s (%s)\n",
               static_cast<long long>(o.samples), o.instances, o.batch, o.durability.c_str(),

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
+#include "CLI/CLI.hpp"
 #include "absl/time/time.h"
 #include "load_model/replay.h"
 #include "load_model/traces.h"
@@ -199,18 +199,15 @@ VmTotals ScoreVms(const std::vector<lm::VmTrace>& vms,
 int main(int argc, char** argv) {
   std::string data = std::string(EVOSCALE_SOURCE_DIR) + "/../shared/data/traces";
   double target = 0.6;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--data" && i + 1 < argc) {
-      data = argv[++i];
-    } else if (a == "--target" && i + 1 < argc && absl::SimpleAtod(argv[i + 1], &target) &&
-               target > 0) {
-      ++i;
-    } else {
-      std::fprintf(stderr, "usage: replay_bounds [--data DIR] [--target U]\n");
-      return 2;
-    }
-  }
+  CLI::App app("replay_bounds: foresight policies and causal sweeps scored by the replay's own "
+               "loops (bench/load_model/README.md)",
+               "replay_bounds");
+  app.add_option("--data", data, "the traces folder (default ../shared/data/traces)")
+      ->type_name("DIR");
+  app.add_option("--target", target, "target utilisation of the replica traces (default 0.6)")
+      ->type_name("U")
+      ->check(CLI::Range(1e-9, 1e9));
+  CLI11_PARSE(app, argc, argv);
 
   // 1. Bitbrains memory.
   absl::StatusOr<std::vector<lm::VmTrace>> vms = lm::ReadBitbrains(data + "/bitbrains-rnd-2013-7");

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "load_model/replay.h"
@@ -41,35 +42,44 @@ int main(int argc, char** argv) {
   bool floors_ablation = true;
   lm::EvoscaleResourceOptions knobs;
   lm::EvoscaleReplicaOptions replica_knobs;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--data" && i + 1 < argc) {
-      data = argv[++i];
-    } else if (a == "--target" && i + 1 < argc && absl::SimpleAtod(argv[i + 1], &target)) {
-      ++i;
-    } else if (a == "--set" && i + 1 < argc) {
-      // Tuning knobs: name=value.
-      const std::string kv = argv[++i];
-      const size_t eq = kv.find('=');
-      double v = 0;
-      if (eq == std::string::npos || !absl::SimpleAtod(kv.substr(eq + 1), &v)) return 2;
-      const std::string k = kv.substr(0, eq);
-      if (k == "cpu_w") knobs.cpu_overrun_weight = v;
-      else if (k == "mem_w") knobs.memory_overrun_weight = v;
-      else if (k == "cost_h") knobs.cost_half_life = absl::Hours(v);
-      else if (k == "q") replica_knobs.demand_quantile = v;
-      else if (k == "win") replica_knobs.scale_down_window = static_cast<int>(v);
-      else if (k == "wait") replica_knobs.max_queue_wait_in_service_times = v;
-      else if (k == "forget") replica_knobs.regression_forgetting = v;
-      else if (k == "errwin") replica_knobs.error_window = static_cast<int>(v);
-      else if (k == "dlags") replica_knobs.demand_lags = static_cast<int>(v);
-      else if (k == "qlags") replica_knobs.qps_lags = static_cast<int>(v);
-      else if (k == "escale") replica_knobs.error_scale_exponent = v;
-      else return 2;
-    } else if (a == "--no-ablation") {
-      floors_ablation = false;
-    } else {
-      std::fprintf(stderr, "usage: replay_compare [--data DIR] [--target U] [--no-ablation]\n");
+  std::vector<std::string> settings;
+  bool no_ablation = false;
+  CLI::App app("replay_compare: evoscale against vpa and hpa on the traces, with the issue's "
+               "verdicts (bench/load_model/README.md)",
+               "replay_compare");
+  app.add_option("--data", data, "the traces folder (default ../shared/data/traces)")
+      ->type_name("DIR");
+  app.add_option("--target", target, "target utilisation of the replica traces (default 0.6)")
+      ->type_name("U");
+  app.add_option("--set", settings,
+                 "a tuning knob NAME=VALUE (cpu_w, mem_w, cost_h, q, win, wait, forget, "
+                 "errwin, dlags, qlags, escale); repeatable")
+      ->type_name("NAME=VALUE");
+  app.add_flag("--no-ablation", no_ablation, "skip the floors ablation line");
+  CLI11_PARSE(app, argc, argv);
+  floors_ablation = !no_ablation;
+  for (const std::string& kv : settings) {
+    const size_t eq = kv.find('=');
+    double v = 0;
+    const std::string k = kv.substr(0, eq);
+    if (eq == std::string::npos || !absl::SimpleAtod(kv.substr(eq + 1), &v)) {
+      std::fprintf(stderr, "replay_compare: --set %s: want NAME=NUMBER\n", kv.c_str());
+      return 2;
+    }
+    if (k == "cpu_w") knobs.cpu_overrun_weight = v;
+    else if (k == "mem_w") knobs.memory_overrun_weight = v;
+    else if (k == "cost_h") knobs.cost_half_life = absl::Hours(v);
+    else if (k == "q") replica_knobs.demand_quantile = v;
+    else if (k == "win") replica_knobs.scale_down_window = static_cast<int>(v);
+    else if (k == "wait") replica_knobs.max_queue_wait_in_service_times = v;
+    else if (k == "forget") replica_knobs.regression_forgetting = v;
+    else if (k == "errwin") replica_knobs.error_window = static_cast<int>(v);
+    else if (k == "dlags") replica_knobs.demand_lags = static_cast<int>(v);
+    else if (k == "qlags") replica_knobs.qps_lags = static_cast<int>(v);
+    else if (k == "escale") replica_knobs.error_scale_exponent = v;
+    else {
+      std::fprintf(stderr, "replay_compare: --set %s: unknown knob \"%s\"\n", kv.c_str(),
+                   k.c_str());
       return 2;
     }
   }

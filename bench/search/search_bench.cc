@@ -24,6 +24,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/search/functions.h"
@@ -104,13 +105,13 @@ struct Row {
 
 void WriteJson(std::ofstream* out, const Row& row, int budget) {
   if (out == nullptr) return;
-  std::vector<std::string> regrets;
-  for (double r : row.regrets) regrets.push_back(absl::StrFormat("%.17g", r));
-  *out << absl::StrFormat(
-      "{\"fn\": \"%s\", \"algorithm\": \"%s\", \"batch\": %d, \"budget\": %d, "
-      "\"median_regret\": %.17g, \"regrets\": [%s]}\n",
-      row.fn, row.algorithm, row.batch, budget, Median(row.regrets),
-      absl::StrJoin(regrets, ", "));
+  const nlohmann::ordered_json line = {{"fn", row.fn},
+                                       {"algorithm", row.algorithm},
+                                       {"batch", row.batch},
+                                       {"budget", budget},
+                                       {"median_regret", Median(row.regrets)},
+                                       {"regrets", row.regrets}};
+  *out << line.dump() << "\n";
 }
 
 absl::Status QualityTable(const std::vector<Function>& functions,
@@ -189,10 +190,12 @@ absl::Status ZdtTable(std::ofstream* json) {
       std::printf("| ZDT%d | %d | %.3f | %.3f | %s |\n", which, seed, *nsga, *random,
                   *nsga > *random ? "yes" : "NO");
       if (json != nullptr) {
-        *json << absl::StrFormat(
-            "{\"zdt\": %d, \"seed\": %d, \"budget\": %d, \"nsga2_hv\": %.17g, "
-            "\"random_hv\": %.17g}\n",
-            which, seed, budget, *nsga, *random);
+        const nlohmann::ordered_json line = {{"zdt", which},
+                                             {"seed", seed},
+                                             {"budget", budget},
+                                             {"nsga2_hv", *nsga},
+                                             {"random_hv", *random}};
+        *json << line.dump() << "\n";
       }
     }
     std::printf("ZDT%d: NSGA2 beats RANDOM on %d of %d seeds\n", which, wins, seeds);

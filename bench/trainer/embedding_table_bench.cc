@@ -17,6 +17,8 @@
 #include <random>
 #include <vector>
 
+#include "CLI/CLI.hpp"
+#include "nlohmann/json.hpp"
 #include "trainer/embedding_table.h"
 
 namespace {
@@ -93,8 +95,15 @@ double RunEmbeddingTable(const std::vector<uint64_t>& keys, int dim, double* che
 }  // namespace
 
 int main(int argc, char** argv) {
-  const size_t n = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 20000000;
-  const size_t universe = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 2000000;
+  size_t n = 20000000;
+  size_t universe = 2000000;
+  CLI::App app("embedding_table_bench: lookups+inserts/s of EmbeddingTable and "
+               "absl::flat_hash_map on Zipf keys, one JSON line",
+               "embedding_table_bench");
+  app.add_option("N", n, "keys looked up (default 20000000)")->check(CLI::PositiveNumber);
+  app.add_option("UNIVERSE", universe, "distinct keys (default 2000000)")
+      ->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
   const int dim = 16;
   auto keys = ZipfKeys(n, universe, 1.05, 42);
   double c_absl = 0, c_ours = 0;
@@ -108,10 +117,15 @@ int main(int argc, char** argv) {
   std::sort(absl_runs.begin(), absl_runs.end());
   std::sort(ours_runs.begin(), ours_runs.end());
   const double absl_ops = absl_runs[1], ours_ops = ours_runs[1];
-  std::printf(
-      "{\"n\": %zu, \"universe\": %zu, \"dim\": %d, \"absl_flat_hash_map_ops_per_s\": %.0f, "
-      "\"evoscale_embedding_table_ops_per_s\": %.0f, \"ratio\": %.2f, "
-      "\"evoscale_bytes_per_row\": %zu, \"check\": %d}\n",
-      n, universe, dim, absl_ops, ours_ops, ours_ops / absl_ops, bytes_per_row, c_absl == c_ours);
+  const nlohmann::ordered_json row = {
+      {"n", n},
+      {"universe", universe},
+      {"dim", dim},
+      {"absl_flat_hash_map_ops_per_s", std::llround(absl_ops)},
+      {"evoscale_embedding_table_ops_per_s", std::llround(ours_ops)},
+      {"ratio", std::round(ours_ops / absl_ops * 100) / 100},
+      {"evoscale_bytes_per_row", bytes_per_row},
+      {"check", c_absl == c_ours ? 1 : 0}};
+  std::printf("%s\n", row.dump().c_str());
   return c_absl == c_ours ? 0 : 1;
 }
