@@ -262,38 +262,45 @@ int Scheduler::RunningLocked() {
   return n;
 }
 
-void Scheduler::FinishStoppingTrials() {
+std::vector<v1::Study> Scheduler::ManagedStudies() {
+  std::vector<v1::Study> managed;
   v1::ListStudiesRequest list;
   list.set_page_size(kMaxPageSize);
   for (;;) {
     absl::StatusOr<v1::ListStudiesResponse> page = core_->Call(list);
-    if (!page.ok()) return;
+    if (!page.ok()) break;
     for (const v1::Study& study : page->studies()) {
-      if (study.spec().trial_template().command().empty()) continue;
-      v1::ListTrialsRequest stopping;
-      stopping.set_parent(study.name());
-      stopping.set_state(v1::Trial::STOPPING);
-      stopping.set_page_size(kMaxPageSize);
-      for (;;) {
-        absl::StatusOr<v1::ListTrialsResponse> trials = core_->Call(stopping);
-        if (!trials.ok()) break;
-        for (const v1::Trial& trial : trials->trials()) {
-          // As a stop ends: the last measurement is final (or, without one, INFEASIBLE).
-          v1::CompleteTrialRequest req;
-          req.set_name(trial.name());
-          absl::StatusOr<v1::Trial> done = core_->Call(req);
-          if (!done.ok() && done.status().code() == absl::StatusCode::kInvalidArgument) {
-            req.set_trial_infeasible(true);
-            req.set_infeasible_reason("stopped before its first measurement");
-            Complete(req);
-          }
-        }
-        if (trials->next_page_token().empty()) break;
-        stopping.set_page_token(trials->next_page_token());
-      }
+      if (!study.spec().trial_template().command().empty()) managed.push_back(study);
     }
-    if (page->next_page_token().empty()) return;
+    if (page->next_page_token().empty()) break;
     list.set_page_token(page->next_page_token());
+  }
+  return managed;
+}
+
+void Scheduler::FinishStoppingTrials() {
+  for (const v1::Study& study : ManagedStudies()) {
+    v1::ListTrialsRequest stopping;
+    stopping.set_parent(study.name());
+    stopping.set_state(v1::Trial::STOPPING);
+    stopping.set_page_size(kMaxPageSize);
+    for (;;) {
+      absl::StatusOr<v1::ListTrialsResponse> trials = core_->Call(stopping);
+      if (!trials.ok()) break;
+      for (const v1::Trial& trial : trials->trials()) {
+        // As a stop ends: the last measurement is final (or, without one, INFEASIBLE).
+        v1::CompleteTrialRequest req;
+        req.set_name(trial.name());
+        absl::StatusOr<v1::Trial> done = core_->Call(req);
+        if (!done.ok() && done.status().code() == absl::StatusCode::kInvalidArgument) {
+          req.set_trial_infeasible(true);
+          req.set_infeasible_reason("stopped before its first measurement");
+          Complete(req);
+        }
+      }
+      if (trials->next_page_token().empty()) break;
+      stopping.set_page_token(trials->next_page_token());
+    }
   }
 }
 
@@ -338,21 +345,10 @@ void Scheduler::Loop() {
       }
     }
     if (options_.max_running_trials <= 0) continue;
-    // Managed studies with room for another trial.
-    std::vector<v1::Study> managed;
-    v1::ListStudiesRequest list;
-    list.set_page_size(kMaxPageSize);
-    for (;;) {
-      absl::StatusOr<v1::ListStudiesResponse> page = core_->Call(list);
-      if (!page.ok()) break;
-      for (const v1::Study& s : page->studies()) {
-        if (s.state() == v1::Study::ACTIVE && !s.spec().trial_template().command().empty()) {
-          managed.push_back(s);
-        }
-      }
-      if (page->next_page_token().empty()) break;
-      list.set_page_token(page->next_page_token());
-    }
+    // Active managed studies: those with room for another trial get one.
+    std::vector<v1::Study> managed = ManagedStudies();
+    std::erase_if(managed,
+                  [](const v1::Study& s) { return s.state() != v1::Study::ACTIVE; });
     // Highest priority first, then the oldest study; the first study whose next trial does
     // not fit the capacity holds back every study after it (no backfill: a large trial of a
     // high-priority study is never starved by small ones).

@@ -90,6 +90,8 @@ class Scheduler {
   // Trials of managed studies that a previous evoscaled left STOPPING (it died between a stop
   // and the trial's completion) end as a stop ends, once, at start: nothing runs them again.
   void FinishStoppingTrials();
+  // Every study with a trial template command, in any state.
+  std::vector<v1::Study> ManagedStudies();
   // Starts trials of `study` while they fit. False when its next trial waits for capacity (or
   // GPUs, or --max-running-trials): studies after it wait too.
   bool FillSlots(const v1::Study& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
