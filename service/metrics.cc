@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "prometheus/text_serializer.h"
 #include "service/autoscaler/autoscaler_core.h"
+#include "service/scheduler/scheduler.h"
 #include "service/study/study_core.h"
 
 namespace evoscale::service {
@@ -46,7 +47,24 @@ ServiceMetrics::ServiceMetrics()
                        .Name("evoscale_trial_enforcement")
                        .Help("How managed trials' limits are enforced (1 for the mode in "
                              "force): a cgroup, or sampling /proc and why")
-                       .Register(*registry_)) {}
+                       .Register(*registry_)),
+      capacity_(prometheus::BuildGauge()
+                    .Name("evoscale_capacity")
+                    .Help("What managed trials may request together (--capacity)")
+                    .Register(*registry_)),
+      capacity_requested_(prometheus::BuildGauge()
+                              .Name("evoscale_capacity_requested")
+                              .Help("The requests of the running managed trials, summed")
+                              .Register(*registry_)),
+      studies_waiting_(prometheus::BuildGauge()
+                           .Name("evoscale_studies_waiting")
+                           .Help("Active managed studies whose next trial waits for capacity")
+                           .Register(*registry_)) {}
+
+void ServiceMetrics::AttachScheduler(Scheduler* scheduler) {
+  absl::MutexLock lock(&scheduler_mu_);
+  scheduler_ = scheduler;
+}
 
 void ServiceMetrics::SetTrialEnforcement(const std::string& mode) {
   enforcement_.Add({{"mode", mode}}).Set(1);
@@ -75,6 +93,20 @@ void ServiceMetrics::RecordRpc(const std::string& method, const std::string& cod
 }
 
 std::string ServiceMetrics::Scrape(StudyCore* core, AutoscalerCore* autoscaler) {
+  {
+    absl::MutexLock lock(&scheduler_mu_);  // held: the scheduler cannot go away meanwhile
+    if (scheduler_ != nullptr) {
+      const v1::ResourceRequest capacity = scheduler_->capacity();
+      const v1::ResourceRequest requested = scheduler_->requested();
+      for (const auto& [family, r] : {std::pair{&capacity_, &capacity},
+                                      std::pair{&capacity_requested_, &requested}}) {
+        family->Add({{"resource", "cpu_cores"}}).Set(r->cpu_cores());
+        family->Add({{"resource", "memory_bytes"}}).Set(static_cast<double>(r->memory_bytes()));
+        family->Add({{"resource", "gpus"}}).Set(r->gpus());
+      }
+      studies_waiting_.Add({}).Set(scheduler_->waiting_studies());
+    }
+  }
   if (core != nullptr) {
     TrialCounts counts = core->Counts();
     for (int s = v1::Trial::REQUESTED; s <= v1::Trial::FAILED; ++s) {

@@ -18,6 +18,7 @@ namespace evoscale::service {
 
 class StudyCore;
 class AutoscalerCore;
+class Scheduler;
 
 // Thread-safe.
 class ServiceMetrics {
@@ -38,6 +39,12 @@ class ServiceMetrics {
 
   // evoscale_trial_enforcement{mode} 1: how managed trials are contained (set once).
   void SetTrialEnforcement(const std::string& mode);
+  // From now on Scrape also renders the scheduler's gauges (nullptr: no more; call it so before
+  // the scheduler goes away):
+  //   evoscale_capacity{resource}            cpu_cores, memory_bytes, gpus (--capacity)
+  //   evoscale_capacity_requested{resource}  the running managed trials' requests, summed
+  //   evoscale_studies_waiting               managed studies waiting for capacity
+  void AttachScheduler(Scheduler* scheduler);
 
   prometheus::Registry& registry() { return *registry_; }
 
@@ -52,7 +59,12 @@ class ServiceMetrics {
   prometheus::Family<prometheus::Gauge>& samples_;
   prometheus::Family<prometheus::Gauge>& store_;
   prometheus::Family<prometheus::Gauge>& enforcement_;
+  prometheus::Family<prometheus::Gauge>& capacity_;
+  prometheus::Family<prometheus::Gauge>& capacity_requested_;
+  prometheus::Family<prometheus::Gauge>& studies_waiting_;
 
+  absl::Mutex scheduler_mu_;
+  Scheduler* scheduler_ ABSL_GUARDED_BY(scheduler_mu_) = nullptr;
   absl::Mutex mu_;
   // Label lookups are cached: prometheus-cpp's Add() hashes the label map each time.
   absl::flat_hash_map<std::string, prometheus::Histogram*> latency_by_method_ ABSL_GUARDED_BY(mu_);

@@ -79,6 +79,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   s->http_port_ = s->http_->port();
   s->scheduler_ = std::make_unique<Scheduler>(s->core_.get(), options.scheduler);
   s->metrics_->SetTrialEnforcement(s->scheduler_->enforcement());
+  s->metrics_->AttachScheduler(s->scheduler_.get());
   return s;
 }
 
@@ -88,6 +89,7 @@ void Server::Shutdown() {
     if (shut_down_) return;
     shut_down_ = true;
   }
+  if (metrics_) metrics_->AttachScheduler(nullptr);
   scheduler_.reset();  // stops managed trials; they stay ACTIVE and run again after a restart
   if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   http_.reset();

@@ -236,6 +236,19 @@ v1::ResourceRequest Scheduler::requested() {
   return RequestedLocked();
 }
 
+v1::ResourceRequest Scheduler::capacity() const {
+  v1::ResourceRequest c;
+  c.set_cpu_cores(cpu_capacity_);
+  c.set_memory_bytes(memory_capacity_);
+  c.set_gpus(options_.gpus);
+  return c;
+}
+
+int Scheduler::waiting_studies() {
+  absl::MutexLock lock(&mu_);
+  return waiting_studies_;
+}
+
 v1::ResourceRequest Scheduler::RequestedLocked() {
   v1::ResourceRequest sum;
   for (const auto& [key, slot] : slots_) {
@@ -361,9 +374,9 @@ void Scheduler::Loop() {
     });
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
-    for (const v1::Study& s : managed) {
-      if (!FillSlots(s)) break;
-    }
+    size_t filled = 0;
+    while (filled < managed.size() && FillSlots(managed[filled])) ++filled;
+    waiting_studies_ = static_cast<int>(managed.size() - filled);
   }
 }
 

@@ -71,6 +71,11 @@ class Scheduler {
   int running();  // trials running now
   // The requests of the trials running now, summed (what --capacity is judged against).
   v1::ResourceRequest requested();
+  // The capacity in force (--capacity, or the machine's defaults).
+  v1::ResourceRequest capacity() const;
+  // Active managed studies whose next trial waits for capacity (or GPUs, or
+  // --max-running-trials), as of the last scheduling pass.
+  int waiting_studies();
   // How trials are contained: "cgroup v1 (...)" or "sampling /proc every ...: WHY".
   std::string enforcement() const { return runner_->enforcement(); }
 
@@ -111,6 +116,7 @@ class Scheduler {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::map<Key, std::shared_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> gpu_busy_ ABSL_GUARDED_BY(mu_);
+  int waiting_studies_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread loop_;
 };
 

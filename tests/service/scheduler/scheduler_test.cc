@@ -14,12 +14,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "service/server.h"
+#include "tests/e2e/http_get.h"
 #include "tests/service/test_support.h"
 
 namespace evoscale::service {
 namespace {
 
 using ::evoscale::service::testing::AwaitCondition;
+using ::evoscale::testing::HttpGet;
 using ::evoscale::service::testing::GrpcOk;
 using ::evoscale::service::testing::GrpcStatusIs;
 using ::evoscale::service::testing::ScopedTempDir;
@@ -292,6 +294,16 @@ TEST_F(SchedulerTest, TrialsArePackedByTheirRequestsNotCounted) {
   const std::string log = dir_.File("packing.log");
   const std::string a = client_->MustCreateStudy(LoggingSpec(log, 2, 2, 100 << 20, 0)).name();
   const std::string b = client_->MustCreateStudy(LoggingSpec(log, 2, 2, 100 << 20, 0)).name();
+  // While they run, /metrics shows the capacity, what is held of it, and the study waiting.
+  const std::string http = absl::StrCat("127.0.0.1:", server_->http_port());
+  std::string metrics;
+  EXPECT_TRUE(AwaitCondition([&] {
+    metrics = HttpGet(http, "/metrics").body;
+    return absl::StrContains(metrics,
+                             "evoscale_capacity_requested{resource=\"memory_bytes\"} 104857600") &&
+           absl::StrContains(metrics, "evoscale_studies_waiting 1");
+  })) << metrics;
+  EXPECT_THAT(metrics, HasSubstr("evoscale_capacity{resource=\"memory_bytes\"} 134217728"));
   for (const std::string& study : {a, b}) {
     AwaitStudy(study, [](const v1::Study& s) { return s.completed_trial_count() == 2; });
   }
