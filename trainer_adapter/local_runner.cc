@@ -348,13 +348,13 @@ class LocalTrial : public RunningTrial {
     for (const auto& [pid, ticks] : seen) total += ticks;
     absl::MutexLock lock(&mu_);
     outcome_.cpu_seconds = static_cast<double>(total) / ticks_per_s;
-    outcome_.peak_memory_bytes = outcome_.peak_rss_bytes;
   }
 
   void Finish() {
     absl::MutexLock lock(&mu_);
     TrialOutcome& o = outcome_;
     o.wall_time = end_ - start_;
+    o.peak_memory_bytes = o.peak_rss_bytes;
     if (cgroup_ != nullptr) {
       o.oom_kills = cgroup_->oom_kills();
       o.cpu_seconds = cgroup_->cpu_seconds();
@@ -435,10 +435,13 @@ class LocalProcessRunner : public TrialRunner {
   }
 
   std::string enforcement() const override {
-    return cgroups_ != nullptr
-               ? cgroups_->mode()
-               : absl::StrCat("sampling /proc every ", absl::FormatDuration(options_.sample_every),
-                              ": ", no_cgroup_reason_);
+    return cgroups_ != nullptr ? cgroups_->mode() : Sampling(no_cgroup_reason_);
+  }
+
+  // The enforcement of a trial that could get no cgroup, and why.
+  std::string Sampling(absl::string_view why) const {
+    return absl::StrCat("sampling /proc every ", absl::FormatDuration(options_.sample_every),
+                        ": ", why);
   }
 
   absl::StatusOr<std::unique_ptr<RunningTrial>> Start(const TrialLaunch& launch,
@@ -499,9 +502,7 @@ class LocalProcessRunner : public TrialRunner {
       if (made.ok()) {
         cgroup = *std::move(made);
       } else {
-        enforcement = absl::StrCat("sampling /proc every ",
-                                   absl::FormatDuration(options_.sample_every), ": ",
-                                   made.status().message());
+        enforcement = Sampling(made.status().message());
       }
     }
     const std::vector<int> no_fds;

@@ -301,15 +301,9 @@ void Scheduler::FinishStoppingTrials() {
       absl::StatusOr<v1::ListTrialsResponse> trials = core_->Call(stopping);
       if (!trials.ok()) break;
       for (const v1::Trial& trial : trials->trials()) {
-        // As a stop ends: the last measurement is final (or, without one, INFEASIBLE).
         v1::CompleteTrialRequest req;
         req.set_name(trial.name());
-        absl::StatusOr<v1::Trial> done = core_->Call(req);
-        if (!done.ok() && done.status().code() == absl::StatusCode::kInvalidArgument) {
-          req.set_trial_infeasible(true);
-          req.set_infeasible_reason("stopped before its first measurement");
-          Complete(req);
-        }
+        CompleteStopped(std::move(req));
       }
       if (trials->next_page_token().empty()) break;
       stopping.set_page_token(trials->next_page_token());
@@ -548,17 +542,21 @@ void Scheduler::Report(const v1::Study& study, const v1::Trial& trial,
       break;
   }
   if (outcome.kind == ta::TrialOutcome::Kind::kStopped) {
-    absl::StatusOr<v1::Trial> done = core_->Call(req);
-    if (!done.ok() && done.status().code() == absl::StatusCode::kInvalidArgument) {
-      req.set_trial_infeasible(true);
-      req.set_infeasible_reason("stopped before its first measurement");
-      Complete(req);
-    } else if (!done.ok() && done.status().code() != absl::StatusCode::kFailedPrecondition) {
-      Log("completion refused", trial.name(), std::string(done.status().message()));
-    }
-    return;
+    CompleteStopped(std::move(req));
+  } else {
+    Complete(req);
   }
-  Complete(req);
+}
+
+void Scheduler::CompleteStopped(v1::CompleteTrialRequest req) {
+  absl::StatusOr<v1::Trial> done = core_->Call(req);
+  if (!done.ok() && done.status().code() == absl::StatusCode::kInvalidArgument) {
+    req.set_trial_infeasible(true);
+    req.set_infeasible_reason("stopped before its first measurement");
+    Complete(req);
+  } else if (!done.ok() && done.status().code() != absl::StatusCode::kFailedPrecondition) {
+    Log("completion refused", req.name(), std::string(done.status().message()));
+  }
 }
 
 void Scheduler::Complete(const v1::CompleteTrialRequest& req) {

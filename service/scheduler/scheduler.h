@@ -104,6 +104,9 @@ class Scheduler {
   void Report(const v1::Study& study, const v1::Trial& trial,
               const trainer_adapter::TrialOutcome& outcome);
   void Complete(const v1::CompleteTrialRequest& req);
+  // Completes a stopped trial as a stop ends (Vizier): its last measurement is final, or,
+  // without one, it is INFEASIBLE ("stopped before its first measurement").
+  void CompleteStopped(v1::CompleteTrialRequest req);
 
   StudyCore* const core_;
   const SchedulerOptions options_;

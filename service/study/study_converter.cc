@@ -462,10 +462,10 @@ absl::Status ValidateBudgetAndTemplate(const v1::StudySpec& spec) {
   if (spec.max_trial_retries() < 0) {
     return InvalidArgumentError("spec.max_trial_retries: must be >= 0 (0 = default)");
   }
-  const auto& tt = spec.trial_template().resources();
-  if (!(tt.cpu_cores() >= 0) || !std::isfinite(tt.cpu_cores()) || tt.memory_bytes() < 0 ||
-      tt.gpus() < 0) {
-    return InvalidArgumentError("spec.trial_template.resources: must be finite and >= 0");
+  if (absl::Status st =
+          ValidateResources(spec.trial_template().resources(), "spec.trial_template.resources");
+      !st.ok()) {
+    return st;
   }
   return ValidateTrialTemplate(spec);
 }
@@ -618,6 +618,14 @@ absl::Status ValidateMeasurement(const v1::Measurement& m, absl::string_view pat
       return InvalidArgumentError(
           StrFormat("%s.metrics[\"%s\"]: %g is not a finite number", path, name, value));
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateResources(const v1::ResourceRequest& r, absl::string_view path) {
+  if (!(r.cpu_cores() >= 0) || !std::isfinite(r.cpu_cores()) || r.memory_bytes() < 0 ||
+      r.gpus() < 0) {
+    return InvalidArgumentError(StrCat(path, ": must be finite and >= 0"));
   }
   return absl::OkStatus();
 }

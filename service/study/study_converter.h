@@ -38,6 +38,8 @@ absl::StatusOr<search::ParameterDict> ToParameterDict(
 // Validates a measurement (finite metrics, non-empty names, step >= 0). Paths start with
 // `path`.
 absl::Status ValidateMeasurement(const v1::Measurement& m, absl::string_view path);
+// cpu_cores, memory_bytes and gpus finite and >= 0; INVALID_ARGUMENT naming `path`.
+absl::Status ValidateResources(const v1::ResourceRequest& r, absl::string_view path);
 // Every figure finite and >= 0; INVALID_ARGUMENT naming the field under `path`.
 absl::Status ValidateUsage(const v1::TrialUsage& u, absl::string_view path);
 

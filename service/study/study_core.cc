@@ -1,7 +1,6 @@
 #include "service/study/study_core.h"
 
 #include <algorithm>
-#include <cmath>
 #include <optional>
 #include <string>
 #include <utility>
@@ -719,11 +718,8 @@ absl::StatusOr<v1::Trial> StudyCore::Apply(const v1::CompleteTrialRequest& req) 
 }
 
 absl::StatusOr<v1::Trial> StudyCore::Apply(const RerunTrialRequest& req) {
-  const v1::ResourceRequest& r = req.resources;
-  if (!(r.cpu_cores() >= 0) || !std::isfinite(r.cpu_cores()) || r.memory_bytes() < 0 ||
-      r.gpus() < 0 || req.oom_kills < 0) {
-    return InvalidArgumentError("resources: must be finite and >= 0");
-  }
+  if (absl::Status st = ValidateResources(req.resources, "resources"); !st.ok()) return st;
+  if (req.oom_kills < 0) return InvalidArgumentError("oom_kills: must be >= 0");
   EVOSCALE_LOCK_TRIAL(req.name, "name");
   const v1::Trial& t = state->trial(trial_id);
   if (t.state() != v1::Trial::ACTIVE) {
@@ -731,7 +727,7 @@ absl::StatusOr<v1::Trial> StudyCore::Apply(const RerunTrialRequest& req) {
         "trial \"%s\" is %s; only an ACTIVE trial runs again", t.name(), TrialStateName(t.state())));
   }
   v1::Trial n = t;
-  *n.mutable_resources() = r;
+  *n.mutable_resources() = req.resources;
   n.clear_measurements();
   n.mutable_usage()->set_oom_kills(t.usage().oom_kills() + req.oom_kills);
   *n.mutable_heartbeat_time() = ToProto(clock_->Now());

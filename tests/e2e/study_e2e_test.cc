@@ -26,6 +26,7 @@ namespace {
 
 using ::evoscale::testing::AwaitCondition;
 using ::evoscale::testing::EvoscaledProcess;
+using ::evoscale::testing::ProcessGone;
 using ::evoscale::testing::ExitedProcess;
 using ::evoscale::testing::TempDir;
 using ::testing::SizeIs;
@@ -454,14 +455,7 @@ TEST_F(StudyE2eTest, KillNineOfEvoscaledTakesItsManagedTrialsWithIt) {
   const int pid = read_pid();
   server_->Stop(SIGKILL);
   // The trial's process is gone (or a zombie waiting for a reaper).
-  auto alive = [&] {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string stat;
-    if (!std::getline(in, stat)) return false;
-    const size_t close = stat.rfind(')');
-    return close != std::string::npos && stat.substr(close + 2, 1) != "Z";
-  };
-  EXPECT_TRUE(AwaitCondition([&] { return !alive(); }, absl::Seconds(10)))
+  EXPECT_TRUE(AwaitCondition([&] { return ProcessGone(pid); }, absl::Seconds(10)))
       << "trial process " << pid << " outlived evoscaled";
   Restart();
   EXPECT_TRUE(AwaitCondition([&] { return GetStudy(study).completed_trial_count() >= 1; }));

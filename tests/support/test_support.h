@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <system_error>
 
@@ -60,6 +61,16 @@ MATCHER_P2(StatusIs, code, message_matcher,
   }
   return ::testing::ExplainMatchResult(message_matcher, std::string(arg.message()),
                                        result_listener);
+}
+
+// Whether process `pid` is gone: no /proc entry, or a zombie (in a container, a zombie may wait
+// for a reaper that never comes).
+inline bool ProcessGone(int pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  std::string stat;
+  if (!std::getline(in, stat)) return true;
+  const size_t close = stat.rfind(')');
+  return close != std::string::npos && stat.substr(close + 2, 1) == "Z";
 }
 
 // Waits for `condition` to hold, checking it every `poll`, for at most `timeout`. Returns

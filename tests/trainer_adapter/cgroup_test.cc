@@ -20,19 +20,10 @@ namespace evoscale::trainer_adapter {
 namespace {
 
 using ::evoscale::testing::AwaitCondition;
+using ::evoscale::testing::ProcessGone;
 using ::evoscale::testing::ScopedTempDir;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-
-// A process that is gone: no /proc entry, or a zombie (a zombie waits for a reaper that, in a
-// container, may never come).
-bool Gone(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
-  std::string stat;
-  if (!std::getline(in, stat)) return true;
-  const size_t close = stat.rfind(')');
-  return close != std::string::npos && stat.substr(close + 2, 1) == "Z";
-}
 
 pid_t ReadPid(const std::string& path) {
   std::ifstream in(path);
@@ -109,12 +100,12 @@ TEST_F(CgroupTest, DoubleForkedGrandchildEndsWithItsTrial) {
     ASSERT_GT(grandchild, 0);
     if (cgroups) {
       EXPECT_THAT(o.enforcement, StartsWith("cgroup v1"));
-      EXPECT_TRUE(AwaitCondition([&] { return Gone(grandchild); }, absl::Seconds(10)))
+      EXPECT_TRUE(AwaitCondition([&] { return ProcessGone(grandchild); }, absl::Seconds(10)))
           << "grandchild " << grandchild << " outlived its trial";
     } else {
       // Without a cgroup it escapes: what the cgroup mode is for. Clean up after it.
       EXPECT_THAT(o.enforcement, HasSubstr("cgroups turned off"));
-      EXPECT_FALSE(Gone(grandchild));
+      EXPECT_FALSE(ProcessGone(grandchild));
       kill(grandchild, SIGKILL);
     }
   }
