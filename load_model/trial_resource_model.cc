@@ -208,6 +208,17 @@ double TrialResourceModel::Evaluate(const Fit& fit, const TrialParams& params) c
   return fit.log_target ? std::exp(std::min(v, 700.0)) : v;
 }
 
+void TrialResourceModel::AddOutOfMemory(const TrialParams& params, double limit_bytes) {
+  if (trials_.empty() || !std::isfinite(limit_bytes) || limit_bytes <= 0) return;
+  const double fit = Predict(params).memory_fit_bytes;
+  if (fit > 0) out_of_memory_.emplace_back(num_trials(), limit_bytes / fit - 1);
+}
+
+void TrialResourceModel::MergeOutOfMemory(const TrialResourceModel& older) {
+  out_of_memory_.insert(out_of_memory_.end(), older.out_of_memory_.begin(),
+                        older.out_of_memory_.end());
+}
+
 TrialResourceRequest TrialResourceModel::Predict(const TrialParams& params) const {
   TrialResourceRequest req;
   if (trials_.empty()) {
@@ -240,6 +251,12 @@ TrialResourceRequest TrialResourceModel::Predict(const TrialParams& params) cons
     how = absl::StrFormat("%s fit on %s over %d trials (leave-one-out error %.1f%%)",
                           memory_fit_->log_target ? "power-law" : "linear", on, n,
                           100 * memory_fit_->loo_error);
+  }
+  for (const auto& [when, lacked] : out_of_memory_) {
+    if (when + options_.recent_errors > n) {
+      mem_margin = std::min(std::max(mem_margin, lacked + 2 * options_.min_margin),
+                            std::max(options_.max_margin, lacked + 2 * options_.min_margin));
+    }
   }
   req.memory_fit_bytes = std::max(mem, 0.0);
   req.memory_margin = mem_margin;

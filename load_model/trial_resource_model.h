@@ -69,6 +69,12 @@ class TrialResourceModel {
 
   // INVALID_ARGUMENT naming the field for negative or non-finite usage or parameters.
   absl::Status AddTrial(const TrialTelemetry& telemetry);
+  // A run with `params` was OOM-killed at `limit_bytes`: it needed more than the fit then
+  // gave times (1 + margin). Counted as an under-prediction of at least that much until
+  // `recent_errors` more trials have finished. No-op before any trial.
+  void AddOutOfMemory(const TrialParams& params, double limit_bytes);
+  // Takes over the OOM kills `older` (an earlier fit of the same study) has seen.
+  void MergeOutOfMemory(const TrialResourceModel& older);
   TrialResourceRequest Predict(const TrialParams& params) const;
   int num_trials() const { return static_cast<int>(trials_.size()); }
 
@@ -87,6 +93,8 @@ class TrialResourceModel {
 
   const TrialResourceModelOptions options_;
   std::vector<TrialTelemetry> trials_;
+  // OOM kills: (trials_.size() when it happened, the under-prediction it shows).
+  std::vector<std::pair<int, double>> out_of_memory_;
   // Refitted on the first Predict after AddTrial.
   mutable std::optional<Fit> memory_fit_, cpu_fit_;
 };

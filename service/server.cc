@@ -77,7 +77,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   }
   s->http_ = *std::move(http);
   s->http_port_ = s->http_->port();
-  s->scheduler_ = std::make_unique<Scheduler>(s->core_.get(), options.scheduler);
+  SchedulerOptions scheduler = options.scheduler;
+  // Checkpoints of managed trials live beside the database ("x.db" -> "x.db.checkpoints/").
+  if (scheduler.checkpoint_root.empty() && options.db_path != ":memory:") {
+    scheduler.checkpoint_root = options.db_path + ".checkpoints";
+  }
+  s->scheduler_ = std::make_unique<Scheduler>(s->core_.get(), std::move(scheduler));
   s->metrics_->SetTrialEnforcement(s->scheduler_->enforcement());
   s->metrics_->AttachScheduler(s->scheduler_.get());
   return s;

@@ -18,6 +18,7 @@
 #include "trainer/metrics.h"
 #include "trainer/mlp.h"
 #include "trainer/protocol.h"
+#include "trainer/stop_request.h"
 
 namespace evoscale::trainer {
 namespace {
@@ -65,6 +66,7 @@ class Training {
   absl::Status Train();
   absl::Status EvaluateAndReport();
   int64_t step() const { return step_; }
+  bool interrupted() const { return interrupted_; }
 
  private:
   // EvaluateAndReport's steps: the test (or held-out) set's metrics, one batch's input rows
@@ -138,6 +140,7 @@ class Training {
   double train_seconds_ = 0;
   int64_t malformed_ = 0;
   int64_t checkpoints_written_ = 0;
+  bool interrupted_ = false;  // stopped by RequestStop() before the data ran out
 
   std::barrier<> barrier_a_;               // inputs gathered
   std::barrier<> barrier_b_;               // gradients computed
@@ -416,6 +419,12 @@ void Training::OnStepEnd() {
     }
     batch_ = *std::move(next);
   }
+  if (batch_ != nullptr && StopRequested()) {
+    // Asked to stop: this step is the last; its checkpoint (below) is where a resume starts.
+    interrupted_ = true;
+    reader_->Recycle(std::move(batch_));
+    batch_.reset();
+  }
   checkpoint_now_ = !config_.checkpoint_dir.empty() &&
                     ((config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0) ||
                      batch_ == nullptr);
@@ -584,6 +593,12 @@ absl::Status RunCpuTrainer(const TrainerConfig& config, const EventSink& sink, i
   Training training(config, sink);
   absl::Status status = training.Setup();
   if (status.ok()) status = training.Train();
+  if (status.ok() && training.interrupted()) {
+    status = absl::AbortedError(absl::StrCat(
+        "stopped at step ", training.step(),
+        config.checkpoint_dir.empty() ? " (no checkpoint_dir: nothing saved)"
+                                      : absl::StrCat("; checkpoint in ", config.checkpoint_dir)));
+  }
   if (status.ok()) status = training.EvaluateAndReport();
   *step = training.step();
   return status;

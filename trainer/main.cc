@@ -1,4 +1,5 @@
 // evoscale-trainer: flags in, JSON lines out (see trainer.h and DESIGN.md "Trainer protocol").
+#include <csignal>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -6,6 +7,7 @@
 
 #include "trainer/flags.h"
 #include "trainer/protocol.h"
+#include "trainer/stop_request.h"
 #include "trainer/trainer.h"
 
 int main(int argc, char** argv) {
@@ -27,6 +29,11 @@ int main(int argc, char** argv) {
     std::fputs(kTrainerUsage, stdout);
     return 0;
   }
+  // SIGTERM (a stop or a preemption): checkpoint at the end of the step, then exit.
+  struct sigaction on_term = {};
+  on_term.sa_handler = [](int) { RequestStop(); };
+  sigemptyset(&on_term.sa_mask);
+  sigaction(SIGTERM, &on_term, nullptr);
   absl::Status status = RunTrainer(parsed->config, sink);
   if (!status.ok()) {
     std::fprintf(stderr, "evoscale-trainer: %s\n", std::string(status.message()).c_str());

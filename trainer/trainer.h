@@ -31,6 +31,8 @@ namespace evoscale::trainer {
 // ("built without CUDA") or FAILED_PRECONDITION ("no CUDA device").
 absl::Status RunTrainer(const TrainerConfig& config, const EventSink& sink);
 
+// A running trainer stops early, with a checkpoint, on RequestStop() (trainer/stop_request.h).
+
 }  // namespace evoscale::trainer
 
 #endif  // EVOSCALE_TRAINER_TRAINER_H_

@@ -5,7 +5,11 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <set>
 #include <fstream>
+#include <unistd.h>
 #include <functional>
 #include <vector>
 
@@ -24,12 +28,18 @@ namespace evoscale::service {
 namespace ta = ::evoscale::trainer_adapter;
 
 struct Scheduler::Slot {
+  std::string study;
+  int priority = 0;
+  absl::Time started = absl::Now();
   std::string client_id;
   std::string trial_name;
   std::vector<int> gpu_ids;
   std::thread driver;
   std::atomic<bool> done{false};
   std::atomic<bool> shutdown{false};  // stopped because evoscaled stops: leave it ACTIVE
+  // Stopped to make room for a trial of higher priority: its trial waits again (ACTIVE, with
+  // its measurements and checkpoint) instead of completing.
+  std::atomic<bool> preempted{false};
   absl::Time last_heartbeat = absl::Now();
 
   absl::Mutex mu;
@@ -46,6 +56,17 @@ struct Scheduler::Slot {
   }
 };
 
+struct Scheduler::Pending {
+  v1::Study study;
+  v1::Trial trial;
+  absl::Time last_heartbeat;
+};
+
+struct Scheduler::StudyModel {
+  int64_t completed = -1;  // the study's completed_trial_count when last fitted
+  std::unique_ptr<load_model::TrialResourceModel> model;
+};
+
 namespace {
 
 // Shortest text that reads back as the same double.
@@ -55,9 +76,12 @@ std::string DoubleText(double v) {
   return ec == std::errc() ? std::string(buf, end) : absl::StrCat(v);
 }
 
-std::map<std::string, std::string> TemplateValues(const v1::Study& study, const v1::Trial& t) {
-  std::map<std::string, std::string> values = {
-      {"trial", t.name()}, {"trial_id", absl::StrCat(t.id())}, {"study", study.name()}};
+std::map<std::string, std::string> TemplateValues(const v1::Study& study, const v1::Trial& t,
+                                                  const std::string& checkpoint_dir) {
+  std::map<std::string, std::string> values = {{"trial", t.name()},
+                                                {"trial_id", absl::StrCat(t.id())},
+                                                {"study", study.name()},
+                                                {"checkpoint_dir", checkpoint_dir}};
   for (const v1::Parameter& p : t.parameters()) {
     switch (p.value_case()) {
       case v1::Parameter::kDoubleValue:
@@ -138,6 +162,32 @@ int64_t DefaultMemoryCapacity() {
   return int64_t{1} << 30;
 }
 
+// A trial's parameters as the load model's features: numbers as they are, a categorical value
+// as a one-hot "name=value".
+load_model::TrialParams ModelParams(const v1::Trial& t) {
+  load_model::TrialParams params;
+  for (const v1::Parameter& p : t.parameters()) {
+    switch (p.value_case()) {
+      case v1::Parameter::kDoubleValue:
+        params[p.name()] = p.double_value();
+        break;
+      case v1::Parameter::kIntValue:
+        params[p.name()] = static_cast<double>(p.int_value());
+        break;
+      case v1::Parameter::kStringValue:
+        params[absl::StrCat(p.name(), "=", p.string_value())] = 1;
+        break;
+      default:
+        break;
+    }
+  }
+  return params;
+}
+
+std::pair<int64_t, int32_t> CreateTime(const v1::Study& s) {
+  return {s.create_time().seconds(), s.create_time().nanos()};
+}
+
 }  // namespace
 
 absl::Status ParseCapacity(absl::string_view text, SchedulerOptions* options) {
@@ -200,6 +250,11 @@ Scheduler::Scheduler(StudyCore* core, SchedulerOptions options)
   gpu_busy_.assign(static_cast<size_t>(std::max(options_.gpus, 0)), false);
   memory_capacity_ = options_.memory_capacity_bytes > 0 ? options_.memory_capacity_bytes
                                                          : DefaultMemoryCapacity();
+  checkpoint_root_ = !options_.checkpoint_root.empty()
+                         ? options_.checkpoint_root
+                         : (std::filesystem::temp_directory_path() /
+                            absl::StrCat("evoscale-checkpoints-", getpid()))
+                               .string();
   cpu_capacity_ = options_.cpu_capacity > 0
                       ? options_.cpu_capacity
                       : std::max(1.0, static_cast<double>(std::thread::hardware_concurrency()));
@@ -249,6 +304,11 @@ int Scheduler::waiting_studies() {
   return waiting_studies_;
 }
 
+int64_t Scheduler::preemptions() {
+  absl::MutexLock lock(&mu_);
+  return preemptions_;
+}
+
 v1::ResourceRequest Scheduler::RequestedLocked() {
   v1::ResourceRequest sum;
   for (const auto& [key, slot] : slots_) {
@@ -259,14 +319,6 @@ v1::ResourceRequest Scheduler::RequestedLocked() {
     sum.set_gpus(sum.gpus() + slot->request.gpus());
   }
   return sum;
-}
-
-bool Scheduler::FitsLocked(const v1::ResourceRequest& request) {
-  const v1::ResourceRequest used = RequestedLocked();
-  // A trial larger than the whole capacity still runs alone, rather than never.
-  const bool alone = RunningLocked() == 0;
-  return alone || (used.cpu_cores() + request.cpu_cores() <= cpu_capacity_ + 1e-9 &&
-                   used.memory_bytes() + request.memory_bytes() <= memory_capacity_);
 }
 
 int Scheduler::RunningLocked() {
@@ -352,142 +404,353 @@ void Scheduler::Loop() {
       }
     }
     if (options_.max_running_trials <= 0) continue;
-    // Active managed studies: those with room for another trial get one.
+    // ACTIVE studies, and COMPLETED ones (budget spent) with trials still to finish; a paused
+    // (INACTIVE) study starts nothing.
     std::vector<v1::Study> managed = ManagedStudies();
-    std::erase_if(managed,
-                  [](const v1::Study& s) { return s.state() != v1::Study::ACTIVE; });
-    // Highest priority first, then the oldest study; the first study whose next trial does
-    // not fit the capacity holds back every study after it (no backfill: a large trial of a
-    // high-priority study is never starved by small ones).
+    std::erase_if(managed, [](const v1::Study& s) {
+      return !(s.state() == v1::Study::ACTIVE ||
+               (s.state() == v1::Study::COMPLETED && s.trial_count() > s.completed_trial_count()));
+    });
+    // Highest priority first, then the oldest study.
     std::stable_sort(managed.begin(), managed.end(), [](const v1::Study& a, const v1::Study& b) {
       const int pa = a.spec().trial_template().priority();
       const int pb = b.spec().trial_template().priority();
       if (pa != pb) return pa > pb;
-      return std::make_pair(a.create_time().seconds(), a.create_time().nanos()) <
-             std::make_pair(b.create_time().seconds(), b.create_time().nanos());
+      return CreateTime(a) < CreateTime(b);
     });
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
-    size_t filled = 0;
-    while (filled < managed.size() && FillSlots(managed[filled])) ++filled;
-    waiting_studies_ = static_cast<int>(managed.size() - filled);
+    Admit(managed);
   }
 }
 
-bool Scheduler::FillSlots(const v1::Study& study) {
-  const v1::TrialTemplate& tt = study.spec().trial_template();
-  const int parallel = std::max(1, tt.parallel_trials());
-  const int gpus = tt.resources().gpus();
-  if (gpus > options_.gpus) return true;  // never fits here (the study's page says why)
-  for (int i = 0; i < parallel; ++i) {
-    const Key key{study.name(), i};
-    if (slots_.contains(key)) continue;
-    if (RunningLocked() >= options_.max_running_trials) return false;
-    if (!FitsLocked(tt.resources())) return false;
-    std::vector<int> gpu_ids;
-    for (size_t g = 0; g < gpu_busy_.size() && static_cast<int>(gpu_ids.size()) < gpus; ++g) {
-      if (!gpu_busy_[g]) gpu_ids.push_back(static_cast<int>(g));
+load_model::TrialResourceModel& Scheduler::ModelFor(const v1::Study& study) {
+  StudyModel& m = models_[study.name()];
+  if (m.model != nullptr && m.completed == study.completed_trial_count()) return *m.model;
+  auto model = std::make_unique<load_model::TrialResourceModel>();
+  // Trials that ran to their end, in the order they ended: a stopped or failed run's peak is
+  // only a lower bound of what a whole run needs.
+  std::vector<v1::Trial> finished;
+  v1::ListTrialsRequest list;
+  list.set_parent(study.name());
+  list.set_state(v1::Trial::SUCCEEDED);
+  list.set_page_size(kMaxPageSize);
+  for (;;) {
+    absl::StatusOr<v1::ListTrialsResponse> page = core_->Call(list);
+    if (!page.ok()) break;
+    for (const v1::Trial& t : page->trials()) {
+      if (t.usage().peak_memory_bytes() > 0 && !t.usage().stopped()) finished.push_back(t);
     }
-    if (static_cast<int>(gpu_ids.size()) < gpus) return false;  // wait for GPUs
-    auto slot = std::make_shared<Slot>();
-    slot->client_id = absl::StrCat("evoscaled/slot-", i);
-    v1::SuggestTrialsRequest req;
-    req.set_parent(study.name());
-    req.set_suggestion_count(1);
-    req.set_client_id(slot->client_id);
-    absl::StatusOr<v1::SuggestTrialsResponse> got = core_->Call(req);
-    if (!got.ok() || got->trials().empty()) return true;  // budget spent, or not ACTIVE
-    const v1::Trial& trial = got->trials(0);
-    slot->trial_name = trial.name();
-    {
-      absl::MutexLock slot_lock(&slot->mu);
-      slot->request = trial.resources();
-    }
-    slot->gpu_ids = gpu_ids;
-    for (int g : gpu_ids) gpu_busy_[static_cast<size_t>(g)] = true;
-    slot->driver = std::thread(&Scheduler::Drive, this, slot, study, trial);
-    slots_.emplace(key, std::move(slot));
+    if (page->next_page_token().empty()) break;
+    list.set_page_token(page->next_page_token());
   }
+  std::stable_sort(finished.begin(), finished.end(), [](const v1::Trial& a, const v1::Trial& b) {
+    return std::make_pair(a.end_time().seconds(), a.end_time().nanos()) <
+           std::make_pair(b.end_time().seconds(), b.end_time().nanos());
+  });
+  for (const v1::Trial& t : finished) {
+    load_model::TrialTelemetry telemetry;
+    telemetry.params = ModelParams(t);
+    telemetry.peak_memory_bytes = static_cast<double>(t.usage().peak_memory_bytes());
+    telemetry.peak_cpu_cores = t.usage().mean_cpu_cores();
+    model->AddTrial(telemetry).IgnoreError();  // the store holds only validated usage
+  }
+  // OOM kills since the last fit still count against the margin.
+  if (m.model != nullptr) model->MergeOutOfMemory(*m.model);
+  m.model = std::move(model);
+  m.completed = study.completed_trial_count();
+  return *m.model;
+}
+
+v1::ResourceRequest Scheduler::RequestFor(const v1::Study& study, const v1::Trial& trial,
+                                          std::string* why) {
+  const v1::TrialTemplate& tt = study.spec().trial_template();
+  v1::ResourceRequest r = tt.resources();
+  if (tt.fixed_resources()) {
+    *why = "the template's resources (fixed_resources)";
+  } else if (load_model::TrialResourceModel& model = ModelFor(study); model.num_trials() == 0) {
+    *why = "the template's resources (no finished trial to learn from yet)";
+  } else {
+    const load_model::TrialResourceRequest predicted = model.Predict(ModelParams(trial));
+    // CPU is throttled, not killed: never more cores than the template asks for.
+    r.set_cpu_cores(tt.resources().cpu_cores() > 0
+                        ? std::min(predicted.cpu_cores, tt.resources().cpu_cores())
+                        : predicted.cpu_cores);
+    r.set_memory_bytes(std::min(predicted.memory_bytes, memory_capacity_));
+    *why = predicted.explanation;
+  }
+  // After an OOM kill, the trial's own (doubled) request is a floor.
+  if (trial.usage().oom_kills() > 0) {
+    r.set_memory_bytes(std::max(r.memory_bytes(), trial.resources().memory_bytes()));
+  }
+  return r;
+}
+
+std::string Scheduler::CheckpointDir(const v1::Trial& trial) const {
+  // "studies/S/trials/T" -> ROOT/S/T
+  std::vector<std::string> parts = absl::StrSplit(trial.name(), '/');
+  return parts.size() == 4 ? absl::StrCat(checkpoint_root_, "/", parts[1], "/", parts[3])
+                           : absl::StrCat(checkpoint_root_, "/", trial.id());
+}
+
+bool Scheduler::StartTrial(const Key& key, Pending pending, const v1::ResourceRequest& request) {
+  const v1::TrialTemplate& tt = pending.study.spec().trial_template();
+  RerunTrialRequest set{.name = pending.trial.name(),
+                        .resources = request,
+                        .oom_kills = 0,
+                        .keep_measurements = true};
+  absl::StatusOr<v1::Trial> trial = core_->Call(set);
+  if (!trial.ok()) return false;  // completed or stopped by a client meanwhile
+  auto slot = std::make_shared<Slot>();
+  slot->study = key.study;
+  slot->priority = tt.priority();
+  slot->client_id = absl::StrCat("evoscaled/slot-", key.slot);
+  slot->trial_name = trial->name();
+  {
+    absl::MutexLock slot_lock(&slot->mu);
+    slot->request = trial->resources();
+  }
+  for (size_t g = 0; g < gpu_busy_.size() && static_cast<int>(slot->gpu_ids.size()) <
+                                                 request.gpus(); ++g) {
+    if (!gpu_busy_[g]) {
+      gpu_busy_[g] = true;
+      slot->gpu_ids.push_back(static_cast<int>(g));
+    }
+  }
+  slot->driver = std::thread(&Scheduler::Drive, this, slot, std::move(pending.study), *trial);
+  slots_.emplace(key, std::move(slot));
   return true;
+}
+
+void Scheduler::Admit(const std::vector<v1::Study>& managed) {
+  const absl::Time now = absl::Now();
+  // 1. A waiting trial for each free slot: asking with the slot's client id hands back the
+  // trial it had (preempted, OOM-killed, or interrupted by a restart) before a new one.
+  std::set<std::string> active;
+  for (const v1::Study& study : managed) {
+    active.insert(study.name());
+    const v1::TrialTemplate& tt = study.spec().trial_template();
+    if (tt.resources().gpus() > options_.gpus) continue;  // never fits (the study's page says why)
+    for (int i = 0; i < std::max(1, tt.parallel_trials()); ++i) {
+      const Key key{study.name(), i};
+      if (slots_.contains(key)) continue;
+      auto it = pending_.find(key);
+      if (it != pending_.end() && now - it->second.last_heartbeat < options_.heartbeat_every) {
+        it->second.study = study;
+        continue;
+      }
+      v1::SuggestTrialsRequest req;
+      req.set_parent(study.name());
+      req.set_suggestion_count(1);
+      req.set_client_id(absl::StrCat("evoscaled/slot-", i));
+      absl::StatusOr<v1::SuggestTrialsResponse> got = core_->Call(req);
+      if (!got.ok() || got->trials().empty()) {  // budget spent, or no longer ACTIVE
+        pending_.erase(key);
+        break;
+      }
+      pending_[key] = Pending{study, got->trials(0), now};
+    }
+  }
+  std::erase_if(pending_, [&](const auto& p) { return !active.contains(p.first.study); });
+
+  // 2. Their requests, highest priority first, then the oldest study, then the oldest trial.
+  struct Candidate {
+    Key key;
+    int priority;
+    std::pair<int64_t, int32_t> age;
+    int64_t trial_id;
+    v1::ResourceRequest request;
+  };
+  std::vector<Candidate> waiting;
+  for (auto& [key, p] : pending_) {
+    std::string why;
+    waiting.push_back({key, p.study.spec().trial_template().priority(), CreateTime(p.study),
+                       p.trial.id(), RequestFor(p.study, p.trial, &why)});
+  }
+  std::sort(waiting.begin(), waiting.end(), [](const Candidate& a, const Candidate& b) {
+    return std::tie(b.priority, a.age, a.key.study, a.trial_id) <
+           std::tie(a.priority, b.age, b.key.study, b.trial_id);
+  });
+  auto fits = [&](const v1::ResourceRequest& r, const v1::ResourceRequest& used, int running) {
+    if (running >= options_.max_running_trials) return false;
+    int free_gpus = 0;
+    for (bool busy : gpu_busy_) free_gpus += busy ? 0 : 1;
+    if (r.gpus() > free_gpus) return false;
+    // A trial larger than the whole capacity still runs alone, rather than never.
+    return running == 0 || (used.cpu_cores() + r.cpu_cores() <= cpu_capacity_ + 1e-9 &&
+                            used.memory_bytes() + r.memory_bytes() <= memory_capacity_);
+  };
+
+  // 3. Start, best fit within the highest priority waiting; preempt lower ones if none fits.
+  while (!waiting.empty()) {
+    const int top = waiting.front().priority;
+    const v1::ResourceRequest used = RequestedLocked();
+    const int running = RunningLocked();
+    std::optional<size_t> best;
+    for (size_t i = 0; i < waiting.size() && waiting[i].priority == top; ++i) {
+      if (!fits(waiting[i].request, used, running)) continue;
+      const int64_t left = memory_capacity_ - used.memory_bytes() - waiting[i].request.memory_bytes();
+      const int64_t best_left =
+          best ? memory_capacity_ - used.memory_bytes() - waiting[*best].request.memory_bytes()
+               : 0;
+      if (!best || left < best_left) best = i;
+    }
+    if (best) {
+      Candidate c = waiting[*best];
+      waiting.erase(waiting.begin() + static_cast<ptrdiff_t>(*best));
+      auto it = pending_.find(c.key);
+      Pending p = std::move(it->second);
+      pending_.erase(it);
+      StartTrial(c.key, std::move(p), c.request);
+      continue;
+    }
+    // None fits. Running trials of lower priority that would free enough for the oldest
+    // waiting one: the lowest priority first, the most recently started first among equals.
+    const Candidate& want = waiting.front();
+    std::vector<std::shared_ptr<Slot>> lower;
+    for (auto& [key, slot] : slots_) {
+      if (!slot->done && !slot->preempted && slot->priority < top) lower.push_back(slot);
+    }
+    std::sort(lower.begin(), lower.end(), [](const auto& a, const auto& b) {
+      return std::make_pair(a->priority, -absl::ToUnixNanos(a->started)) <
+             std::make_pair(b->priority, -absl::ToUnixNanos(b->started));
+    });
+    v1::ResourceRequest after = used;
+    int running_after = running;
+    size_t take = 0;
+    // Trials already being preempted count as gone.
+    for (auto& [key, slot] : slots_) {
+      if (slot->done || !slot->preempted) continue;
+      absl::MutexLock slot_lock(&slot->mu);
+      after.set_cpu_cores(after.cpu_cores() - slot->request.cpu_cores());
+      after.set_memory_bytes(after.memory_bytes() - slot->request.memory_bytes());
+      --running_after;
+    }
+    auto fits_after = [&] {
+      return running_after == 0 ||
+             (running_after < options_.max_running_trials &&
+              after.cpu_cores() + want.request.cpu_cores() <= cpu_capacity_ + 1e-9 &&
+              after.memory_bytes() + want.request.memory_bytes() <= memory_capacity_);
+    };
+    while (!fits_after() && take < lower.size()) {
+      absl::MutexLock slot_lock(&lower[take]->mu);
+      after.set_cpu_cores(after.cpu_cores() - lower[take]->request.cpu_cores());
+      after.set_memory_bytes(after.memory_bytes() - lower[take]->request.memory_bytes());
+      --running_after;
+      ++take;
+    }
+    if (fits_after()) {
+      for (size_t i = 0; i < take; ++i) {
+        lower[i]->preempted = true;
+        lower[i]->RequestStop(options_.stop_grace);
+        ++preemptions_;
+        Log("preempted", lower[i]->trial_name,
+            absl::StrCat("for ", want.key.study, " (priority ", top, " over ",
+                         lower[i]->priority, ")"));
+      }
+    }
+    break;  // the rest waits: lower priorities are not started before the higher ones
+  }
+  std::set<std::string> studies_waiting;
+  for (const Candidate& c : waiting) studies_waiting.insert(c.key.study);
+  waiting_studies_ = static_cast<int>(studies_waiting.size());
 }
 
 void Scheduler::Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial trial) {
   const v1::TrialTemplate& tt = study.spec().trial_template();
+  const std::string checkpoint_dir = CheckpointDir(trial);
+  std::error_code ec;
+  auto finish = [&] {
+    std::filesystem::remove_all(checkpoint_dir, ec);
+    slot->done = true;
+  };
   auto infeasible = [&](const std::string& reason) {
     v1::CompleteTrialRequest req;
     req.set_name(trial.name());
     req.set_trial_infeasible(true);
     req.set_infeasible_reason(reason.substr(0, 4096));
     Complete(req);
+    finish();
   };
   std::vector<std::string> args(tt.args().begin(), tt.args().end());
   absl::StatusOr<std::vector<std::string>> expanded =
-      ta::ExpandArgs(args, TemplateValues(study, trial));
+      ta::ExpandArgs(args, TemplateValues(study, trial, checkpoint_dir));
   if (!expanded.ok()) {
     // A ${name} of a conditional parameter this trial does not have.
-    infeasible(absl::StrCat("trial_template.", expanded.status().message()));
+    return infeasible(absl::StrCat("trial_template.", expanded.status().message()));
+  }
+  if (!std::filesystem::create_directories(checkpoint_dir, ec) && ec) {
+    return infeasible(absl::StrCat("cannot make its checkpoint_dir ", checkpoint_dir, ": ",
+                                   ec.message()));
+  }
+  ta::TrialLaunch launch;
+  launch.trial_name = trial.name();
+  launch.argv.push_back(tt.command());
+  launch.argv.insert(launch.argv.end(), expanded->begin(), expanded->end());
+  launch.env.insert(tt.env().begin(), tt.env().end());
+  launch.limits.cpu_cores = trial.resources().cpu_cores();
+  launch.limits.memory_bytes = trial.resources().memory_bytes();
+  launch.limits.gpus = trial.resources().gpus();
+  launch.gpu_ids = slot->gpu_ids;
+  Reporter reporter(core_, trial.name(), options_.stop_grace,
+                    [slot](absl::Duration grace) { slot->RequestStop(grace); });
+  absl::StatusOr<std::unique_ptr<ta::RunningTrial>> run = runner_->Start(launch, &reporter);
+  if (!run.ok()) return infeasible(absl::StrCat("cannot start: ", run.status().message()));
+  bool stop_wanted;
+  {
+    absl::MutexLock lock(&slot->mu);
+    slot->run = run->get();
+    if (slot->stop_wanted) slot->run->Stop(slot->stop_grace);
+  }
+  ta::TrialOutcome outcome = (*run)->Wait();
+  {
+    absl::MutexLock lock(&slot->mu);
+    slot->run = nullptr;
+    stop_wanted = slot->stop_wanted;
+  }
+  run->reset();
+  // Stopped because evoscaled stops, or to make room: the trial stays ACTIVE and its slot's
+  // client id gets it back (with its measurements and checkpoint) when it runs again. A run
+  // that ended on its own just before the signal is reported as it ended.
+  const bool ended_anyway = outcome.final.has_value() && outcome.exit_code == 0;
+  if (slot->shutdown || (slot->preempted && !ended_anyway)) {
     slot->done = true;
     return;
   }
-  // An OOM kill runs the trial again with twice the memory, up to the capacity.
-  for (;;) {
-    ta::TrialLaunch launch;
-    launch.trial_name = trial.name();
-    launch.argv.push_back(tt.command());
-    launch.argv.insert(launch.argv.end(), expanded->begin(), expanded->end());
-    launch.env.insert(tt.env().begin(), tt.env().end());
-    launch.limits.cpu_cores = trial.resources().cpu_cores();
-    launch.limits.memory_bytes = trial.resources().memory_bytes();
-    launch.limits.gpus = trial.resources().gpus();
-    launch.gpu_ids = slot->gpu_ids;
-    Reporter reporter(core_, trial.name(), options_.stop_grace,
-                      [slot](absl::Duration grace) { slot->RequestStop(grace); });
-    absl::StatusOr<std::unique_ptr<ta::RunningTrial>> run = runner_->Start(launch, &reporter);
-    if (!run.ok()) {
-      infeasible(absl::StrCat("cannot start: ", run.status().message()));
-      break;
-    }
-    bool stop_wanted;
-    {
-      absl::MutexLock lock(&slot->mu);
-      slot->run = run->get();
-      if (slot->stop_wanted) slot->run->Stop(slot->stop_grace);
-    }
-    ta::TrialOutcome outcome = (*run)->Wait();
-    {
-      absl::MutexLock lock(&slot->mu);
-      slot->run = nullptr;
-      stop_wanted = slot->stop_wanted;
-    }
-    run->reset();
-    if (slot->shutdown) break;
-    if (outcome.kind == ta::TrialOutcome::Kind::kOutOfMemory && !stop_wanted) {
-      const int64_t asked = trial.resources().memory_bytes();
-      const int64_t more = std::min(2 * asked, memory_capacity_);
-      if (asked > 0 && more > asked) {
-        RerunTrialRequest rerun{.name = trial.name(),
-                                .resources = trial.resources(),
-                                .oom_kills = static_cast<int32_t>(std::max<int64_t>(
-                                    1, outcome.oom_kills))};
-        rerun.resources.set_memory_bytes(more);
-        absl::StatusOr<v1::Trial> again = core_->Call(rerun);
-        if (again.ok()) {
-          trial = *std::move(again);
-          absl::MutexLock lock(&slot->mu);
-          slot->request = trial.resources();
-          continue;
+  if (slot->preempted) outcome.kind = ta::TrialOutcome::Kind::kSucceeded;
+  if (outcome.kind == ta::TrialOutcome::Kind::kOutOfMemory && !stop_wanted) {
+    const int64_t asked = trial.resources().memory_bytes();
+    const int64_t more = std::min(2 * asked, memory_capacity_);
+    if (asked > 0 && more > asked) {
+      {
+        absl::MutexLock lock(&mu_);
+        auto m = models_.find(study.name());
+        if (m != models_.end() && m->second.model != nullptr) {
+          m->second.model->AddOutOfMemory(ModelParams(trial), static_cast<double>(asked));
         }
-        Log("rerun refused", trial.name(), std::string(again.status().message()));
-      } else if (asked > 0) {
-        absl::StrAppend(&outcome.reason, "; it needs more than the memory capacity of ",
-                        memory_capacity_, " bytes");
-        outcome.oom_kills = std::max<int64_t>(1, outcome.oom_kills);
       }
+      // From scratch (its measurements and checkpoints go), and admitted again against the
+      // capacity in use: the slot's client id gets it back with the larger request.
+      RerunTrialRequest rerun{.name = trial.name(),
+                              .resources = trial.resources(),
+                              .oom_kills = static_cast<int32_t>(
+                                  std::max<int64_t>(1, outcome.oom_kills))};
+      rerun.resources.set_memory_bytes(more);
+      absl::StatusOr<v1::Trial> again = core_->Call(rerun);
+      if (again.ok()) {
+        Log("out of memory", trial.name(),
+            absl::StrCat("runs again with ", more, " bytes (was ", asked, ")"));
+        return finish();
+      }
+      Log("rerun refused", trial.name(), std::string(again.status().message()));
+    } else if (asked > 0) {
+      absl::StrAppend(&outcome.reason, "; it needs more than the memory capacity of ",
+                      memory_capacity_, " bytes");
+      outcome.oom_kills = std::max<int64_t>(1, outcome.oom_kills);
     }
-    Report(study, trial, outcome);
-    break;
   }
-  slot->done = true;
+  Report(study, trial, outcome);
+  finish();
 }
 
 void Scheduler::Report(const v1::Study& study, const v1::Trial& trial,
@@ -504,6 +767,7 @@ void Scheduler::Report(const v1::Study& study, const v1::Trial& trial,
   // Earlier runs of this trial that were OOM-killed count too.
   usage->set_oom_kills(trial.usage().oom_kills() + static_cast<int32_t>(outcome.oom_kills));
   usage->set_enforcement(outcome.enforcement);
+  usage->set_stopped(outcome.kind == ta::TrialOutcome::Kind::kStopped);
   switch (outcome.kind) {
     case ta::TrialOutcome::Kind::kSucceeded: {
       v1::Measurement* m = req.mutable_final_measurement();

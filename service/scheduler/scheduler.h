@@ -2,17 +2,25 @@
 // processes through trainer_adapter, and reports them through StudyCore like any client would:
 //
 //  - every poll it lists the ACTIVE managed studies and, for each free slot (a study has
-//    `trial_template.parallel_trials` slots; all studies together at most
-//    `max_running_trials`), asks for one trial with the slot's own client id
-//    ("evoscaled/slot-N"), so that after a restart each slot gets its unfinished trial back
-//    and runs it again;
+//    `trial_template.parallel_trials` slots), asks for one trial with the slot's own client
+//    id ("evoscaled/slot-N"), so that after a restart, a preemption or an OOM kill each slot
+//    gets its unfinished trial back and runs it again;
+//  - each waiting trial gets its request: the template's `resources` until the study has
+//    finished trials, then what the study's load model (load_model::TrialResourceModel,
+//    fitted on the usage of the trials that ran to their end) predicts for its parameters;
+//  - trials start by priority (`trial_template.priority`, higher first): among those of the
+//    highest priority waiting, the one whose request fits best (least memory left over), the
+//    oldest on a tie; when none of them fits, lower priorities wait too (no backfill), and
+//    running trials of lower priority are preempted if that frees enough: SIGTERM (a trainer
+//    checkpoints into ${checkpoint_dir}), and their trials wait again, to resume later;
 //  - the trial's progress events become measurements; after each one (and every poll) it asks
 //    CheckTrialEarlyStoppingState, and stops the process when told to (early stopping, or a
 //    client's StopTrial);
 //  - at the end: the final event's metrics (plus evoscale/peak_rss_bytes, evoscale/cpu_seconds
-//    and evoscale/wall_seconds) complete the trial; a stopped trial completes with its last
-//    measurement; a failure, an out-of-memory kill or a final event without the study's
-//    metrics makes it INFEASIBLE with the reason.
+//    and evoscale/wall_seconds) complete the trial, with its usage; a stopped trial completes
+//    with its last measurement; an OOM kill runs the trial again with twice the memory (and
+//    teaches the model); a failure, an OOM kill at the whole capacity or a final event without
+//    the study's metrics makes it INFEASIBLE with the reason.
 //
 // On shutdown the running processes are stopped and their trials stay ACTIVE: they run again
 // after the next start.
@@ -32,6 +40,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "load_model/trial_resource_model.h"
 #include "service/study/study_core.h"
 #include "trainer_adapter/trial_runner.h"
 
@@ -52,6 +61,10 @@ struct SchedulerOptions {
   // is; a trial OOM-killed at its request runs again with twice the memory, up to this, and
   // one that needs more is INFEASIBLE. 0: 80% of this machine's memory.
   int64_t memory_capacity_bytes = 0;
+  // Where each trial's ${checkpoint_dir} is made: ROOT/STUDY_ID/TRIAL_ID, kept while the trial
+  // runs or waits (a preempted trial resumes from it), removed when it ends. Empty: a folder in
+  // the system's temporary directory.
+  std::string checkpoint_root;
   trainer_adapter::LocalRunnerOptions runner;
 };
 
@@ -76,11 +89,15 @@ class Scheduler {
   // Active managed studies whose next trial waits for capacity (or GPUs, or
   // --max-running-trials), as of the last scheduling pass.
   int waiting_studies();
+  // Trials preempted so far (stopped to make room for a trial of higher priority).
+  int64_t preemptions();
   // How trials are contained: "cgroup v1 (...)" or "sampling /proc every ...: WHY".
   std::string enforcement() const { return runner_->enforcement(); }
 
  private:
   struct Slot;
+  struct Pending;
+  struct StudyModel;
   struct Key {
     std::string study;
     int slot;
@@ -89,17 +106,26 @@ class Scheduler {
 
   int RunningLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::ResourceRequest RequestedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Whether `request` fits beside what runs now.
-  bool FitsLocked(const v1::ResourceRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Loop();
   // Trials of managed studies that a previous evoscaled left STOPPING (it died between a stop
   // and the trial's completion) end as a stop ends, once, at start: nothing runs them again.
   void FinishStoppingTrials();
   // Every study with a trial template command, in any state.
   std::vector<v1::Study> ManagedStudies();
-  // Starts trials of `study` while they fit. False when its next trial waits for capacity (or
-  // GPUs, or --max-running-trials): studies after it wait too.
-  bool FillSlots(const v1::Study& study) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives each free slot of `managed` (in priority order) a waiting trial, and starts
+  // (or preempts for) those that fit, as the header comment says.
+  void Admit(const std::vector<v1::Study>& managed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The request a waiting trial runs with (see the header comment); `why` says where it came
+  // from.
+  v1::ResourceRequest RequestFor(const v1::Study& study, const v1::Trial& trial, std::string* why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The study's load model, refitted when its completed_trial_count has changed.
+  load_model::TrialResourceModel& ModelFor(const v1::Study& study)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts `pending` in slot `key` with `request`. False when its trial is no longer ACTIVE.
+  bool StartTrial(const Key& key, Pending pending, const v1::ResourceRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string CheckpointDir(const v1::Trial& trial) const;
   void Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial trial);
   void Report(const v1::Study& study, const v1::Trial& trial,
               const trainer_adapter::TrialOutcome& outcome);
@@ -118,8 +144,12 @@ class Scheduler {
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::map<Key, std::shared_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);
+  std::map<Key, Pending> pending_ ABSL_GUARDED_BY(mu_);  // free slots' trials, waiting
+  std::map<std::string, StudyModel> models_ ABSL_GUARDED_BY(mu_);  // by study name
   std::vector<bool> gpu_busy_ ABSL_GUARDED_BY(mu_);
   int waiting_studies_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t preemptions_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string checkpoint_root_;  // constant after construction
   std::thread loop_;
 };
 

@@ -309,7 +309,8 @@ void CollectParameterName(const v1::ParameterSpec& p, std::map<std::string, std:
 }  // namespace
 
 std::map<std::string, std::string> TrialTemplateNames(const v1::StudySpec& spec) {
-  std::map<std::string, std::string> names = {{"trial", ""}, {"trial_id", ""}, {"study", ""}};
+  std::map<std::string, std::string> names = {
+      {"trial", ""}, {"trial_id", ""}, {"study", ""}, {"checkpoint_dir", ""}};
   for (const v1::ParameterSpec& p : spec.parameters()) CollectParameterName(p, &names);
   return names;
 }
@@ -337,14 +338,14 @@ absl::Status ValidateTrialTemplate(const v1::StudySpec& spec) {
           StrFormat("spec.trial_template.env: bad variable name \"%s\"", k));
     }
   }
-  // Every ${name} must name a parameter (at any depth) or trial, trial_id, study.
+  // Every ${name} must name a parameter (at any depth) or trial, trial_id, study, checkpoint_dir.
   std::vector<std::string> args(t.args().begin(), t.args().end());
   absl::StatusOr<std::vector<std::string>> expanded =
       trainer_adapter::ExpandArgs(args, TrialTemplateNames(spec));
   if (!expanded.ok()) {
     return InvalidArgumentError(
         StrCat("spec.trial_template.", expanded.status().message(),
-               " (names: the parameters, trial, trial_id, study)"));
+               " (names: the parameters, trial, trial_id, study, checkpoint_dir)"));
   }
   return absl::OkStatus();
 }

@@ -728,7 +728,7 @@ absl::StatusOr<v1::Trial> StudyCore::Apply(const RerunTrialRequest& req) {
   }
   v1::Trial n = t;
   *n.mutable_resources() = req.resources;
-  n.clear_measurements();
+  if (!req.keep_measurements) n.clear_measurements();
   n.mutable_usage()->set_oom_kills(t.usage().oom_kills() + req.oom_kills);
   *n.mutable_heartbeat_time() = ToProto(clock_->Now());
   WriteBatch batch;

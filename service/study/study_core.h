@@ -49,13 +49,16 @@ struct TrialCounts {
   int64_t store_commits = 0;
 };
 
-// Not an RPC: evoscaled's scheduler runs an ACTIVE managed trial again from scratch with a new
-// resource request (after an OOM kill). The killed run's measurements are dropped, so the
-// trial's history is the new run's alone; `oom_kills` is added to the trial's usage.
+// Not an RPC: evoscaled's scheduler sets the resource request an ACTIVE managed trial runs
+// with: at its start (right-sized), and to run it again from scratch after an OOM kill, when
+// the killed run's measurements are dropped (keep_measurements false), so the trial's history
+// is the new run's alone; `oom_kills` is added to the trial's usage. A trial resumed from its
+// checkpoint (after a preemption or a restart) keeps its measurements.
 struct RerunTrialRequest {
   std::string name;
   v1::ResourceRequest resources;
   int32_t oom_kills = 0;
+  bool keep_measurements = false;
 };
 
 // Thread-safe. Calls on different studies run in parallel (one mutex per study); the store

@@ -87,6 +87,27 @@ TEST(TrialResourceModelTest, NoisyUsageWidensTheMarginEnoughToCoverNewTrials) {
   EXPECT_GE(covered, 95);
 }
 
+TEST(TrialResourceModelTest, AnOomKillWidensTheMarginUntilNewerTrialsAgree) {
+  TrialResourceModel m;
+  auto add = [&](double dim) {
+    TrialTelemetry t;
+    t.params = {{"dim", dim}};
+    t.peak_memory_bytes = 100e6 + 4e6 * dim;
+    ASSERT_TRUE(m.AddTrial(t).ok());
+  };
+  for (double dim : {8, 16, 32, 48}) add(dim);
+  const TrialResourceRequest before = m.Predict({{"dim", 64}});
+  EXPECT_NEAR(before.memory_margin, 0.05, 1e-3);
+  // Killed at its request: it needed more than fit x 1.05.
+  m.AddOutOfMemory({{"dim", 64}}, double(before.memory_bytes));
+  const TrialResourceRequest after = m.Predict({{"dim", 64}});
+  EXPECT_NEAR(after.memory_margin, 0.05 + 0.1, 1e-3);
+  EXPECT_GT(after.memory_bytes, before.memory_bytes);
+  // Eight more trials that the fit predicts well: the kill no longer counts.
+  for (int i = 0; i < 8; ++i) add(10 + i);
+  EXPECT_NEAR(m.Predict({{"dim", 64}}).memory_margin, 0.05, 1e-3);
+}
+
 TEST(TrialResourceModelTest, FewTrialsUseTheLargestWithMargin) {
   TrialResourceModel m;
   TrialTelemetry t;

@@ -67,7 +67,7 @@ class SchedulerTest : public ::testing::Test {
     options.scheduler.stop_grace = absl::Seconds(5);
     options.scheduler.runner.sample_every = absl::Milliseconds(50);
     // An OOM-killed trial runs again with twice its memory, up to this.
-    options.scheduler.memory_capacity_bytes = 128 << 20;
+    options.scheduler.memory_capacity_bytes = capacity_;
     absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
@@ -113,6 +113,7 @@ class SchedulerTest : public ::testing::Test {
   v1::Trial Trial(const std::string& name) { return client_->MustGetTrial(name); }
 
   ScopedTempDir dir_;
+  int64_t capacity_ = 128 << 20;
   std::unique_ptr<Server> server_;
   std::unique_ptr<StudyClient> client_;
 };
@@ -278,6 +279,7 @@ v1::StudySpec LoggingSpec(const std::string& log, int max_trials, int parallel,
   v1::StudySpec spec = ManagedSpec(max_trials, script, parallel);
   spec.mutable_trial_template()->mutable_resources()->set_memory_bytes(memory_bytes);
   spec.mutable_trial_template()->set_priority(priority);
+  spec.mutable_trial_template()->set_fixed_resources(true);  // no right-sizing: as asked
   return spec;
 }
 
@@ -315,7 +317,9 @@ TEST_F(SchedulerTest, TrialsArePackedByTheirRequestsNotCounted) {
     most = std::max(most, running);
   }
   EXPECT_EQ(most, 1) << absl::StrJoin(lines, "\n");
-  EXPECT_EQ(server_->scheduler()->requested().memory_bytes(), 0);  // all done, nothing held
+  // All done: nothing held (the slot is released just after its trial completes).
+  EXPECT_TRUE(AwaitCondition(
+      [&] { return server_->scheduler()->requested().memory_bytes() == 0; }));
 }
 
 TEST_F(SchedulerTest, HigherPriorityStartsFirstWhenCapacityFrees) {
@@ -335,6 +339,99 @@ TEST_F(SchedulerTest, HigherPriorityStartsFirstWhenCapacityFrees) {
   }
   EXPECT_THAT(starts, ::testing::ElementsAre(blocker + "/trials/1", high + "/trials/1",
                                              low + "/trials/1"));
+}
+
+TEST_F(SchedulerTest, RequestsShrinkToWhatTrialsOfTheStudyUseAndNoneIsKilled) {
+  // Each trial holds 20 + mb MiB for a moment (python3), so peak memory follows the parameter.
+  // The template asks 512 MiB of every trial: after the first trials the requests follow the
+  // model fitted to their peaks instead, without an OOM kill.
+  const std::string script =
+      "exec python3 -c \"import sys, time; b = bytearray((20 + int(sys.argv[1])) << 20); "
+      "b[::4096] = b'x' * len(b[::4096]); time.sleep(0.2); "
+      "print('{\\\"event\\\":\\\"final\\\",\\\"metrics\\\":{\\\"loss\\\":1}}')\" \"$1\"\n";
+  v1::StudySpec spec = ManagedSpec(10, script, 1);
+  spec.mutable_parameters(0)->set_name("mb");
+  spec.mutable_parameters(0)->clear_double_spec();
+  spec.mutable_parameters(0)->mutable_integer_spec()->set_min(10);
+  spec.mutable_parameters(0)->mutable_integer_spec()->set_max(200);
+  *spec.mutable_trial_template()->mutable_args(3) = "${mb}";
+  spec.mutable_trial_template()->mutable_resources()->set_memory_bytes(int64_t{512} << 20);
+  spec.mutable_trial_template()->mutable_resources()->set_cpu_cores(1);
+  server_.reset();
+  capacity_ = int64_t{1} << 30;
+  ASSERT_NO_FATAL_FAILURE(Start());
+  const std::string study = client_->MustCreateStudy(spec).name();
+  AwaitStudy(study, [](const v1::Study& s) { return s.completed_trial_count() == 10; });
+  std::vector<v1::Trial> trials = Trials(study);
+  std::sort(trials.begin(), trials.end(),
+            [](const v1::Trial& a, const v1::Trial& b) { return a.id() < b.id(); });
+  ASSERT_EQ(trials.size(), 10u);
+  EXPECT_EQ(trials[0].resources().memory_bytes(), int64_t{512} << 20);  // nothing learned yet
+  for (size_t i = 0; i < trials.size(); ++i) {
+    const v1::Trial& t = trials[i];
+    EXPECT_EQ(t.state(), v1::Trial::SUCCEEDED) << t.ShortDebugString();
+    EXPECT_EQ(t.usage().oom_kills(), 0) << t.ShortDebugString();
+    EXPECT_FALSE(t.usage().stopped());
+    if (i < 4) continue;
+    // Learned: at least the peak, and not much more.
+    const double peak = static_cast<double>(t.usage().peak_memory_bytes());
+    const double asked = static_cast<double>(t.resources().memory_bytes());
+    EXPECT_GE(asked, peak) << t.ShortDebugString();
+    EXPECT_LE(asked, 1.5 * peak) << t.ShortDebugString();
+    EXPECT_LE(t.resources().cpu_cores(), 1.0);  // never more cores than the template
+  }
+}
+
+TEST_F(SchedulerTest, ALowerPriorityTrialIsPreemptedAndResumesFromItsCheckpoint) {
+  // Room for one trial. The low-priority trial is the real trainer, checkpointing into
+  // ${checkpoint_dir} when stopped; a high-priority study arrives while it runs.
+  server_.reset();
+  capacity_ = 200 << 20;
+  ASSERT_NO_FATAL_FAILURE(Start());
+  v1::StudySpec low_spec = ManagedSpec(1, "", 1);
+  v1::TrialTemplate* tt = low_spec.mutable_trial_template();
+  tt->set_command(absl::StrCat(EVOSCALE_BIN_DIR, "/evoscale-trainer"));
+  tt->clear_args();
+  for (const char* a : {"--synthetic", "60000", "--epochs", "8", "--batch-size", "128",
+                        "--embedding-dim", "4", "--hidden", "8", "--threads", "1",
+                        "--progress-every", "50", "--checkpoint-dir", "${checkpoint_dir}",
+                        "--resume", "--checkpoint-every", "100000"}) {
+    tt->add_args(a);
+  }
+  low_spec.clear_metrics();
+  low_spec.add_metrics()->set_name("auc");
+  low_spec.mutable_metrics(0)->set_goal(v1::MetricSpec::MAXIMIZE);
+  tt->mutable_resources()->set_memory_bytes(150 << 20);
+  tt->set_fixed_resources(true);
+  const std::string low = client_->MustCreateStudy(low_spec).name();
+  const std::string low_trial = low + "/trials/1";
+  AwaitStudy(low, [&](const v1::Study& s) {
+    return s.trial_count() == 1 && Trial(low_trial).measurements_size() >= 3;
+  });
+  const std::string log = dir_.File("high.log");
+  const std::string high = client_->MustCreateStudy(LoggingSpec(log, 1, 1, 150 << 20, 5)).name();
+  AwaitStudy(high, [](const v1::Study& s) { return s.completed_trial_count() == 1; });
+  EXPECT_EQ(server_->scheduler()->preemptions(), 1);
+  const v1::Study done =
+      AwaitStudy(low, [](const v1::Study& s) { return s.completed_trial_count() == 1; });
+  const v1::Trial t = Trial(low_trial);
+  ASSERT_EQ(t.state(), v1::Trial::SUCCEEDED) << t.ShortDebugString();
+  EXPECT_EQ(t.retries(), 0);  // preempted is not failed
+  EXPECT_EQ(done.trial_count(), 1);
+  // Its steps continue across the preemption: the resumed run starts from the checkpoint
+  // written at the stop, not from scratch (which would repeat steps 50, 100, ...). So at most
+  // the steps since the last measurement before the stop are trained twice: the examples
+  // processed are under (steps + 50) / steps of an uninterrupted run.
+  std::vector<int64_t> steps;
+  for (const v1::Measurement& m : t.measurements()) steps.push_back(m.step());
+  ASSERT_GE(steps.size(), 4u) << t.ShortDebugString();
+  EXPECT_TRUE(std::is_sorted(steps.begin(), steps.end()) &&
+              std::adjacent_find(steps.begin(), steps.end()) == steps.end())
+      << absl::StrJoin(steps, ",");
+  const int64_t total_steps = 8 * 60000 * 9 / 10 / 128;  // 90% trains, the rest is held out
+  EXPECT_GE(steps.back(), total_steps - 50);
+  EXPECT_LT(static_cast<double>(total_steps + 50) / total_steps, 1.3);
+  EXPECT_GT(t.final_measurement().metrics().at("auc"), 0.5);
 }
 
 TEST(ParseCapacityTest, ReadsEachKeyAndRejectsBadOnesNamingThem) {
@@ -393,7 +490,7 @@ TEST_F(SchedulerTest, BadTemplatesAreRejectedNamingTheField) {
   } const cases[] = {
       {[](v1::TrialTemplate* t) { t->set_args(4, "--lr=${lr}"); },
        "spec.trial_template.args[4] \"--lr=${lr}\": unknown name \"lr\" (names: the "
-       "parameters, trial, trial_id, study)"},
+       "parameters, trial, trial_id, study, checkpoint_dir)"},
       {[](v1::TrialTemplate* t) { t->set_args(3, "${x"); }, "unclosed \"${\""},
       {[](v1::TrialTemplate* t) { t->set_parallel_trials(-1); },
        "spec.trial_template.parallel_trials: -1 must be in [0, 1000]"},
