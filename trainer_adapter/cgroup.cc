@@ -107,7 +107,7 @@ absl::StatusOr<std::unique_ptr<CgroupRoot>> CgroupRoot::Detect(const std::string
     if (!folder.ok()) return folder.status();
     folders[i] = *folder;
     // Groups that a runner killed with SIGKILL left behind ("PREFIX-PID-N" whose PID is gone;
-    // another live runner's are not touched): rmdir removes the empty ones only.
+    // another live runner's are not touched): their processes are killed, then they go.
     if (DIR* dir = opendir(folders[i].c_str()); dir != nullptr) {
       for (dirent* e; (e = readdir(dir)) != nullptr;) {
         absl::string_view name = e->d_name;
@@ -115,7 +115,23 @@ absl::StatusOr<std::unique_ptr<CgroupRoot>> CgroupRoot::Detect(const std::string
         pid_t owner = 0;
         if (!absl::SimpleAtoi(name.substr(0, name.find('-')), &owner) || owner <= 0) continue;
         if (kill(owner, 0) == 0 || errno == EPERM) continue;  // its runner still lives
-        rmdir(absl::StrCat(folders[i], "/", e->d_name).c_str());
+        const std::string stale = absl::StrCat(folders[i], "/", e->d_name);
+        // What escaped its dead runner (a double-forked grandchild outlives PR_SET_PDEATHSIG)
+        // must not run on beside the trial's next run: kill it first.
+        for (int attempt = 0; attempt < 50; ++attempt) {
+          std::istringstream procs(ReadFile(stale + "/cgroup.procs"));
+          bool any = false;
+          for (pid_t pid; procs >> pid;) {
+            kill(pid, SIGKILL);
+            any = true;
+          }
+          if (!any) break;
+          absl::SleepFor(absl::Milliseconds(10));
+        }
+        for (int attempt = 0; attempt < 100 && rmdir(stale.c_str()) != 0 && errno == EBUSY;
+             ++attempt) {
+          absl::SleepFor(absl::Milliseconds(10));
+        }
       }
       closedir(dir);
     }

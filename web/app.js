@@ -265,21 +265,46 @@
     return root;
   }
 
-  function trialRows(trials) {
+  // Requested vs used, for trials that carry a request or a usage (managed trials): memory
+  // as "requested / peak", cores as "requested / mean used"; an OOM kill is marked.
+  function hasResources(trials) {
+    return trials.some((t) => t.usage || (t.resources && Object.keys(t.resources).length));
+  }
+
+  function resourceCells(t) {
+    const r = t.resources || {};
+    const u = t.usage || {};
+    const asked = Number(r.memory_bytes || 0);
+    const peak = Number(u.peak_memory_bytes || 0);
+    const memText = `${asked ? bytes(asked) : '—'} / ${u.peak_memory_bytes ? bytes(peak) : '—'}`;
+    const slack = asked && peak ? `${Math.round((100 * (asked - peak)) / asked)}% unused` : '';
+    const ooms = Number(u.oom_kills || 0);
+    const cpuText = `${r.cpu_cores ? num(r.cpu_cores) : '—'} / ${'mean_cpu_cores' in u ? num(u.mean_cpu_cores) : '—'}`;
+    return [
+      h('td', { class: 'num mem', title: slack },
+        memText, ooms ? h('span', { class: 'oom' }, ` ${ooms} OOM`) : ''),
+      h('td', { class: 'num cpu' }, cpuText),
+    ];
+  }
+
+  function trialRows(trials, resources) {
     return trials.map((t) => h('tr', { 'data-trial-id': t.id },
       h('td', { class: 'num' }, t.id),
       h('td', null, badge(t.state)),
       h('td', { class: 'params' }, paramList(t.parameters)),
       h('td', null, metricList(t.final_measurement),
         t.infeasible_reason ? h('span', { class: 'muted' }, ` ${t.infeasible_reason}`) : ''),
+      ...(resources ? resourceCells(t) : []),
       h('td', { class: 'muted' }, t.client_id)));
   }
 
   function trialTable(id, trials) {
+    const resources = hasResources(trials);
+    const heads = ['ID', 'State', 'Parameters', 'Final metrics',
+      ...(resources ? ['Memory requested / peak', 'CPU requested / used'] : []), 'Client'];
     return h('table', { id },
-      h('thead', null, h('tr', null,
-        ['ID', 'State', 'Parameters', 'Final metrics', 'Client'].map((t) => h('th', null, t)))),
-      h('tbody', null, trialRows(trials)));
+      h('thead', null, h('tr', null, heads.map((t) => h('th', null, t)))),
+      h('tbody', null, trialRows(trials, resources)));
   }
 
   const studyView = {

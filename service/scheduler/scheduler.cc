@@ -468,8 +468,11 @@ v1::ResourceRequest Scheduler::RequestFor(const v1::Study& study, const v1::Tria
   v1::ResourceRequest r = tt.resources();
   if (tt.fixed_resources()) {
     *why = "the template's resources (fixed_resources)";
-  } else if (load_model::TrialResourceModel& model = ModelFor(study); model.num_trials() == 0) {
-    *why = "the template's resources (no finished trial to learn from yet)";
+  } else if (load_model::TrialResourceModel& model = ModelFor(study);
+             model.num_trials() < std::max(1, options_.learn_after_trials)) {
+    *why = absl::StrCat("the template's resources (", model.num_trials(), " of ",
+                        std::max(1, options_.learn_after_trials),
+                        " trials to learn from have finished)");
   } else {
     const load_model::TrialResourceRequest predicted = model.Predict(ModelParams(trial));
     // CPU is throttled, not killed: never more cores than the template asks for.
@@ -546,7 +549,7 @@ void Scheduler::Admit(const std::vector<v1::Study>& managed) {
       absl::StatusOr<v1::SuggestTrialsResponse> got = core_->Call(req);
       if (!got.ok() || got->trials().empty()) {  // budget spent, or no longer ACTIVE
         pending_.erase(key);
-        break;
+        continue;  // another slot may still hold a trial to hand back
       }
       pending_[key] = Pending{study, got->trials(0), now};
     }

@@ -6,7 +6,7 @@
 //    id ("evoscaled/slot-N"), so that after a restart, a preemption or an OOM kill each slot
 //    gets its unfinished trial back and runs it again;
 //  - each waiting trial gets its request: the template's `resources` until the study has
-//    finished trials, then what the study's load model (load_model::TrialResourceModel,
+//    `learn_after_trials` trials that ran to their end, then what the study's load model (load_model::TrialResourceModel,
 //    fitted on the usage of the trials that ran to their end) predicts for its parameters;
 //  - trials start by priority (`trial_template.priority`, higher first): among those of the
 //    highest priority waiting, the one whose request fits best (least memory left over), the
@@ -65,6 +65,10 @@ struct SchedulerOptions {
   // runs or waits (a preempted trial resumes from it), removed when it ends. Empty: a folder in
   // the system's temporary directory.
   std::string checkpoint_root;
+  // Trials of a study that must have run to their end before its requests are learned: until
+  // then each trial requests the template's resources (a fit on fewer trials extrapolates
+  // badly, and an OOM kill costs a whole rerun).
+  int learn_after_trials = 5;
   trainer_adapter::LocalRunnerOptions runner;
 };
 

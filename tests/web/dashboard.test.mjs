@@ -177,6 +177,49 @@ test('studies list, study page, live update and API errors', async () => {
   assert.deepEqual(errors, []);
 });
 
+test('a managed study shows what each trial requested and used', async () => {
+  // evoscaled runs the trials itself (/bin/sh, in cgroups where it can): the first five request
+  // the template's 256 MiB, the sixth what their peaks teach.
+  const server = await startServer(['--capacity', 'cpu=2,memory=1Gi']);
+  const file = path.join(dir, 'managed.json');
+  await writeFile(file, JSON.stringify({
+    display_name: 'managed-web',
+    spec: {
+      metrics: [{ name: 'loss', goal: 'MINIMIZE' }],
+      parameters: [{ name: 'x', double_spec: { min: 0, max: 1 } }],
+      algorithm: { algorithm: 'RANDOM' },
+      max_trials: 6,
+      trial_template: {
+        command: '/bin/sh',
+        args: ['-c', 'echo "{\\"event\\":\\"final\\",\\"metrics\\":{\\"loss\\":$1}}"', 'trial', '${x}'],
+        resources: { cpu_cores: 1, memory_bytes: String(256 << 20) },
+        parallel_trials: 1,
+      },
+    },
+  }));
+  const study = JSON.parse(await cli(server, 'study', 'create', '-f', file, '--json')).name;
+  const { page, errors } = await newPage();
+  await page.goto(`${server.http}/#/${study}`);
+  const size = '[\\d.]+ (B|KiB|MiB|GiB)';
+  await until(page, 'six trials with requested / peak memory and cores', (size) => {
+    const rows = [...document.querySelectorAll('#trials tbody tr')];
+    const full = new RegExp(`^${size} / ${size}$`);
+    return rows.length === 6 && rows.every((r) => r.textContent.includes('SUCCEEDED') &&
+      full.test(r.querySelector('td.mem').textContent.trim()) &&
+      /^[\d.]+ \/ [\d.]+$/.test(r.querySelector('td.cpu').textContent.trim()));
+  }, size);
+  const heads = await page.locator('#trials thead th').allInnerTexts();
+  assert.ok(heads.includes('Memory requested / peak'), heads.join('|'));
+  assert.ok(heads.includes('CPU requested / used'), heads.join('|'));
+  const first = (await page.locator('#trials tr[data-trial-id="1"] td.mem').innerText()).trim();
+  const sixth = (await page.locator('#trials tr[data-trial-id="6"] td.mem').innerText()).trim();
+  assert.match(first, /^256 MiB \/ /);
+  assert.doesNotMatch(sixth, /^256 MiB \/ /);  // right-sized from the first five's peaks
+  assert.match(await page.locator('#trials tr[data-trial-id="1"] td.cpu').innerText(), /^1 \/ /);
+  assert.match(await page.locator('#trials tr[data-trial-id="1"] td.mem').getAttribute('title'), /% unused$/);
+  assert.deepEqual(errors, []);
+});
+
 test('with auth on, the page asks for a token and sends it', async () => {
   const tokens = path.join(dir, 'tokens');
   await writeFile(tokens, `${ADMIN_TOKEN} admin\n`);

@@ -372,7 +372,10 @@ TEST_F(SchedulerTest, RequestsShrinkToWhatTrialsOfTheStudyUseAndNoneIsKilled) {
     EXPECT_EQ(t.state(), v1::Trial::SUCCEEDED) << t.ShortDebugString();
     EXPECT_EQ(t.usage().oom_kills(), 0) << t.ShortDebugString();
     EXPECT_FALSE(t.usage().stopped());
-    if (i < 4) continue;
+    if (i < 5) {  // five trials to learn from first
+      EXPECT_EQ(t.resources().memory_bytes(), int64_t{512} << 20);
+      continue;
+    }
     // Learned: at least the peak, and not much more.
     const double peak = static_cast<double>(t.usage().peak_memory_bytes());
     const double asked = static_cast<double>(t.resources().memory_bytes());
