@@ -82,6 +82,22 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   if (scheduler.checkpoint_root.empty() && options.db_path != ":memory:") {
     scheduler.checkpoint_root = options.db_path + ".checkpoints";
   }
+  // Managed trials' usage, once a second each, goes to the telemetry store as a TRAINING
+  // workload named after the study (made on its first sample), one instance per trial.
+  scheduler.usage_sink = [autoscaler = s->autoscaler_.get()](const v1::TelemetrySample& sample) {
+    v1::GetWorkloadRequest get;
+    get.set_name(sample.workload());
+    if (absl::IsNotFound(autoscaler->GetWorkload(get).status())) {
+      v1::PutWorkloadRequest put;
+      put.mutable_workload()->set_name(sample.workload());
+      put.mutable_workload()->set_kind(v1::Workload::TRAINING);
+      autoscaler->PutWorkload(put).IgnoreError();
+    }
+    v1::TelemetryBatch batch;
+    *batch.add_samples() = sample;
+    v1::ReportTelemetryResponse ignored;
+    autoscaler->Ingest(batch, &ignored).IgnoreError();
+  };
   s->scheduler_ = std::make_unique<Scheduler>(s->core_.get(), std::move(scheduler));
   s->metrics_->SetTrialEnforcement(s->scheduler_->enforcement());
   s->metrics_->AttachScheduler(s->scheduler_.get());

@@ -298,6 +298,7 @@ class LocalTrial : public RunningTrial {
     static const double ticks_per_s = static_cast<double>(sysconf(_SC_CLK_TCK));
     std::map<int, uint64_t> seen;  // pid -> the largest tick count seen
     absl::Time last = absl::Now();
+    double cgroup_cpu = 0;  // the cgroup's CPU seconds at the previous sample
     for (;;) {
       {
         absl::MutexLock lock(&mu_);
@@ -324,9 +325,17 @@ class LocalTrial : public RunningTrial {
       UsageSample sample;
       sample.time = now;
       sample.rss_bytes = u.rss_bytes;
+      sample.memory_bytes = u.rss_bytes;
       sample.processes = u.processes;
       const double dt = absl::ToDoubleSeconds(now - last);
       sample.cpu_cores = dt > 0 ? static_cast<double>(delta) / ticks_per_s / dt : 0;
+      if (cgroup_ != nullptr) {
+        // The cgroup counts what /proc misses: exited children, and between-sample spikes.
+        const double cpu = cgroup_->cpu_seconds();
+        sample.cpu_cores = dt > 0 ? std::max(0.0, cpu - cgroup_cpu) / dt : 0;
+        cgroup_cpu = cpu;
+        sample.memory_bytes = std::max<int64_t>(0, cgroup_->memory_bytes());
+      }
       last = now;
       {
         absl::MutexLock lock(&mu_);

@@ -41,8 +41,11 @@ struct TrialLaunch {
 // Usage of the trial's processes (its first process and their descendants) at one moment.
 struct UsageSample {
   absl::Time time;
-  double cpu_cores = 0;    // average since the previous sample
-  int64_t rss_bytes = 0;   // resident memory, summed over the processes
+  // Average since the previous sample: the trial's cgroup's CPU time where it has one, else
+  // its processes'.
+  double cpu_cores = 0;
+  int64_t rss_bytes = 0;     // resident memory, summed over the processes
+  int64_t memory_bytes = 0;  // what its memory limit is judged on: the cgroup's charge, or RSS
   int processes = 0;
 };
 

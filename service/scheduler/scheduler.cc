@@ -13,6 +13,7 @@
 #include <functional>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -112,10 +113,25 @@ void Log(const std::string& what, const std::string& trial, const std::string& d
 // Turns a trial's events into measurements and early-stopping checks.
 class Reporter : public ta::TrialObserver {
  public:
-  Reporter(StudyCore* core, std::string trial_name, absl::Duration grace,
-           std::function<void(absl::Duration)> stop)
-      : core_(core), trial_(std::move(trial_name)), grace_(grace), stop_(std::move(stop)),
-        start_(absl::Now()) {}
+  Reporter(StudyCore* core, std::string study, std::string trial_name, absl::Duration grace,
+           std::function<void(absl::Duration)> stop,
+           const std::function<void(const v1::TelemetrySample&)>* usage_sink)
+      : core_(core), study_(std::move(study)), trial_(std::move(trial_name)), grace_(grace),
+        stop_(std::move(stop)), usage_sink_(usage_sink), start_(absl::Now()) {}
+
+  // One sample a second into the telemetry store.
+  void OnUsage(const ta::UsageSample& u) override {
+    if (usage_sink_ == nullptr || !*usage_sink_) return;
+    if (u.time - last_usage_ < absl::Seconds(1)) return;
+    last_usage_ = u.time;
+    v1::TelemetrySample sample;
+    sample.set_workload(study_);
+    sample.set_instance(trial_);
+    sample.set_timestamp(absl::ToDoubleSeconds(u.time - absl::UnixEpoch()));
+    sample.set_cpu_cores(u.cpu_cores);
+    sample.set_memory_bytes(static_cast<double>(u.memory_bytes));
+    (*usage_sink_)(sample);
+  }
 
   void OnEvent(const ta::TrialEvent& e) override {
     if (e.kind != ta::TrialEvent::Kind::kProgress || e.metrics.empty()) return;
@@ -142,10 +158,13 @@ class Reporter : public ta::TrialObserver {
 
  private:
   StudyCore* const core_;
+  const std::string study_;
   const std::string trial_;
   const absl::Duration grace_;
   const std::function<void(absl::Duration)> stop_;
+  const std::function<void(const v1::TelemetrySample&)>* const usage_sink_;
   const absl::Time start_;
+  absl::Time last_usage_ = absl::InfinitePast();
   int64_t next_step_ = 1;
   bool warned_ = false;
 };
@@ -275,10 +294,15 @@ Scheduler::~Scheduler() {
     }
   }
   loop_.join();
-  absl::MutexLock lock(&mu_);
-  for (auto& [key, slot] : slots_) {
-    if (slot->driver.joinable()) slot->driver.join();
+  // Joined without mu_: a trial's thread takes it on its way out.
+  std::vector<std::thread> drivers;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [key, slot] : slots_) {
+      if (slot->driver.joinable()) drivers.push_back(std::move(slot->driver));
+    }
   }
+  for (std::thread& driver : drivers) driver.join();
 }
 
 int Scheduler::running() {
@@ -368,8 +392,10 @@ void Scheduler::Loop() {
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
-      mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.poll_every);
+      auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || wake_; };
+      mu_.AwaitWithTimeout(absl::Condition(&woken), options_.poll_every);
       if (stopping_) return;
+      wake_ = false;
       // Reap finished slots.
       for (auto it = slots_.begin(); it != slots_.end();) {
         if (!it->second->done) {
@@ -662,11 +688,17 @@ void Scheduler::Admit(const std::vector<v1::Study>& managed) {
 void Scheduler::Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial trial) {
   const v1::TrialTemplate& tt = study.spec().trial_template();
   const std::string checkpoint_dir = CheckpointDir(trial);
-  std::error_code ec;
-  auto finish = [&] {
-    std::filesystem::remove_all(checkpoint_dir, ec);
+  // However it ends, the slot is free and the loop looks at once (not at its next poll).
+  // `done` comes last: the loop joins a done slot's thread while holding mu_.
+  absl::Cleanup released = [&] {
+    {
+      absl::MutexLock lock(&mu_);
+      wake_ = true;
+    }
     slot->done = true;
   };
+  std::error_code ec;
+  auto finish = [&] { std::filesystem::remove_all(checkpoint_dir, ec); };
   auto infeasible = [&](const std::string& reason) {
     v1::CompleteTrialRequest req;
     req.set_name(trial.name());
@@ -695,8 +727,9 @@ void Scheduler::Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial tri
   launch.limits.memory_bytes = trial.resources().memory_bytes();
   launch.limits.gpus = trial.resources().gpus();
   launch.gpu_ids = slot->gpu_ids;
-  Reporter reporter(core_, trial.name(), options_.stop_grace,
-                    [slot](absl::Duration grace) { slot->RequestStop(grace); });
+  Reporter reporter(core_, study.name(), trial.name(), options_.stop_grace,
+                    [slot](absl::Duration grace) { slot->RequestStop(grace); },
+                    &options_.usage_sink);
   absl::StatusOr<std::unique_ptr<ta::RunningTrial>> run = runner_->Start(launch, &reporter);
   if (!run.ok()) return infeasible(absl::StrCat("cannot start: ", run.status().message()));
   bool stop_wanted;
@@ -716,10 +749,7 @@ void Scheduler::Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial tri
   // client id gets it back (with its measurements and checkpoint) when it runs again. A run
   // that ended on its own just before the signal is reported as it ended.
   const bool ended_anyway = outcome.final.has_value() && outcome.exit_code == 0;
-  if (slot->shutdown || (slot->preempted && !ended_anyway)) {
-    slot->done = true;
-    return;
-  }
+  if (slot->shutdown || (slot->preempted && !ended_anyway)) return;
   if (slot->preempted) outcome.kind = ta::TrialOutcome::Kind::kSucceeded;
   if (outcome.kind == ta::TrialOutcome::Kind::kOutOfMemory && !stop_wanted) {
     const int64_t asked = trial.resources().memory_bytes();

@@ -27,6 +27,7 @@
 #ifndef EVOSCALE_SERVICE_SCHEDULER_SCHEDULER_H_
 #define EVOSCALE_SERVICE_SCHEDULER_SCHEDULER_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -40,6 +41,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "evoscale/v1/autoscaler.pb.h"
 #include "load_model/trial_resource_model.h"
 #include "service/study/study_core.h"
 #include "trainer_adapter/trial_runner.h"
@@ -69,6 +71,10 @@ struct SchedulerOptions {
   // then each trial requests the template's resources (a fit on fewer trials extrapolates
   // badly, and an OOM kill costs a whole rerun).
   int learn_after_trials = 5;
+  // Receives each running trial's usage once a second (workload: the study's name, instance:
+  // the trial's); evoscaled stores it in the telemetry store. Called from the trials' sampling
+  // threads; must not block for long. Empty: not recorded.
+  std::function<void(const v1::TelemetrySample&)> usage_sink;
   trainer_adapter::LocalRunnerOptions runner;
 };
 
@@ -147,6 +153,7 @@ class Scheduler {
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;  // a slot is free: schedule now, not at the next poll
   std::map<Key, std::shared_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);
   std::map<Key, Pending> pending_ ABSL_GUARDED_BY(mu_);  // free slots' trials, waiting
   std::map<std::string, StudyModel> models_ ABSL_GUARDED_BY(mu_);  // by study name

@@ -437,6 +437,24 @@ TEST_F(SchedulerTest, ALowerPriorityTrialIsPreemptedAndResumesFromItsCheckpoint)
   EXPECT_GT(t.final_measurement().metrics().at("auc"), 0.5);
 }
 
+TEST_F(SchedulerTest, ARunningTrialsUsageIsRecordedEachSecondAsATrainingWorkload) {
+  // Holds 60 MiB for 2.5 s: two or three samples, each second, into the telemetry store.
+  const std::string script =
+      "exec python3 -c \"import time; b = bytearray(60 << 20); b[::4096] = b'x' * len(b[::4096]); "
+      "time.sleep(2.5); print('{\\\"event\\\":\\\"final\\\",\\\"metrics\\\":{\\\"loss\\\":1}}')\"\n";
+  const std::string study = client_->MustCreateStudy(ManagedSpec(1, script, 1)).name();
+  AwaitStudy(study, [](const v1::Study& s) { return s.completed_trial_count() == 1; });
+  const std::string http = absl::StrCat("127.0.0.1:", server_->http_port());
+  const auto workload = HttpGet(http, "/api/v1/workloads/" + study);
+  ASSERT_EQ(workload.status, 200) << workload.body;
+  EXPECT_THAT(workload.body, HasSubstr("\"kind\":\"TRAINING\""));
+  const auto rec = HttpGet(http, "/api/v1/workloads/" + study + "/recommendation");
+  ASSERT_EQ(rec.status, 200) << rec.body;
+  // Learned from the samples: the newest one's time, and memory near the 60 MiB held.
+  EXPECT_THAT(rec.body, HasSubstr("\"timestamp\":"));
+  EXPECT_THAT(rec.body, HasSubstr("\"memory_bytes\":{"));
+}
+
 TEST(ParseCapacityTest, ReadsEachKeyAndRejectsBadOnesNamingThem) {
   SchedulerOptions options;
   ASSERT_TRUE(ParseCapacity("cpu=6.5, memory=16Gi,gpus=2", &options).ok());
