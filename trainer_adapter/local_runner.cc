@@ -367,7 +367,11 @@ class LocalTrial : public RunningTrial {
     if (cgroup_ != nullptr) {
       o.oom_kills = cgroup_->oom_kills();
       o.cpu_seconds = cgroup_->cpu_seconds();
-      o.peak_memory_bytes = std::max(cgroup_->peak_memory_bytes(), o.peak_rss_bytes);
+      // What the limit is judged on (RSS also counts shared pages charged elsewhere, so it
+      // can exceed the limit without an OOM kill).
+      if (const int64_t charge = cgroup_->peak_memory_bytes(); charge > 0) {
+        o.peak_memory_bytes = charge;
+      }
     }
     if (stop_requested_) {
       o.kind = TrialOutcome::Kind::kStopped;

@@ -6,8 +6,9 @@
 //    id ("evoscaled/slot-N"), so that after a restart, a preemption or an OOM kill each slot
 //    gets its unfinished trial back and runs it again;
 //  - each waiting trial gets its request: the template's `resources` until the study has
-//    `learn_after_trials` trials that ran to their end, then what the study's load model (load_model::TrialResourceModel,
-//    fitted on the usage of the trials that ran to their end) predicts for its parameters;
+//    `learn_after_trials` trials that ran to their end, then what the study's load model
+//    (load_model::TrialResourceModel, fitted on those trials' usage) predicts for its
+//    parameters;
 //  - trials start by priority (`trial_template.priority`, higher first): among those of the
 //    highest priority waiting, the one whose request fits best (least memory left over), the
 //    oldest on a tie; when none of them fits, lower priorities wait too (no backfill), and
@@ -70,7 +71,7 @@ struct SchedulerOptions {
   // Trials of a study that must have run to their end before its requests are learned: until
   // then each trial requests the template's resources (a fit on fewer trials extrapolates
   // badly, and an OOM kill costs a whole rerun).
-  int learn_after_trials = 5;
+  int learn_after_trials = 3;
   // Receives each running trial's usage once a second (workload: the study's name, instance:
   // the trial's); evoscaled stores it in the telemetry store. Called from the trials' sampling
   // threads; must not block for long. Empty: not recorded.

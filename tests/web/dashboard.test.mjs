@@ -178,8 +178,8 @@ test('studies list, study page, live update and API errors', async () => {
 });
 
 test('a managed study shows what each trial requested and used', async () => {
-  // evoscaled runs the trials itself (/bin/sh, in cgroups where it can): the first five request
-  // the template's 256 MiB, the sixth what their peaks teach.
+  // evoscaled runs the trials itself (/bin/sh, in cgroups where it can): the first three request
+  // the template's 256 MiB, the fourth what their peaks teach.
   const server = await startServer(['--capacity', 'cpu=2,memory=1Gi']);
   const file = path.join(dir, 'managed.json');
   await writeFile(file, JSON.stringify({
@@ -188,7 +188,7 @@ test('a managed study shows what each trial requested and used', async () => {
       metrics: [{ name: 'loss', goal: 'MINIMIZE' }],
       parameters: [{ name: 'x', double_spec: { min: 0, max: 1 } }],
       algorithm: { algorithm: 'RANDOM' },
-      max_trials: 6,
+      max_trials: 4,
       trial_template: {
         command: '/bin/sh',
         args: ['-c', 'echo "{\\"event\\":\\"final\\",\\"metrics\\":{\\"loss\\":$1}}"', 'trial', '${x}'],
@@ -201,10 +201,10 @@ test('a managed study shows what each trial requested and used', async () => {
   const { page, errors } = await newPage();
   await page.goto(`${server.http}/#/${study}`);
   const size = '[\\d.]+ (B|KiB|MiB|GiB)';
-  await until(page, 'six trials with requested / peak memory and cores', (size) => {
+  await until(page, 'four trials with requested / peak memory and cores', (size) => {
     const rows = [...document.querySelectorAll('#trials tbody tr')];
     const full = new RegExp(`^${size} / ${size}$`);
-    return rows.length === 6 && rows.every((r) => r.textContent.includes('SUCCEEDED') &&
+    return rows.length === 4 && rows.every((r) => r.textContent.includes('SUCCEEDED') &&
       full.test(r.querySelector('td.mem').textContent.trim()) &&
       /^[\d.]+ \/ [\d.]+$/.test(r.querySelector('td.cpu').textContent.trim()));
   }, size);
@@ -212,9 +212,9 @@ test('a managed study shows what each trial requested and used', async () => {
   assert.ok(heads.includes('Memory requested / peak'), heads.join('|'));
   assert.ok(heads.includes('CPU requested / used'), heads.join('|'));
   const first = (await page.locator('#trials tr[data-trial-id="1"] td.mem').innerText()).trim();
-  const sixth = (await page.locator('#trials tr[data-trial-id="6"] td.mem').innerText()).trim();
+  const fourth = (await page.locator('#trials tr[data-trial-id="4"] td.mem').innerText()).trim();
   assert.match(first, /^256 MiB \/ /);
-  assert.doesNotMatch(sixth, /^256 MiB \/ /);  // right-sized from the first five's peaks
+  assert.doesNotMatch(fourth, /^256 MiB \/ /);  // right-sized from the first three's peaks
   assert.match(await page.locator('#trials tr[data-trial-id="1"] td.cpu').innerText(), /^1 \/ /);
   assert.match(await page.locator('#trials tr[data-trial-id="1"] td.mem').getAttribute('title'), /% unused$/);
   assert.deepEqual(errors, []);

@@ -372,7 +372,7 @@ TEST_F(SchedulerTest, RequestsShrinkToWhatTrialsOfTheStudyUseAndNoneIsKilled) {
     EXPECT_EQ(t.state(), v1::Trial::SUCCEEDED) << t.ShortDebugString();
     EXPECT_EQ(t.usage().oom_kills(), 0) << t.ShortDebugString();
     EXPECT_FALSE(t.usage().stopped());
-    if (i < 5) {  // five trials to learn from first
+    if (i < 3) {  // three trials to learn from first
       EXPECT_EQ(t.resources().memory_bytes(), int64_t{512} << 20);
       continue;
     }
