@@ -135,7 +135,7 @@ TEST_F(CliE2eTest, RunsTheManagedExampleStudyWithTheRealTrainer) {
   ASSERT_EQ(created.exit_code, 0) << created.err;
   const v1::Study study = ParseJson<v1::Study>(created.out);
   const int max_trials = study.spec().max_trials();
-  ASSERT_EQ(max_trials, 10);
+  ASSERT_EQ(max_trials, 16);
   v1::Study now;
   AwaitCondition(
       [&] {
@@ -150,7 +150,8 @@ TEST_F(CliE2eTest, RunsTheManagedExampleStudyWithTheRealTrainer) {
   ASSERT_EQ(list.exit_code, 0) << list.err;
   const auto trials = ParseJson<v1::ListTrialsResponse>(list.out);
   ASSERT_THAT(trials.trials(), SizeIs(max_trials));
-  int ran_to_the_end = 0;
+  int ran_to_the_end = 0, learned = 0;
+  double best = 0, worst = 1;
   for (const v1::Trial& t : trials.trials()) {
     // Every trial trained (some were stopped early by the median rule: their last progress
     // measurement is final); none failed.
@@ -160,12 +161,25 @@ TEST_F(CliE2eTest, RunsTheManagedExampleStudyWithTheRealTrainer) {
     const double auc = t.final_measurement().metrics().at("auc");
     EXPECT_GT(auc, 0.0);
     EXPECT_LT(auc, 1.0);
+    best = std::max(best, auc);
+    worst = std::min(worst, auc);
+    // Requested and used, whatever the ending; the template asks 1 GiB until three trials
+    // have run to their end, then the requests are learned.
+    EXPECT_GT(t.usage().peak_memory_bytes(), 0) << t.ShortDebugString();
+    EXPECT_GT(t.resources().memory_bytes(), 0) << t.ShortDebugString();
+    learned += t.resources().memory_bytes() != int64_t{1} << 30 ? 1 : 0;
     if (t.final_measurement().metrics().contains("evoscale/peak_rss_bytes")) {
       ++ran_to_the_end;
       EXPECT_GT(t.final_measurement().metrics().at("evoscale/peak_rss_bytes"), 1e6);
     }
   }
   EXPECT_GE(ran_to_the_end, 1);
+  EXPECT_GE(learned, 1);
+  // The study learns: its best trial is clearly better than its worst.
+  EXPECT_GT(best - worst, 0.05) << "best AUC " << best << ", worst " << worst;
+  // The table shows requested vs used.
+  CliResult table = Cli({"trials", "list", study.name()});
+  EXPECT_THAT(table.out, HasSubstr("MEMORY REQUESTED / PEAK"));
   CliResult optimal = Cli({"optimal", study.name(), "--json"});
   ASSERT_EQ(optimal.exit_code, 0) << optimal.err;
   EXPECT_THAT(ParseJson<v1::ListOptimalTrialsResponse>(optimal.out).optimal_trials(), SizeIs(1));
