@@ -21,6 +21,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "trainer_adapter/internal/cgroup_files.h"
 
 namespace evoscale::trainer_adapter {
 namespace {
@@ -54,98 +55,118 @@ absl::Status WriteFile(const std::string& path, const std::string& value) {
   return absl::OkStatus();
 }
 
-// This process's group folder in the v1 hierarchy that holds `controller`, or why there is
-// none.
-absl::StatusOr<std::string> OwnGroupFolder(const std::string& controller) {
-  std::string path;
-  bool found = false;
-  std::istringstream cgroups(ReadFile("/proc/self/cgroup"));
-  for (std::string line; std::getline(cgroups, line);) {
-    // "ID:controllers:path"
-    std::vector<std::string> parts = absl::StrSplit(line, absl::MaxSplits(':', 2));
-    if (parts.size() != 3) continue;
-    for (absl::string_view c : absl::StrSplit(parts[1], ',')) {
-      if (c == controller) {
-        path = parts[2];
-        found = true;
+// Kills what is left in groups a runner killed with SIGKILL left behind in `folder`
+// ("PREFIX-PID-..." whose PID is gone; another live runner's are not touched), then removes
+// them. A double-forked grandchild outlives PR_SET_PDEATHSIG and must not run on beside the
+// trial's next run.
+void RemoveStaleGroups(const std::string& folder, const std::string& prefix) {
+  DIR* dir = opendir(folder.c_str());
+  if (dir == nullptr) return;
+  for (dirent* e; (e = readdir(dir)) != nullptr;) {
+    absl::string_view name = e->d_name;
+    if (e->d_type != DT_DIR || !absl::ConsumePrefix(&name, prefix + "-")) continue;
+    pid_t owner = 0;
+    if (!absl::SimpleAtoi(name.substr(0, name.find('-')), &owner) || owner <= 0) continue;
+    if (kill(owner, 0) == 0 || errno == EPERM) continue;  // its runner still lives
+    const std::string stale = absl::StrCat(folder, "/", e->d_name);
+    WriteFile(stale + "/cgroup.kill", "1").IgnoreError();  // v2, Linux 5.14+
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      std::istringstream procs(ReadFile(stale + "/cgroup.procs"));
+      bool any = false;
+      for (pid_t pid; procs >> pid;) {
+        kill(pid, SIGKILL);
+        any = true;
       }
+      if (!any) break;
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    for (int attempt = 0; attempt < 100 && rmdir(stale.c_str()) != 0 && errno == EBUSY;
+         ++attempt) {
+      absl::SleepFor(absl::Milliseconds(10));
     }
   }
-  if (!found) {
+  closedir(dir);
+}
+
+absl::Status Probe(const std::string& folder, const std::string& prefix) {
+  const std::string probe = absl::StrCat(folder, "/", prefix, "-probe-", getpid());
+  if (mkdir(probe.c_str(), 0755) != 0 && errno != EEXIST) {
     return absl::FailedPreconditionError(
-        absl::StrCat("no cgroup v1 \"", controller, "\" hierarchy in /proc/self/cgroup"));
+        absl::StrCat("cannot make a cgroup in ", folder, ": ", std::strerror(errno)));
   }
-  std::istringstream mounts(ReadFile("/proc/self/mountinfo"));
-  for (std::string line; std::getline(mounts, line);) {
-    // "ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS"
-    const size_t dash = line.find(" - ");
-    if (dash == std::string::npos) continue;
-    std::vector<std::string> head = absl::StrSplit(line.substr(0, dash), ' ');
-    std::vector<std::string> tail = absl::StrSplit(line.substr(dash + 3), ' ');
-    if (head.size() < 5 || tail.size() < 3 || tail[0] != "cgroup") continue;
-    bool has = false;
-    for (absl::string_view o : absl::StrSplit(tail[2], ',')) has = has || o == controller;
-    if (!has) continue;
-    const std::string& root = head[3];
-    std::string relative = path;
-    if (root != "/" && absl::StartsWith(relative, root)) relative = relative.substr(root.size());
-    std::string folder = head[4];
-    if (relative != "/") folder += relative;
-    return folder;
-  }
-  return absl::FailedPreconditionError(
-      absl::StrCat("the cgroup v1 \"", controller, "\" hierarchy is not mounted here"));
+  rmdir(probe.c_str());
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CgroupRoot>> CgroupRoot::Detect(const std::string& prefix) {
+  absl::StatusOr<std::unique_ptr<CgroupRoot>> v1 = DetectV1(prefix);
+  if (v1.ok()) return v1;
+  absl::StatusOr<std::unique_ptr<CgroupRoot>> v2 = DetectV2(prefix);
+  if (v2.ok()) return v2;
+  return absl::FailedPreconditionError(
+      absl::StrCat(v1.status().message(), "; ", v2.status().message()));
+}
+
+absl::StatusOr<std::unique_ptr<CgroupRoot>> CgroupRoot::DetectV1(const std::string& prefix) {
+  const std::string cgroups = ReadFile("/proc/self/cgroup");
+  const std::string mounts = ReadFile("/proc/self/mountinfo");
   std::string folders[3];
   const char* controllers[3] = {"memory", "cpu", "cpuacct"};
   for (int i = 0; i < 3; ++i) {
-    absl::StatusOr<std::string> folder = OwnGroupFolder(controllers[i]);
+    absl::StatusOr<std::string> folder = internal::V1GroupFolder(controllers[i], cgroups, mounts);
     if (!folder.ok()) return folder.status();
     folders[i] = *folder;
-    // Groups that a runner killed with SIGKILL left behind ("PREFIX-PID-N" whose PID is gone;
-    // another live runner's are not touched): their processes are killed, then they go.
-    if (DIR* dir = opendir(folders[i].c_str()); dir != nullptr) {
-      for (dirent* e; (e = readdir(dir)) != nullptr;) {
-        absl::string_view name = e->d_name;
-        if (e->d_type != DT_DIR || !absl::ConsumePrefix(&name, prefix + "-")) continue;
-        pid_t owner = 0;
-        if (!absl::SimpleAtoi(name.substr(0, name.find('-')), &owner) || owner <= 0) continue;
-        if (kill(owner, 0) == 0 || errno == EPERM) continue;  // its runner still lives
-        const std::string stale = absl::StrCat(folders[i], "/", e->d_name);
-        // What escaped its dead runner (a double-forked grandchild outlives PR_SET_PDEATHSIG)
-        // must not run on beside the trial's next run: kill it first.
-        for (int attempt = 0; attempt < 50; ++attempt) {
-          std::istringstream procs(ReadFile(stale + "/cgroup.procs"));
-          bool any = false;
-          for (pid_t pid; procs >> pid;) {
-            kill(pid, SIGKILL);
-            any = true;
-          }
-          if (!any) break;
-          absl::SleepFor(absl::Milliseconds(10));
-        }
-        for (int attempt = 0; attempt < 100 && rmdir(stale.c_str()) != 0 && errno == EBUSY;
-             ++attempt) {
-          absl::SleepFor(absl::Milliseconds(10));
-        }
-      }
-      closedir(dir);
-    }
-    const std::string probe = absl::StrCat(folders[i], "/", prefix, "-probe-", getpid());
-    if (mkdir(probe.c_str(), 0755) != 0 && errno != EEXIST) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "cannot make a cgroup in ", folders[i], ": ", std::strerror(errno)));
-    }
-    rmdir(probe.c_str());
+    RemoveStaleGroups(folders[i], prefix);
+    if (absl::Status st = Probe(folders[i], prefix); !st.ok()) return st;
   }
-  return std::unique_ptr<CgroupRoot>(new CgroupRoot(prefix, folders[0], folders[1], folders[2]));
+  return std::unique_ptr<CgroupRoot>(
+      new CgroupRoot(1, prefix, folders[0], folders[1], folders[2]));
 }
 
-std::string CgroupRoot::mode() const { return "cgroup v1 (memory, cpu, cpuacct)"; }
+absl::StatusOr<std::unique_ptr<CgroupRoot>> CgroupRoot::DetectV2(const std::string& prefix) {
+  absl::StatusOr<std::string> own =
+      internal::V2GroupFolder(ReadFile("/proc/self/cgroup"), ReadFile("/proc/self/mountinfo"));
+  if (!own.ok()) return own.status();
+  std::string folder = *own;
+  // An earlier runner of this process already moved it into its supervisor leaf (below).
+  const std::string leaf_name = absl::StrCat(prefix, "-", getpid(), "-supervisor");
+  if (absl::EndsWith(folder, "/" + leaf_name)) folder.resize(folder.size() - leaf_name.size() - 1);
+  const std::string controllers = ReadFile(folder + "/cgroup.controllers");
+  for (const char* c : {"memory", "cpu"}) {
+    if (!internal::HasController(controllers, c)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the cgroup v2 group ", folder, " does not have the \"", c,
+                       "\" controller (delegate it, e.g. systemd's Delegate=yes)"));
+    }
+  }
+  RemoveStaleGroups(folder, prefix);
+  const std::string subtree = ReadFile(folder + "/cgroup.subtree_control");
+  if (!internal::HasController(subtree, "memory") || !internal::HasController(subtree, "cpu")) {
+    // A v2 group hands controllers to its children only while no process sits in it: this
+    // process moves into a leaf of its own first (as systemd does in a delegated subtree).
+    const std::string leaf = absl::StrCat(folder, "/", leaf_name);
+    if (mkdir(leaf.c_str(), 0755) != 0 && errno != EEXIST) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot make a cgroup in ", folder, ": ", std::strerror(errno)));
+    }
+    if (absl::Status st = WriteFile(leaf + "/cgroup.procs", absl::StrCat(getpid())); !st.ok()) {
+      return st;
+    }
+    if (absl::Status st = WriteFile(folder + "/cgroup.subtree_control", "+memory +cpu");
+        !st.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(st.message(), " (does another process share ", folder, "?)"));
+    }
+  }
+  if (absl::Status st = Probe(folder, prefix); !st.ok()) return st;
+  return std::unique_ptr<CgroupRoot>(new CgroupRoot(2, prefix, folder, folder, folder));
+}
+
+std::string CgroupRoot::mode() const {
+  return version_ == 1 ? "cgroup v1 (memory, cpu, cpuacct)" : "cgroup v2 (memory, cpu)";
+}
 
 absl::StatusOr<std::unique_ptr<TrialCgroup>> CgroupRoot::Create(int64_t memory_bytes,
                                                                double cpu_cores) {
@@ -156,42 +177,57 @@ absl::StatusOr<std::unique_ptr<TrialCgroup>> CgroupRoot::Create(int64_t memory_b
   }
   const std::string name = absl::StrCat(prefix_, "-", getpid(), "-", n);
   std::unique_ptr<TrialCgroup> group(new TrialCgroup(
-      absl::StrCat(memory_, "/", name), absl::StrCat(cpu_, "/", name),
+      version_, absl::StrCat(memory_, "/", name), absl::StrCat(cpu_, "/", name),
       absl::StrCat(cpuacct_, "/", name)));
-  for (const std::string* dir : {&group->memory_, &group->cpu_, &group->cpuacct_}) {
-    if (mkdir(dir->c_str(), 0755) != 0) {
+  for (const std::string& dir : group->dirs()) {
+    if (mkdir(dir.c_str(), 0755) != 0) {
       return absl::FailedPreconditionError(
-          absl::StrCat("mkdir ", *dir, ": ", std::strerror(errno)));
+          absl::StrCat("mkdir ", dir, ": ", std::strerror(errno)));
     }
   }
+  const bool v1 = version_ == 1;
   if (memory_bytes > 0) {
-    if (absl::Status st = WriteFile(group->memory_ + "/memory.limit_in_bytes",
-                                    absl::StrCat(memory_bytes));
+    if (absl::Status st =
+            WriteFile(group->memory_ + (v1 ? "/memory.limit_in_bytes" : "/memory.max"),
+                      absl::StrCat(memory_bytes));
         !st.ok()) {
       return st;
     }
-    // With swap accounting the limit covers swap too, so a trial cannot swap past it.
-    WriteFile(group->memory_ + "/memory.memsw.limit_in_bytes", absl::StrCat(memory_bytes))
+    // The limit covers swap too (v1 with swap accounting), or no swap at all (v2), so a trial
+    // cannot swap past it.
+    WriteFile(group->memory_ + (v1 ? "/memory.memsw.limit_in_bytes" : "/memory.swap.max"),
+              v1 ? absl::StrCat(memory_bytes) : "0")
         .IgnoreError();
   }
   if (cpu_cores > 0) {
     const int64_t quota = std::max<int64_t>(1000, std::llround(cpu_cores * kCpuPeriodUs));
-    for (const auto& [file, value] : {std::pair{"/cpu.cfs_period_us", kCpuPeriodUs},
-                                      std::pair{"/cpu.cfs_quota_us", quota}}) {
-      if (absl::Status st = WriteFile(group->cpu_ + file, absl::StrCat(value)); !st.ok()) {
-        return st;
+    if (v1) {
+      for (const auto& [file, value] : {std::pair{"/cpu.cfs_period_us", kCpuPeriodUs},
+                                        std::pair{"/cpu.cfs_quota_us", quota}}) {
+        if (absl::Status st = WriteFile(group->cpu_ + file, absl::StrCat(value)); !st.ok()) {
+          return st;
+        }
       }
+    } else if (absl::Status st =
+                   WriteFile(group->cpu_ + "/cpu.max", absl::StrCat(quota, " ", kCpuPeriodUs));
+               !st.ok()) {
+      return st;
     }
   }
-  for (const std::string* dir : {&group->memory_, &group->cpu_, &group->cpuacct_}) {
-    const int fd = open((*dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+  for (const std::string& dir : group->dirs()) {
+    const int fd = open((dir + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0) {
       return absl::FailedPreconditionError(
-          absl::StrCat(*dir, "/cgroup.procs: ", std::strerror(errno)));
+          absl::StrCat(dir, "/cgroup.procs: ", std::strerror(errno)));
     }
     group->join_fds_.push_back(fd);
   }
   return group;
+}
+
+std::vector<std::string> TrialCgroup::dirs() const {
+  if (version_ == 2) return {memory_};
+  return {memory_, cpu_, cpuacct_};
 }
 
 void TrialCgroup::JoinFromChild(const std::vector<int>& fds) {
@@ -210,6 +246,7 @@ std::vector<pid_t> TrialCgroup::Pids() const {
 }
 
 bool TrialCgroup::KillAll(int attempts) const {
+  if (version_ == 2) WriteFile(memory_ + "/cgroup.kill", "1").IgnoreError();  // Linux 5.14+
   for (int i = 0; i < attempts; ++i) {
     std::vector<pid_t> pids = Pids();
     if (pids.empty()) return true;
@@ -220,38 +257,46 @@ bool TrialCgroup::KillAll(int attempts) const {
 }
 
 int64_t TrialCgroup::oom_kills() const {
-  std::istringstream in(ReadFile(memory_ + "/memory.oom_control"));
-  for (std::string key; in >> key;) {
-    int64_t value = 0;
-    if (!(in >> value)) break;
-    if (key == "oom_kill") return value;
-  }
-  return 0;
+  const int64_t n = internal::KeyedValue(
+      ReadFile(memory_ + (version_ == 1 ? "/memory.oom_control" : "/memory.events")),
+      "oom_kill");
+  return n > 0 ? n : 0;
 }
 
-int64_t TrialCgroup::memory_bytes() const { return ReadInt(memory_ + "/memory.usage_in_bytes"); }
+int64_t TrialCgroup::memory_bytes() const {
+  return ReadInt(memory_ + (version_ == 1 ? "/memory.usage_in_bytes" : "/memory.current"));
+}
 
 int64_t TrialCgroup::peak_memory_bytes() const {
-  return ReadInt(memory_ + "/memory.max_usage_in_bytes");
+  // v2's memory.peak is Linux 5.19+; without it, -1 (the runner then keeps the sampled peak).
+  return ReadInt(memory_ + (version_ == 1 ? "/memory.max_usage_in_bytes" : "/memory.peak"));
 }
 
 double TrialCgroup::cpu_seconds() const {
+  if (version_ == 2) {
+    const int64_t us = internal::KeyedValue(ReadFile(cpu_ + "/cpu.stat"), "usage_usec");
+    return us > 0 ? static_cast<double>(us) / 1e6 : 0;
+  }
   const int64_t ns = ReadInt(cpuacct_ + "/cpuacct.usage");
   return ns > 0 ? static_cast<double>(ns) / 1e9 : 0;
 }
 
 int64_t TrialCgroup::memory_limit_bytes() const {
-  return ReadInt(memory_ + "/memory.limit_in_bytes");
+  return version_ == 1 ? ReadInt(memory_ + "/memory.limit_in_bytes")
+                       : internal::NumberOrMax(ReadFile(memory_ + "/memory.max"));
 }
 
-int64_t TrialCgroup::cpu_quota_us() const { return ReadInt(cpu_ + "/cpu.cfs_quota_us"); }
+int64_t TrialCgroup::cpu_quota_us() const {
+  return version_ == 1 ? ReadInt(cpu_ + "/cpu.cfs_quota_us")
+                       : internal::CpuMaxQuota(ReadFile(cpu_ + "/cpu.max"));
+}
 
 TrialCgroup::~TrialCgroup() {
   for (int fd : join_fds_) close(fd);
   KillAll();
   // A group whose last process is still leaving cannot be removed yet: retry briefly.
-  for (const std::string* dir : {&memory_, &cpu_, &cpuacct_}) {
-    for (int i = 0; i < 100 && rmdir(dir->c_str()) != 0 && errno == EBUSY; ++i) {
+  for (const std::string& dir : dirs()) {
+    for (int i = 0; i < 100 && rmdir(dir.c_str()) != 0 && errno == EBUSY; ++i) {
       absl::SleepFor(absl::Milliseconds(10));
     }
   }

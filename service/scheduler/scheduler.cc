@@ -113,11 +113,13 @@ void Log(const std::string& what, const std::string& trial, const std::string& d
 // Turns a trial's events into measurements and early-stopping checks.
 class Reporter : public ta::TrialObserver {
  public:
-  Reporter(StudyCore* core, std::string study, std::string trial_name, absl::Duration grace,
-           std::function<void(absl::Duration)> stop,
+  // `first_step`: the step after the trial's last recorded measurement (1 for a fresh run).
+  Reporter(StudyCore* core, std::string study, std::string trial_name, int64_t first_step,
+           absl::Duration grace, std::function<void(absl::Duration)> stop,
            const std::function<void(const v1::TelemetrySample&)>* usage_sink)
       : core_(core), study_(std::move(study)), trial_(std::move(trial_name)), grace_(grace),
-        stop_(std::move(stop)), usage_sink_(usage_sink), start_(absl::Now()) {}
+        stop_(std::move(stop)), usage_sink_(usage_sink), start_(absl::Now()),
+        next_step_(first_step) {}
 
   // One sample a second into the telemetry store.
   void OnUsage(const ta::UsageSample& u) override {
@@ -139,6 +141,9 @@ class Reporter : public ta::TrialObserver {
     req.set_trial_name(trial_);
     v1::Measurement* m = req.mutable_measurement();
     m->set_step(e.step >= 0 ? e.step : next_step_);
+    // A run resumed from a checkpoint older than its last measurement repeats a few steps:
+    // the history keeps the first report of each step and stays in order.
+    if (m->step() < next_step_) return;
     next_step_ = m->step() + 1;
     m->set_elapsed_seconds(e.elapsed_s >= 0 ? e.elapsed_s
                                             : absl::ToDoubleSeconds(absl::Now() - start_));
@@ -165,7 +170,7 @@ class Reporter : public ta::TrialObserver {
   const std::function<void(const v1::TelemetrySample&)>* const usage_sink_;
   const absl::Time start_;
   absl::Time last_usage_ = absl::InfinitePast();
-  int64_t next_step_ = 1;
+  int64_t next_step_;
   bool warned_ = false;
 };
 
@@ -524,10 +529,17 @@ std::string Scheduler::CheckpointDir(const v1::Trial& trial) const {
 
 bool Scheduler::StartTrial(const Key& key, Pending pending, const v1::ResourceRequest& request) {
   const v1::TrialTemplate& tt = pending.study.spec().trial_template();
+  // A trial that runs again (after a preemption or a restart) resumes from its checkpoint only
+  // if its template uses ${checkpoint_dir}: then its history goes on; otherwise it starts from
+  // scratch, and so does its history (no mixing of two runs' steps).
+  bool resumes = false;
+  for (const std::string& arg : tt.args()) {
+    resumes = resumes || absl::StrContains(arg, "${checkpoint_dir}");
+  }
   RerunTrialRequest set{.name = pending.trial.name(),
                         .resources = request,
                         .oom_kills = 0,
-                        .keep_measurements = true};
+                        .keep_measurements = resumes};
   absl::StatusOr<v1::Trial> trial = core_->Call(set);
   if (!trial.ok()) return false;  // completed or stopped by a client meanwhile
   auto slot = std::make_shared<Slot>();
@@ -727,11 +739,20 @@ void Scheduler::Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial tri
   launch.limits.memory_bytes = trial.resources().memory_bytes();
   launch.limits.gpus = trial.resources().gpus();
   launch.gpu_ids = slot->gpu_ids;
-  Reporter reporter(core_, study.name(), trial.name(), options_.stop_grace,
+  const int64_t first_step =
+      trial.measurements_size() > 0
+          ? trial.measurements(trial.measurements_size() - 1).step() + 1
+          : 1;
+  Reporter reporter(core_, study.name(), trial.name(), first_step, options_.stop_grace,
                     [slot](absl::Duration grace) { slot->RequestStop(grace); },
                     &options_.usage_sink);
   absl::StatusOr<std::unique_ptr<ta::RunningTrial>> run = runner_->Start(launch, &reporter);
-  if (!run.ok()) return infeasible(absl::StrCat("cannot start: ", run.status().message()));
+  if (!run.ok()) {
+    // Every trial of the study will fail the same way (a command not on PATH): say so in
+    // evoscaled's log too, not only in each trial's reason.
+    Log("cannot start", trial.name(), std::string(run.status().message()));
+    return infeasible(absl::StrCat("cannot start: ", run.status().message()));
+  }
   bool stop_wanted;
   {
     absl::MutexLock lock(&slot->mu);

@@ -94,15 +94,22 @@ class EvoscaledProcess {
   }
 
   // Starts `build/bin/evoscaled --db db --grpc 127.0.0.1:0 --http 127.0.0.1:0 extra...` and
-  // waits (up to 30 s) for its "listening" line.
+  // waits (up to 30 s) for its "listening" line. With `merge_stderr`, its log lines follow on
+  // ReadLine too (those before "listening" are skipped).
   static absl::StatusOr<std::unique_ptr<EvoscaledProcess>> Start(
-      const std::string& db, const std::vector<std::string>& extra = {}) {
+      const std::string& db, const std::vector<std::string>& extra = {},
+      bool merge_stderr = false) {
     std::vector<std::string> args = {"--db", db, "--grpc", "127.0.0.1:0", "--http",
                                      "127.0.0.1:0"};
     args.insert(args.end(), extra.begin(), extra.end());
-    absl::StatusOr<std::unique_ptr<EvoscaledProcess>> p = Spawn(args);
+    absl::StatusOr<std::unique_ptr<EvoscaledProcess>> p = Spawn(args, merge_stderr);
     if (!p.ok()) return p.status();
     absl::StatusOr<std::string> line = (*p)->ReadLine(std::chrono::seconds(30));
+    for (int skipped = 0; merge_stderr && line.ok() && skipped < 20 &&
+                          line->find("\"listening\"") == std::string::npos;
+         ++skipped) {
+      line = (*p)->ReadLine(std::chrono::seconds(30));
+    }
     if (!line.ok()) {
       return absl::UnavailableError(
           absl::StrCat("evoscaled did not start listening: ", line.status().message()));

@@ -30,6 +30,7 @@ using ::evoscale::testing::EvoscaledProcess;
 using ::evoscale::testing::ProcessGone;
 using ::evoscale::testing::ExitedProcess;
 using ::evoscale::testing::TempDir;
+using ::testing::HasSubstr;
 using ::testing::SizeIs;
 
 v1::Study ExampleStudy(int max_trials, v1::AlgorithmSpec::Algorithm algorithm) {
@@ -542,6 +543,33 @@ TEST_F(StudyE2eTest, KillNineMidRunWithTwoStudiesLosesNothingAndRunsNothingTwice
     std::cerr << "SKIPPED grandchild check: trials ran without cgroups (" << enforcement
               << ")\n";
   }
+}
+
+// A managed study whose command is not on evoscaled's PATH: each trial is INFEASIBLE with the
+// reason, and evoscaled's log says so too (before, nothing was logged).
+TEST_F(StudyE2eTest, AManagedCommandNotOnPathIsLogged) {
+  server_.reset();
+  auto p = EvoscaledProcess::Start(db_, {}, /*merge_stderr=*/true);
+  ASSERT_TRUE(p.ok()) << p.status();
+  server_ = *std::move(p);
+  stub_ = server_->NewStub();
+  v1::Study spec = ExampleStudy(1, v1::AlgorithmSpec::RANDOM);
+  spec.mutable_spec()->mutable_trial_template()->set_command("evoscale-no-such-command");
+  const std::string study = CreateStudy(spec);
+  std::string logged;
+  for (int i = 0; i < 20 && logged.empty(); ++i) {
+    absl::StatusOr<std::string> line = server_->ReadLine(std::chrono::seconds(30));
+    ASSERT_TRUE(line.ok()) << line.status();
+    if (absl::StrContains(*line, "cannot start")) logged = *line;
+  }
+  EXPECT_THAT(logged, HasSubstr("evoscale-no-such-command"));
+  EXPECT_THAT(logged, HasSubstr("not found in PATH"));
+  EXPECT_THAT(logged, HasSubstr(study + "/trials/1"));
+  ASSERT_TRUE(AwaitCondition([&] { return GetStudy(study).completed_trial_count() == 1; }));
+  const std::vector<v1::Trial> all = AllTrials(study);
+  ASSERT_THAT(all, SizeIs(1));
+  EXPECT_EQ(all[0].state(), v1::Trial::INFEASIBLE);
+  EXPECT_THAT(all[0].infeasible_reason(), HasSubstr("not found in PATH"));
 }
 
 TEST_F(StudyE2eTest, HealthCheckAndServerReflectionAnswer) {

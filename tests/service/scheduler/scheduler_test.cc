@@ -245,13 +245,17 @@ TEST_F(SchedulerTest, StopTrialStopsTheProcessAndItsLastMeasurementIsFinal) {
 }
 
 TEST_F(SchedulerTest, TrialsInterruptedByARestartRunAgainAfterIt) {
-  // First run of a trial: leave a mark and hang. Second run (after the restart): finish.
+  // First run of a trial: report step 620, leave a mark and hang. Second run (after the
+  // restart, from scratch: no ${checkpoint_dir}): report step 430 and finish. The trial's
+  // history is the second run's alone, not 620 then 430.
   const std::string marks = dir_.path();
   const std::string script = absl::StrCat(
       "mark=\"", marks, "/$(echo \"$2\" | tr / _)\"\n"
       "if [ -e \"$mark\" ]; then\n"
+      "  echo '{\"event\":\"progress\",\"step\":430,\"metrics\":{\"loss\":2}}'\n"
       "  echo \"{\\\"event\\\":\\\"final\\\",\\\"metrics\\\":{\\\"loss\\\":", kLoss, "}}\"\n"
       "else\n"
+      "  echo '{\"event\":\"progress\",\"step\":620,\"metrics\":{\"loss\":3}}'\n"
       "  touch \"$mark\"; exec sleep 300\n"
       "fi\n");
   const std::string study = client_->MustCreateStudy(ManagedSpec(2, script, 2)).name();
@@ -259,7 +263,10 @@ TEST_F(SchedulerTest, TrialsInterruptedByARestartRunAgainAfterIt) {
     const std::string trial = absl::StrCat(study, "/trials/", id);
     return std::ifstream(absl::StrCat(marks, "/", absl::StrReplaceAll(trial, {{"/", "_"}}))).good();
   };
-  AwaitStudy(study, [&](const v1::Study&) { return marked(1) && marked(2); });
+  AwaitStudy(study, [&](const v1::Study&) {
+    return marked(1) && marked(2) && Trial(study + "/trials/1").measurements_size() == 1 &&
+           Trial(study + "/trials/2").measurements_size() == 1;
+  });
   server_.reset();  // stops both processes; the trials stay ACTIVE
   ASSERT_NO_FATAL_FAILURE(Start());
   const v1::Study done =
@@ -267,6 +274,8 @@ TEST_F(SchedulerTest, TrialsInterruptedByARestartRunAgainAfterIt) {
   EXPECT_EQ(done.trial_count(), 2);  // the same two trials, not new ones
   for (const v1::Trial& t : Trials(study)) {
     EXPECT_EQ(t.state(), v1::Trial::SUCCEEDED) << t.ShortDebugString();
+    ASSERT_EQ(t.measurements_size(), 1) << t.ShortDebugString();
+    EXPECT_EQ(t.measurements(0).step(), 430);
   }
 }
 
