@@ -409,10 +409,13 @@
     render(rows) {
       document.querySelector('#workloads tbody').replaceChildren(...rows.map(({ w, rec, err }) =>
         h('tr', { 'data-workload': w.name },
-          // Unspecified means the default (autoscaler.proto): SERVING, EVOSCALE.
-          h('td', null, w.kind === 'KIND_UNSPECIFIED' ? 'SERVING' : w.kind),
-          h('td', null, w.policy === 'POLICY_UNSPECIFIED' ? 'EVOSCALE' : w.policy),
-          h('td', { class: 'num' }, w.sample_count),
+          h('td', { class: 'name' }, w.name),
+          // Unspecified (or left out of the JSON) means the default (autoscaler.proto):
+          // SERVING, EVOSCALE.
+          h('td', { class: 'kind' }, !w.kind || w.kind === 'KIND_UNSPECIFIED' ? 'SERVING' : w.kind),
+          h('td', { class: 'policy' },
+            !w.policy || w.policy === 'POLICY_UNSPECIFIED' ? 'EVOSCALE' : w.policy),
+          h('td', { class: 'num samples' }, String(w.sample_count || 0)),
           err ? h('td', { colspan: 5, class: 'error-cell' }, err.message) : [
             h('td', { class: 'bounds' }, bounds(rec.cpu_cores, num)),
             h('td', { class: 'bounds' }, bounds(rec.memory_bytes, bytes)),

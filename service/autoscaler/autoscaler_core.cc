@@ -449,6 +449,12 @@ absl::StatusOr<v1::Recommendation> AutoscalerCore::GetRecommendation(
     return absl::NotFoundError(StrCat("workload \"", req.workload(), "\" not found"));
   }
   WorkloadState& w = *it->second;
+  // Nothing to recommend from yet: say so, rather than answer the models' empty defaults.
+  if (w.sample_count == 0) {
+    return absl::FailedPreconditionError(
+        StrCat("workload \"", req.workload(),
+               "\" has no samples yet: report its telemetry first (ReportTelemetry)"));
+  }
   // Recommend as of the newest sample when telemetry is historical (a replayed trace).
   const absl::Time at = w.sample_count > 0
                             ? std::min(now, absl::FromUnixSeconds(0) + absl::Seconds(w.newest_timestamp))

@@ -797,43 +797,76 @@ std::vector<std::string> WorkloadRow(const v1::Workload& w) {
 void DefineWorkloadPut(CLI::App& command, CommandArguments& arguments) {
   DefineWorkload(command, arguments);
   v1::Workload* workload = &arguments.workload_settings;
+  std::set<std::string>* given = &arguments.workload_flags;
   command
       .add_option_function<v1::Workload::Policy>(
-          "--policy", [workload](v1::Workload::Policy policy) { workload->set_policy(policy); },
+          "--policy", [workload, given](v1::Workload::Policy policy) {
+            workload->set_policy(policy);
+            given->insert("policy");
+          },
           "evoscale (default), vpa or hpa")
       ->type_name("POLICY")
       ->transform(WorkloadPolicyName());
   command
       .add_option_function<v1::Workload::Kind>(
-          "--kind", [workload](v1::Workload::Kind kind) { workload->set_kind(kind); },
+          "--kind", [workload, given](v1::Workload::Kind kind) {
+            workload->set_kind(kind);
+            given->insert("kind");
+          },
           "serving (default) or training")
       ->type_name("KIND")
       ->transform(WorkloadKindName());
   command
       .add_option_function<double>(
           "--target-utilization",
-          [workload](double utilization) { workload->set_target_utilization(utilization); },
+          [workload, given](double utilization) {
+            workload->set_target_utilization(utilization);
+            given->insert("target_utilization");
+          },
           "the utilization replicas are sized for, in (0, 1]")
       ->type_name("X")
       ->check(Utilization());
   command
       .add_option_function<int32_t>(
-          "--min-replicas", [workload](int32_t replicas) { workload->set_min_replicas(replicas); },
+          "--min-replicas",
+          [workload, given](int32_t replicas) {
+            workload->set_min_replicas(replicas);
+            given->insert("min_replicas");
+          },
           "the fewest replicas to recommend")
       ->type_name("N")
       ->check(IntegerIn(0, kMaxReplicas));
   command
       .add_option_function<int32_t>(
-          "--max-replicas", [workload](int32_t replicas) { workload->set_max_replicas(replicas); },
+          "--max-replicas",
+          [workload, given](int32_t replicas) {
+            workload->set_max_replicas(replicas);
+            given->insert("max_replicas");
+          },
           "the most replicas to recommend")
       ->type_name("N")
       ->check(IntegerIn(0, kMaxReplicas));
 }
 
 absl::Status RunWorkloadPut(const Invocation& invocation) {
+  // An update, not a replacement: an existing workload keeps every setting not given here.
   v1::PutWorkloadRequest request;
-  *request.mutable_workload() = invocation.arguments().workload_settings;
-  request.mutable_workload()->set_name(invocation.arguments().workload);
+  const CommandArguments& args = invocation.arguments();
+  absl::StatusOr<v1::Workload> existing = GetWorkloadRpc(invocation, args.workload);
+  if (!existing.ok() && !absl::IsNotFound(existing.status())) return existing.status();
+  v1::Workload* w = request.mutable_workload();
+  if (existing.ok()) {
+    *w = *existing;
+    w->clear_sample_count();  // read-only
+  }
+  const v1::Workload& given = args.workload_settings;
+  auto has = [&](const char* field) { return args.workload_flags.contains(field); };
+  if (has("policy")) w->set_policy(given.policy());
+  if (has("kind")) w->set_kind(given.kind());
+  if (has("target_utilization")) w->set_target_utilization(given.target_utilization());
+  if (has("min_replicas")) w->set_min_replicas(given.min_replicas());
+  if (has("max_replicas")) w->set_max_replicas(given.max_replicas());
+  w->set_name(args.workload);
   v1::Workload out;
   if (absl::Status s = invocation.Call("PutWorkload",
                                        [&](grpc::ClientContext* context) {

@@ -17,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -81,6 +82,8 @@ struct CommandArguments {
   std::optional<std::string> infeasible_reason;
   // workload put --policy, --kind, --target-utilization, --min-replicas and --max-replicas.
   v1::Workload workload_settings;
+  // The flags of `workload put` given on the line: only these change an existing workload.
+  std::set<std::string> workload_flags;
   // recommend -o (empty: table, or json with --json) and --prometheus-url.
   std::string output;
   KubernetesOptions kubernetes;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "evoscale/v1/autoscaler.pb.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -183,6 +184,28 @@ TEST_F(CliE2eTest, RunsTheManagedExampleStudyWithTheRealTrainer) {
   CliResult optimal = Cli({"optimal", study.name(), "--json"});
   ASSERT_EQ(optimal.exit_code, 0) << optimal.err;
   EXPECT_THAT(ParseJson<v1::ListOptimalTrialsResponse>(optimal.out).optimal_trials(), SizeIs(1));
+}
+
+// `workload put` updates: the settings not given keep their values (it used to replace the
+// workload, wiping its policy and target); `recommend` without samples says so.
+TEST_F(CliE2eTest, WorkloadPutUpdatesOnlyWhatItIsGivenAndRecommendWaitsForSamples) {
+  StartServer();
+  CliResult first = Cli({"workload", "put", "default/ranker", "--policy", "vpa",
+                         "--target-utilization", "0.6", "--min-replicas", "2"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  CliResult second = Cli({"workload", "put", "default/ranker", "--max-replicas", "10"});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  CliResult got = Cli({"workload", "get", "default/ranker", "--json"});
+  ASSERT_EQ(got.exit_code, 0) << got.err;
+  const v1::Workload w = ParseJson<v1::Workload>(got.out);
+  EXPECT_EQ(w.policy(), v1::Workload::VPA);
+  EXPECT_DOUBLE_EQ(w.target_utilization(), 0.6);
+  EXPECT_EQ(w.min_replicas(), 2);
+  EXPECT_EQ(w.max_replicas(), 10);
+  CliResult recommend = Cli({"recommend", "default/ranker"});
+  EXPECT_EQ(recommend.exit_code, 1);
+  EXPECT_THAT(recommend.err, HasSubstr("no samples yet"));
+  EXPECT_THAT(recommend.err, HasSubstr("default/ranker"));
 }
 
 TEST_F(CliE2eTest, ServerErrorsExitOneAndUsageErrorsExitTwo) {

@@ -165,10 +165,19 @@ test('studies list, study page, live update and API errors', async () => {
   // Workloads with their recommendation.
   await cli(server, 'workload', 'put', 'default/ranker', '--min-replicas', '2');
   await page.click('#nav-workloads');
-  await until(page, 'the workload with its recommendation', () => {
+  // Without samples: why there is no recommendation yet, in its row.
+  await until(page, 'the workload, with no recommendation yet', () => {
     const row = document.querySelector('tr[data-workload="default/ranker"]');
-    return row && row.querySelector('.bounds') !== null && row.querySelector('.explanation')?.textContent !== '';
+    return row && row.querySelector('.error-cell')?.textContent.includes('no samples yet');
   });
+  // Each cell under its own header (the name used to be missing, shifting the row left).
+  const heads = await page.locator('#workloads thead th').allInnerTexts();
+  const cells = await page.locator('tr[data-workload="default/ranker"] td').allInnerTexts();
+  const cell = (name) => cells[heads.indexOf(name)].trim();
+  assert.equal(cell('Name'), 'default/ranker');
+  assert.equal(cell('Kind'), 'SERVING');
+  assert.equal(cell('Policy'), 'EVOSCALE');
+  assert.equal(cell('Samples'), '0');
 
   // Back to the list: the error clears.
   await page.evaluate(() => { location.hash = '#/'; });
