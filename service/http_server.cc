@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -172,9 +173,13 @@ HttpResponse HandleHttp(StudyCore* core, AutoscalerCore* autoscaler, ServiceMetr
       } else if (k == "page_token") {
         req.set_page_token(v);
       } else if (k == "state") {
+        // Any case, as the CLI takes it: state=succeeded is SUCCEEDED.
         v1::Trial::State s;
-        if (!v1::Trial::State_Parse(std::string(v), &s)) {
-          return Error(absl::InvalidArgumentError(absl::StrCat("state: unknown trial state \"", v, "\"")));
+        if (!v1::Trial::State_Parse(absl::AsciiStrToUpper(v), &s) ||
+            s == v1::Trial::STATE_UNSPECIFIED) {
+          return Error(absl::InvalidArgumentError(absl::StrCat(
+              "state: unknown trial state \"", v,
+              "\" (want requested, active, stopping, succeeded, infeasible or failed)")));
         }
         req.set_state(s);
       }

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -470,39 +471,80 @@ absl::Status RunStudyGet(const Invocation& invocation) {
     }
     rows.push_back({"metric:", text});
   }
-  for (const v1::ParameterSpec& parameter : spec.parameters()) {
-    std::string text = parameter.name();
-    switch (parameter.parameter_value_spec_case()) {
-      case v1::ParameterSpec::kDoubleSpec:
-        absl::StrAppend(&text, " double [", FormatNumber(parameter.double_spec().min()), ", ",
-                        FormatNumber(parameter.double_spec().max()), "]");
-        break;
-      case v1::ParameterSpec::kIntegerSpec:
-        absl::StrAppend(&text, " integer [", parameter.integer_spec().min(), ", ",
-                        parameter.integer_spec().max(), "]");
-        break;
-      case v1::ParameterSpec::kDiscreteSpec:
-        absl::StrAppend(&text, " discrete {",
-                        absl::StrJoin(parameter.discrete_spec().values(), ", ",
-                                      [](std::string* out, double v) {
-                                        absl::StrAppend(out, FormatNumber(v));
-                                      }),
-                        "}");
-        break;
-      case v1::ParameterSpec::kCategoricalSpec:
-        absl::StrAppend(&text, " categorical {",
-                        absl::StrJoin(parameter.categorical_spec().values(), ", "), "}");
-        break;
-      case v1::ParameterSpec::PARAMETER_VALUE_SPEC_NOT_SET:
-        break;
+  // Each parameter, and below it the children it makes active ("when PARENT in {...}").
+  std::function<void(const v1::ParameterSpec&, const std::string&, const std::string&)>
+      add_parameter = [&](const v1::ParameterSpec& parameter, const std::string& indent,
+                          const std::string& when) {
+        std::string text = indent + parameter.name();
+        switch (parameter.parameter_value_spec_case()) {
+          case v1::ParameterSpec::kDoubleSpec:
+            absl::StrAppend(&text, " double [", FormatNumber(parameter.double_spec().min()), ", ",
+                            FormatNumber(parameter.double_spec().max()), "]");
+            break;
+          case v1::ParameterSpec::kIntegerSpec:
+            absl::StrAppend(&text, " integer [", parameter.integer_spec().min(), ", ",
+                            parameter.integer_spec().max(), "]");
+            break;
+          case v1::ParameterSpec::kDiscreteSpec:
+            absl::StrAppend(&text, " discrete {",
+                            absl::StrJoin(parameter.discrete_spec().values(), ", ",
+                                          [](std::string* out, double v) {
+                                            absl::StrAppend(out, FormatNumber(v));
+                                          }),
+                            "}");
+            break;
+          case v1::ParameterSpec::kCategoricalSpec:
+            absl::StrAppend(&text, " categorical {",
+                            absl::StrJoin(parameter.categorical_spec().values(), ", "), "}");
+            break;
+          case v1::ParameterSpec::PARAMETER_VALUE_SPEC_NOT_SET:
+            break;
+        }
+        if (parameter.scale() != v1::ParameterSpec::SCALE_TYPE_UNSPECIFIED) {
+          absl::StrAppend(&text, " ", v1::ParameterSpec::ScaleType_Name(parameter.scale()));
+        }
+        absl::StrAppend(&text, when);
+        rows.push_back({"parameter:", text});
+        for (const auto& child : parameter.children()) {
+          std::vector<std::string> values(child.parent_categorical_values().begin(),
+                                          child.parent_categorical_values().end());
+          for (double v : child.parent_discrete_values()) values.push_back(FormatNumber(v));
+          for (int64_t v : child.parent_int_values()) values.push_back(absl::StrCat(v));
+          add_parameter(child.parameter_spec(), indent + "  ",
+                        absl::StrCat(" when ", parameter.name(), " in {",
+                                     absl::StrJoin(values, ", "), "}"));
+        }
+      };
+  for (const v1::ParameterSpec& parameter : spec.parameters()) add_parameter(parameter, "", "");
+  if (spec.has_early_stopping() &&
+      spec.early_stopping().policy() != v1::EarlyStoppingSpec::POLICY_UNSPECIFIED) {
+    const v1::EarlyStoppingSpec& es = spec.early_stopping();
+    std::string text = v1::EarlyStoppingSpec::Policy_Name(es.policy());
+    if (es.min_steps() > 0) absl::StrAppend(&text, ", min_steps ", es.min_steps());
+    if (es.min_trials() > 0) absl::StrAppend(&text, ", min_trials ", es.min_trials());
+    if (es.policy() == v1::EarlyStoppingSpec::ASHA) {
+      absl::StrAppend(&text, ", min_resource ", es.min_resource(), ", reduction_factor ",
+                      FormatNumber(es.reduction_factor()));
     }
-    if (parameter.scale() != v1::ParameterSpec::SCALE_TYPE_UNSPECIFIED) {
-      absl::StrAppend(&text, " ", v1::ParameterSpec::ScaleType_Name(parameter.scale()));
+    rows.push_back({"early_stopping:", text});
+  }
+  if (spec.has_trial_template()) {
+    const v1::TrialTemplate& tt = spec.trial_template();
+    if (!tt.command().empty()) {
+      rows.push_back({"command:", absl::StrJoin({tt.command(), absl::StrJoin(tt.args(), " ")},
+                                                " ")});
+      rows.push_back({"managed:", absl::StrCat(std::max(1, tt.parallel_trials()),
+                                               " at once, priority ", tt.priority())});
     }
-    if (!parameter.children().empty()) {
-      absl::StrAppend(&text, " (", parameter.children_size(), " conditional children)");
+    const v1::ResourceRequest& r = tt.resources();
+    if (r.cpu_cores() > 0 || r.memory_bytes() > 0 || r.gpus() > 0) {
+      rows.push_back({"resources:",
+                      absl::StrCat("cpu ", FormatNumber(r.cpu_cores()), ", memory ",
+                                   Mebibytes(r.memory_bytes()), ", gpus ", r.gpus(),
+                                   tt.fixed_resources() ? " (fixed)"
+                                   : tt.command().empty() ? ""
+                                                          : " (until right-sized)")});
     }
-    rows.push_back({"parameter:", text});
   }
   // FormatTable with the first row as its "header": a two-column key/value block.
   std::vector<std::string> first = rows.front();
@@ -1285,7 +1327,8 @@ std::string UsageText() {
       ")\n"
       "  -h, --help          print this text; after a command, that command's flags\n"
       "\n"
-      "Exit status: 0 success, 1 the server returned an error, 2 bad usage or input.\n");
+      "Exit status: 0 success, 1 the server returned an error or could not be reached\n"
+      "(UNAVAILABLE), 2 bad usage or input.\n");
   return text;
 }
 

@@ -112,6 +112,12 @@ TEST_F(CliE2eTest, DrivesTheExampleStudyToCompletion) {
   EXPECT_EQ(done.state(), v1::Study::COMPLETED);
   EXPECT_EQ(done.completed_trial_count(), 24);
 
+  // The readable summary shows the conditional child under its parent.
+  CliResult summary = Cli({"study", "get", "1"});
+  ASSERT_EQ(summary.exit_code, 0) << summary.err;
+  EXPECT_THAT(summary.out,
+              HasSubstr("  ftrl_l1 double [1e-06, 1] LOG when optimizer_sparse in {ftrl}"));
+
   CliResult optimal = Cli({"optimal", "studies/1", "--json"});
   ASSERT_EQ(optimal.exit_code, 0) << optimal.err;
   auto best = ParseJson<v1::ListOptimalTrialsResponse>(optimal.out);
@@ -181,6 +187,13 @@ TEST_F(CliE2eTest, RunsTheManagedExampleStudyWithTheRealTrainer) {
   // The table shows requested vs used.
   CliResult table = Cli({"trials", "list", study.name()});
   EXPECT_THAT(table.out, HasSubstr("MEMORY REQUESTED / PEAK"));
+  // `study get` shows the early stopping and the trial template.
+  CliResult summary = Cli({"study", "get", study.name()});
+  EXPECT_THAT(summary.out, HasSubstr("early_stopping:"));
+  EXPECT_THAT(summary.out, HasSubstr("MEDIAN"));
+  EXPECT_THAT(summary.out, HasSubstr("command:"));
+  EXPECT_THAT(summary.out, HasSubstr("evoscale-trainer --synthetic 200000"));
+  EXPECT_THAT(summary.out, HasSubstr("cpu 1, memory 1024 MiB, gpus 0 (until right-sized)"));
   CliResult optimal = Cli({"optimal", study.name(), "--json"});
   ASSERT_EQ(optimal.exit_code, 0) << optimal.err;
   EXPECT_THAT(ParseJson<v1::ListOptimalTrialsResponse>(optimal.out).optimal_trials(), SizeIs(1));

@@ -1745,6 +1745,23 @@ TEST_F(StudyServiceTest, HttpTrialsListsTheStudysTrialsAsJson) {
   EXPECT_THAT(reply.body, HasSubstr("\"state\":\"ACTIVE\""));
 }
 
+TEST_F(StudyServiceTest, HttpTrialStateFilterTakesAnyCaseAndNamesTheChoicesWhenWrong) {
+  const std::string study = client_->MustCreateStudy(ValidSpec()).name();
+  ASSERT_EQ(client_->MustSuggest(study, 2, "w").trials_size(), 2);
+  for (const char* state : {"active", "ACTIVE", "Active"}) {
+    HttpReply reply =
+        HttpGet(server_->http_port(), std::string("/api/v1/studies/1/trials?state=") + state);
+    EXPECT_EQ(reply.status, 200) << state << ": " << reply.body;
+    EXPECT_THAT(reply.body, HasSubstr("\"name\":\"studies/1/trials/2\""));
+  }
+  HttpReply none = HttpGet(server_->http_port(), "/api/v1/studies/1/trials?state=succeeded");
+  EXPECT_EQ(none.status, 200) << none.body;
+  EXPECT_THAT(none.body, Not(HasSubstr("studies/1/trials/1")));
+  HttpReply bad = HttpGet(server_->http_port(), "/api/v1/studies/1/trials?state=done");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_THAT(bad.body, HasSubstr("state: unknown trial state \\\"done\\\" (want requested"));
+}
+
 TEST_F(StudyServiceTest, HttpUnknownStudyIs404) {
   HttpReply reply = HttpGet(server_->http_port(), "/api/v1/studies/42");
   EXPECT_EQ(reply.status, 404);
