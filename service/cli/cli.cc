@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <map>
@@ -30,6 +31,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "evoscale/v1/autoscaler.grpc.pb.h"
 #include "evoscale/v1/study.grpc.pb.h"
 #include "evoscale/v1/study.pb.h"
@@ -1002,6 +1004,135 @@ absl::Status RunRecommend(const Invocation& invocation) {
   return absl::OkStatus();
 }
 
+// ---- Telemetry ----
+
+void DefineTelemetrySend(CLI::App& command, CommandArguments& arguments) {
+  command
+      .add_option("FILE", arguments.file,
+                  "samples: JSON lines (a TelemetrySample each, e.g. {\"workload\":\"default/"
+                  "ranker\",\"instance\":\"pod-1\",\"timestamp\":1700000000,\"cpu_cores\":1.5,"
+                  "\"memory_bytes\":2e9}) or CSV whose header names those fields")
+      ->type_name("")
+      ->required();
+  command.add_option("--workload", arguments.workload, "the workload of samples that name none")
+      ->type_name("NAME");
+}
+
+// Reads a telemetry file: JSON lines, or CSV (no quoting) with a header of TelemetrySample
+// field names. INVALID_ARGUMENT naming the line and the field.
+absl::StatusOr<std::vector<v1::TelemetrySample>> ReadTelemetryFile(
+    const std::string& path, const std::string& default_workload) {
+  std::ifstream in(path);
+  if (!in) return UsageError(absl::StrCat("telemetry file \"", path, "\": cannot be read"));
+  std::vector<v1::TelemetrySample> samples;
+  std::vector<std::string> header;  // CSV columns; empty for JSON lines
+  int line_number = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_number;
+    const absl::string_view text = absl::StripAsciiWhitespace(line);
+    if (text.empty() || absl::StartsWith(text, "#")) continue;
+    const std::string where = absl::StrCat(path, ":", line_number);
+    v1::TelemetrySample sample;
+    if (header.empty() && absl::StartsWith(text, "{")) {
+      if (auto st = google::protobuf::util::JsonStringToMessage(std::string(text), &sample);
+          !st.ok()) {
+        return UsageError(
+            absl::StrCat(where, ": not a TelemetrySample: ", st.message().as_string()));
+      }
+    } else if (header.empty()) {
+      for (absl::string_view column : absl::StrSplit(text, ',')) {
+        const std::string name(absl::StripAsciiWhitespace(column));
+        if (v1::TelemetrySample::descriptor()->FindFieldByName(name) == nullptr) {
+          return UsageError(absl::StrCat(where, ": column \"", name,
+                                         "\" is not a TelemetrySample field (workload, instance, "
+                                         "timestamp, cpu_cores, memory_bytes, gpu_utilization, "
+                                         "gpu_memory_bytes, qps, latency_ms, oom)"));
+        }
+        header.push_back(name);
+      }
+      continue;
+    } else {
+      std::vector<absl::string_view> cells = absl::StrSplit(text, ',');
+      if (cells.size() != header.size()) {
+        return UsageError(absl::StrCat(where, ": ", cells.size(), " values for ", header.size(),
+                                       " columns"));
+      }
+      for (size_t i = 0; i < cells.size(); ++i) {
+        const absl::string_view cell = absl::StripAsciiWhitespace(cells[i]);
+        const std::string& field = header[i];
+        double number = 0;
+        if (field == "workload") {
+          sample.set_workload(std::string(cell));
+        } else if (field == "instance") {
+          sample.set_instance(std::string(cell));
+        } else if (field == "oom") {
+          if (cell != "true" && cell != "false" && cell != "1" && cell != "0") {
+            return UsageError(absl::StrCat(where, ": oom: \"", cell, "\" is not true or false"));
+          }
+          sample.set_oom(cell == "true" || cell == "1");
+        } else if (!absl::SimpleAtod(cell, &number)) {
+          return UsageError(absl::StrCat(where, ": ", field, ": \"", cell, "\" is not a number"));
+        } else {
+          const auto* f = v1::TelemetrySample::descriptor()->FindFieldByName(field);
+          sample.GetReflection()->SetDouble(&sample, f, number);
+        }
+      }
+    }
+    if (sample.workload().empty()) {
+      if (default_workload.empty()) {
+        return UsageError(absl::StrCat(where, ": no workload (give the field, or --workload)"));
+      }
+      sample.set_workload(default_workload);
+    }
+    samples.push_back(std::move(sample));
+  }
+  return samples;
+}
+
+absl::Status RunTelemetrySend(const Invocation& invocation) {
+  const CommandArguments& arguments = invocation.arguments();
+  absl::StatusOr<std::vector<v1::TelemetrySample>> samples =
+      ReadTelemetryFile(arguments.file, arguments.workload);
+  if (!samples.ok()) return samples.status();
+  constexpr size_t kBatch = 1000;
+  v1::ReportTelemetryResponse response;
+  if (absl::Status s = invocation.Call(
+          "ReportTelemetry",
+          [&](grpc::ClientContext* context) {
+            std::unique_ptr<grpc::ClientWriterInterface<v1::TelemetryBatch>> writer =
+                invocation.autoscaler().ReportTelemetry(context, &response);
+            for (size_t i = 0; i < samples->size(); i += kBatch) {
+              v1::TelemetryBatch batch;
+              for (size_t j = i; j < std::min(samples->size(), i + kBatch); ++j) {
+                *batch.add_samples() = (*samples)[j];
+              }
+              if (!writer->Write(batch)) break;  // the server ended the stream: Finish says why
+            }
+            writer->WritesDone();
+            return writer->Finish();
+          });
+      !s.ok()) {
+    return s;
+  }
+  if (invocation.global().json) {
+    if (absl::Status s = invocation.PrintJson(response); !s.ok()) return s;
+  } else {
+    invocation.out() << "sent " << samples->size() << " samples: " << response.accepted()
+                     << " accepted, " << response.rejected() << " rejected\n";
+    for (const auto& [reason, n] : response.rejected_by_reason()) {
+      invocation.out() << "  " << reason << ": " << n << "\n";
+    }
+    for (const std::string& error : response.errors()) invocation.out() << "  " << error << "\n";
+  }
+  if (response.rejected() > 0) {
+    return RpcError("ReportTelemetry",
+                    grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 absl::StrCat(response.rejected(), " of ", samples->size(),
+                                              " samples rejected")));
+  }
+  return absl::OkStatus();
+}
+
 void DefineReplay(CLI::App& command, CommandArguments& arguments) {
   load_model::ReplayOptions& replay = arguments.replay;
   command.add_option("--trace", replay.trace, "bitbrains, alibaba-genai or azure-llm")
@@ -1081,6 +1212,10 @@ const std::vector<Command>& Commands() {
        "Show a workload's recommendation; -o yaml prints a VerticalPodAutoscaler and a KEDA "
        "ScaledObject.",
        DefineRecommend, RunRecommend},
+      {"telemetry send", "FILE [--workload NAME]",
+       "Send usage samples (JSON lines or CSV) to the autoscaler, e.g. to try it without a "
+       "cluster.",
+       DefineTelemetrySend, RunTelemetrySend},
       {"replay",
        "--trace bitbrains|alibaba-genai|azure-llm --path PATH [--policy evoscale|vpa|hpa]",
        "Replay a trace through an autoscaling policy, offline, and report slack, OOMs and "

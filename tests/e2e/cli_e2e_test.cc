@@ -221,6 +221,49 @@ TEST_F(CliE2eTest, WorkloadPutUpdatesOnlyWhatItIsGivenAndRecommendWaitsForSample
   EXPECT_THAT(recommend.err, HasSubstr("default/ranker"));
 }
 
+// `telemetry send`: a newcomer without grpcurl can feed the autoscaler a CSV or JSON-lines
+// file and get a recommendation; bad lines are named, rejected samples counted by reason.
+TEST_F(CliE2eTest, TelemetrySendFeedsTheAutoscalerFromCsvAndJsonLines) {
+  StartServer();
+  ASSERT_EQ(Cli({"workload", "put", "default/ranker"}).exit_code, 0);
+  const int64_t now = static_cast<int64_t>(time(nullptr));
+  const std::string csv = dir_.path() + "/samples.csv";
+  {
+    std::ofstream out(csv);
+    out << "# a comment\ninstance,timestamp,cpu_cores,memory_bytes\n";
+    for (int i = 0; i < 30; ++i) {
+      out << "pod-1," << now - 300 + 10 * i << "," << 1.0 + 0.01 * i << ",2000000000\n";
+    }
+  }
+  CliResult sent = Cli({"telemetry", "send", csv, "--workload", "default/ranker"});
+  ASSERT_EQ(sent.exit_code, 0) << sent.err;
+  EXPECT_THAT(sent.out, HasSubstr("sent 30 samples: 30 accepted, 0 rejected"));
+  CliResult rec = Cli({"recommend", "default/ranker", "--json"});
+  ASSERT_EQ(rec.exit_code, 0) << rec.err;
+  EXPECT_GT(ParseJson<v1::Recommendation>(rec.out).memory_bytes().target(), 1.9e9);
+
+  const std::string jsonl = dir_.path() + "/samples.jsonl";
+  std::ofstream(jsonl) << "{\"workload\":\"default/ranker\",\"instance\":\"pod-2\",\"timestamp\":"
+                       << now << ",\"cpu_cores\":1}\n"
+                       << "{\"workload\":\"default/nothing\",\"instance\":\"pod-2\","
+                          "\"timestamp\":"
+                       << now << ",\"cpu_cores\":1}\n";
+  CliResult partly = Cli({"telemetry", "send", jsonl});
+  EXPECT_EQ(partly.exit_code, 1);
+  EXPECT_THAT(partly.out, HasSubstr("1 accepted, 1 rejected"));
+  EXPECT_THAT(partly.out, HasSubstr("unknown_workload: 1"));
+
+  const std::string bad = dir_.path() + "/bad.csv";
+  std::ofstream(bad) << "workload,timestamp,cpu_cores\ndefault/ranker,1,x\n";
+  CliResult invalid = Cli({"telemetry", "send", bad});
+  EXPECT_EQ(invalid.exit_code, 2);
+  EXPECT_THAT(invalid.err, HasSubstr("bad.csv:2: cpu_cores: \"x\" is not a number"));
+  std::ofstream(bad) << "workload,cpu\n";
+  invalid = Cli({"telemetry", "send", bad});
+  EXPECT_EQ(invalid.exit_code, 2);
+  EXPECT_THAT(invalid.err, HasSubstr("column \"cpu\" is not a TelemetrySample field"));
+}
+
 TEST_F(CliE2eTest, ServerErrorsExitOneAndUsageErrorsExitTwo) {
   StartServer();
   CliResult missing = Cli({"study", "get", "studies/99"});
