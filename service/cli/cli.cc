@@ -1395,10 +1395,15 @@ absl::StatusOr<std::string> NormalizeStudyName(absl::string_view name) {
 
 absl::StatusOr<std::string> ValidateTrialName(absl::string_view name) {
   std::vector<absl::string_view> parts = absl::StrSplit(name, '/');
+  // "S/T" is short for studies/S/trials/T (a trial id alone is ambiguous: ids are per study).
+  if (parts.size() == 2 && !parts[0].empty() && !parts[1].empty() && parts[0] != "studies") {
+    return absl::StrCat("studies/", parts[0], "/trials/", parts[1]);
+  }
   if (parts.size() != 4 || parts[0] != "studies" || parts[1].empty() || parts[2] != "trials" ||
       parts[3].empty()) {
-    return UsageError(
-        absl::StrCat("trial \"", name, "\": expected a trial name studies/ID/trials/ID"));
+    return UsageError(absl::StrCat("trial \"", name,
+                                   "\": expected a trial name studies/ID/trials/ID, or STUDY/TRIAL "
+                                   "ids (1/3)"));
   }
   return std::string(name);
 }
@@ -1448,7 +1453,7 @@ std::string UsageText() {
       "      Print this text.\n"
       "\n"
       "STUDY is a study name, studies/ID, or just its ID; TRIAL is a trial name,\n"
-      "studies/ID/trials/ID.\n"
+      "studies/ID/trials/ID, or the two ids, STUDY/TRIAL (1/3).\n"
       "\n"
       "Global flags (anywhere on the line):\n"
       "  --server HOST:PORT  evoscaled's gRPC address (default $EVOSCALE_SERVER, else ",

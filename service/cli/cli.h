@@ -115,7 +115,8 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
 // name, extra path segments).
 absl::StatusOr<std::string> NormalizeStudyName(absl::string_view name);
 
-// Checks that `name` is a full trial name "studies/{s}/trials/{t}"; returns it unchanged.
+// A full trial name "studies/{s}/trials/{t}" (returned unchanged), or "{s}/{t}" (returned as
+// the full name). InvalidArgument for anything else.
 absl::StatusOr<std::string> ValidateTrialName(absl::string_view name);
 
 // Parses "metric=value" into its name and value. InvalidArgument naming the argument when

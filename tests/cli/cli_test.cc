@@ -116,12 +116,15 @@ TEST(NormalizeStudyNameTest, RejectsOtherShapes) {
   }
 }
 
-TEST(ValidateTrialNameTest, AcceptsOnlyFullTrialNames) {
+TEST(ValidateTrialNameTest, AcceptsFullTrialNamesAndTheTwoIds) {
   EXPECT_EQ(*ValidateTrialName("studies/1/trials/3"), "studies/1/trials/3");
+  EXPECT_EQ(*ValidateTrialName("1/3"), "studies/1/trials/3");
   for (const char* bad : {"3", "studies/1", "studies/1/trials/", "studies//trials/3",
-                          "studies/1/trials/3/x", "projects/1/trials/3"}) {
+                          "studies/1/trials/3/x", "projects/1/trials/3", "1/", "/3"}) {
     EXPECT_EQ(ValidateTrialName(bad).status().message(),
-              absl::StrCat("trial \"", bad, "\": expected a trial name studies/ID/trials/ID"))
+              absl::StrCat("trial \"", bad,
+                           "\": expected a trial name studies/ID/trials/ID, or STUDY/TRIAL ids "
+                           "(1/3)"))
         << bad;
   }
 }
@@ -612,7 +615,8 @@ TEST(CliRunTest, UsageErrorsExit2WithMessage) {
        "evoscale: measure: --step: \"x\" is not an integer in [0, 9223372036854775807] (usage: "
        "evoscale measure TRIAL --step N METRIC=VALUE...)\n"},
       {{"measure", "3", "--step", "1", "loss=1"},
-       "evoscale: measure: trial \"3\": expected a trial name studies/ID/trials/ID\n"},
+       "evoscale: measure: trial \"3\": expected a trial name studies/ID/trials/ID, or "
+       "STUDY/TRIAL ids (1/3)\n"},
       {{"measure", "studies/1/trials/3", "--step", "1"},
        "evoscale: measure: METRIC=VALUE is required (usage: evoscale measure TRIAL --step N "
        "METRIC=VALUE...)\n"},
