@@ -286,6 +286,8 @@ absl::Status LoadShardCheckpoint(const std::string& dir, const CheckpointManifes
         table.RestorePending(key, count);
       }
     }
+    // Rows come in index order: reserve for all of them first (see EmbeddingTable::Reserve).
+    if (status.ok()) status = table.Reserve(table.size() + header.rows);
     for (uint64_t i = 0; status.ok() && i < header.rows; ++i) {
       uint64_t key;
       uint32_t last_update;

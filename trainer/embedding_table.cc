@@ -176,7 +176,16 @@ void EmbeddingTable::FindBatch(const uint64_t* keys, size_t n, uint32_t* rows) c
 }
 
 absl::Status EmbeddingTable::Grow() {
-  const size_t capacity = std::min<size_t>(capacity_ + capacity_ / 2, size_t{1} << 32);
+  return Rehash(std::min<size_t>(capacity_ + capacity_ / 2, size_t{1} << 32));
+}
+
+absl::Status EmbeddingTable::Reserve(size_t rows) {
+  const size_t want = std::min<size_t>(
+      size_t(std::ceil(double(rows) / options_.max_load_factor)) + 1, size_t{1} << 32);
+  return want > capacity_ ? Rehash(want) : absl::OkStatus();
+}
+
+absl::Status EmbeddingTable::Rehash(size_t capacity) {
   absl::StatusOr<internal::MappedBuffer> grown = NewIndex(capacity);
   if (!grown.ok()) return grown.status();
   internal::MappedBuffer old = std::exchange(index_, *std::move(grown));

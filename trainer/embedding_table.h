@@ -104,6 +104,10 @@ class EmbeddingTable {
   // Writes a row as restored from a checkpoint: `values` holds dim + state_floats floats. Ignores
   // the occurrence threshold and does not mark the row dirty. kNoRow if the arena is full.
   uint32_t Restore(uint64_t key, uint32_t last_update, const float* values);
+  // Grows the index, in one rehash, to hold `rows` rows under the maximum load factor. A
+  // checkpoint restores its rows in index order (sorted by hash): into a smaller index they
+  // would pile up as one long probe cluster, so the loader reserves first.
+  absl::Status Reserve(size_t rows);
 
   // Incremental checkpoints (needs track_changes): the live rows inserted or updated and the keys
   // erased since the last call (or since construction); then starts a new interval in which an
@@ -176,6 +180,7 @@ class EmbeddingTable {
   uint32_t AllocateRow();
   void InitializeRow(uint64_t key, uint32_t row);
   absl::Status Grow();
+  absl::Status Rehash(size_t capacity);
   void EraseSlot(size_t slot);
   bool Admit(uint64_t key);
 

@@ -90,6 +90,27 @@ TEST(EmbeddingTableTest, GrowsWithoutLosingOrMovingRows) {
   EXPECT_GE(table->memory_bytes(), table->size() * table->row_bytes());
 }
 
+TEST(EmbeddingTableTest, ReserveGrowsOnceAndKeepsEveryRow) {
+  auto table = MakeTable();
+  for (uint64_t k = 0; k < 10; ++k) table->FindOrInsert(k * 0x9E3779B97F4A7C15ull, 0);
+  ASSERT_TRUE(table->Reserve(50000).ok());
+  const size_t reserved = table->capacity();
+  EXPECT_GE(reserved, 50000u / 0.8);
+  EXPECT_LT(reserved, 50000u / 0.8 + 2);  // one rehash to the size asked, not a 1.5x ladder
+  EXPECT_TRUE(table->Reserve(100).ok());  // smaller: nothing changes
+  EXPECT_EQ(table->capacity(), reserved);
+  // Restored in hash order, as a checkpoint writes them: no growth on the way.
+  std::vector<float> values(8, 0.5f);
+  for (uint64_t k = 10; k < 40000; ++k) {
+    ASSERT_NE(table->Restore(k * 0x9E3779B97F4A7C15ull, 1, values.data()),
+              EmbeddingTable::kNoRow);
+  }
+  EXPECT_EQ(table->capacity(), reserved);
+  for (uint64_t k = 0; k < 40000; ++k) {
+    ASSERT_NE(table->Find(k * 0x9E3779B97F4A7C15ull), EmbeddingTable::kNoRow) << k;
+  }
+}
+
 TEST(EmbeddingTableTest, EraseKeepsProbeChainsIntact) {
   auto table = MakeTable();
   std::mt19937_64 rng(1);
