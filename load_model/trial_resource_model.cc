@@ -125,6 +125,7 @@ TrialResourceModel::Fit TrialResourceModel::FitResource(double TrialTelemetry::*
       }
       const double mean = s / n, var = s2 / n - mean * mean;
       const double scale = var > 1e-24 ? std::sqrt(var) : 1.0;
+      fit.floor.push_back(floor_of(features[j - 1]));
       fit.mean.push_back(mean);
       fit.scale.push_back(scale);
       x.col(j) = (x.col(j).array() - mean) / scale;
@@ -189,20 +190,11 @@ TrialResourceModel::Fit TrialResourceModel::FitResource(double TrialTelemetry::*
   return best->fit;
 }
 
-double TrialResourceModel::Evaluate(const Fit& fit, const TrialParams& params) const {
+double TrialResourceModel::Evaluate(const Fit& fit, const TrialParams& params) {
   double v = fit.weights[0];
   for (size_t j = 0; j < fit.features.size(); ++j) {
-    const std::string& f = fit.features[j];
     // The log of a value at or below 0 is taken at the smallest value the fit has seen.
-    double lo = std::numeric_limits<double>::infinity();
-    if (absl::StartsWith(f, kLog)) {
-      for (const auto& t : trials_) {
-        const auto it = t.params.find(f.substr(sizeof(kLog) - 1));
-        if (it != t.params.end() && it->second > 0) lo = std::min(lo, it->second);
-      }
-    }
-    v += fit.weights[j + 1] * (FeatureValue(f, params, std::isfinite(lo) ? lo : 1e-300) -
-                               fit.mean[j]) /
+    v += fit.weights[j + 1] * (FeatureValue(fit.features[j], params, fit.floor[j]) - fit.mean[j]) /
          fit.scale[j];
   }
   return fit.log_target ? std::exp(std::min(v, 700.0)) : v;

@@ -83,13 +83,14 @@ class TrialResourceModel {
   struct Fit {
     bool log_target = false;
     std::vector<std::string> features;  // "name" or "log:name"
+    std::vector<double> floor;          // a log feature's smallest fitted value (its clamp)
     std::vector<double> mean, scale;    // of each feature over the trials
     std::vector<double> weights;        // intercept first
     double margin = 0;
     double loo_error = 0;  // mean relative leave-one-out error
   };
   Fit FitResource(double TrialTelemetry::*target) const;
-  double Evaluate(const Fit& fit, const TrialParams& params) const;
+  static double Evaluate(const Fit& fit, const TrialParams& params);
 
   const TrialResourceModelOptions options_;
   std::vector<TrialTelemetry> trials_;

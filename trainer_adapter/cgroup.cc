@@ -55,6 +55,35 @@ absl::Status WriteFile(const std::string& path, const std::string& value) {
   return absl::OkStatus();
 }
 
+// The processes in the group folder `dir` now.
+std::vector<pid_t> GroupPids(const std::string& dir) {
+  std::vector<pid_t> pids;
+  std::istringstream in(ReadFile(dir + "/cgroup.procs"));
+  for (pid_t pid; in >> pid;) pids.push_back(pid);
+  return pids;
+}
+
+// SIGKILLs every process in `dir` until none is left (at most `attempts` rounds, 10 ms apart),
+// after writing v2's cgroup.kill (Linux 5.14+) where `kill_file`. Returns whether it is empty.
+bool KillGroup(const std::string& dir, bool kill_file, int attempts) {
+  if (kill_file) WriteFile(dir + "/cgroup.kill", "1").IgnoreError();
+  for (int i = 0; i < attempts; ++i) {
+    std::vector<pid_t> pids = GroupPids(dir);
+    if (pids.empty()) return true;
+    for (pid_t pid : pids) kill(pid, SIGKILL);
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return GroupPids(dir).empty();
+}
+
+// Removes an emptied group folder: one whose last process is still leaving cannot be removed
+// yet, so it retries briefly.
+void RemoveGroupDir(const std::string& dir) {
+  for (int i = 0; i < 100 && rmdir(dir.c_str()) != 0 && errno == EBUSY; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+}
+
 // Kills what is left in groups a runner killed with SIGKILL left behind in `folder`
 // ("PREFIX-PID-..." whose PID is gone; another live runner's are not touched), then removes
 // them. A double-forked grandchild outlives PR_SET_PDEATHSIG and must not run on beside the
@@ -69,21 +98,8 @@ void RemoveStaleGroups(const std::string& folder, const std::string& prefix) {
     if (!absl::SimpleAtoi(name.substr(0, name.find('-')), &owner) || owner <= 0) continue;
     if (kill(owner, 0) == 0 || errno == EPERM) continue;  // its runner still lives
     const std::string stale = absl::StrCat(folder, "/", e->d_name);
-    WriteFile(stale + "/cgroup.kill", "1").IgnoreError();  // v2, Linux 5.14+
-    for (int attempt = 0; attempt < 50; ++attempt) {
-      std::istringstream procs(ReadFile(stale + "/cgroup.procs"));
-      bool any = false;
-      for (pid_t pid; procs >> pid;) {
-        kill(pid, SIGKILL);
-        any = true;
-      }
-      if (!any) break;
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-    for (int attempt = 0; attempt < 100 && rmdir(stale.c_str()) != 0 && errno == EBUSY;
-         ++attempt) {
-      absl::SleepFor(absl::Milliseconds(10));
-    }
+    KillGroup(stale, /*kill_file=*/true, /*attempts=*/50);
+    RemoveGroupDir(stale);
   }
   closedir(dir);
 }
@@ -238,22 +254,10 @@ void TrialCgroup::JoinFromChild(const std::vector<int>& fds) {
   }
 }
 
-std::vector<pid_t> TrialCgroup::Pids() const {
-  std::vector<pid_t> pids;
-  std::istringstream in(ReadFile(memory_ + "/cgroup.procs"));
-  for (pid_t pid; in >> pid;) pids.push_back(pid);
-  return pids;
-}
+std::vector<pid_t> TrialCgroup::Pids() const { return GroupPids(memory_); }
 
 bool TrialCgroup::KillAll(int attempts) const {
-  if (version_ == 2) WriteFile(memory_ + "/cgroup.kill", "1").IgnoreError();  // Linux 5.14+
-  for (int i = 0; i < attempts; ++i) {
-    std::vector<pid_t> pids = Pids();
-    if (pids.empty()) return true;
-    for (pid_t pid : pids) kill(pid, SIGKILL);
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return Pids().empty();
+  return KillGroup(memory_, /*kill_file=*/version_ == 2, attempts);
 }
 
 int64_t TrialCgroup::oom_kills() const {
@@ -294,12 +298,7 @@ int64_t TrialCgroup::cpu_quota_us() const {
 TrialCgroup::~TrialCgroup() {
   for (int fd : join_fds_) close(fd);
   KillAll();
-  // A group whose last process is still leaving cannot be removed yet: retry briefly.
-  for (const std::string& dir : dirs()) {
-    for (int i = 0; i < 100 && rmdir(dir.c_str()) != 0 && errno == EBUSY; ++i) {
-      absl::SleepFor(absl::Milliseconds(10));
-    }
-  }
+  for (const std::string& dir : dirs()) RemoveGroupDir(dir);
 }
 
 }  // namespace evoscale::trainer_adapter

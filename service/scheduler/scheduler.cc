@@ -29,7 +29,6 @@ namespace evoscale::service {
 namespace ta = ::evoscale::trainer_adapter;
 
 struct Scheduler::Slot {
-  std::string study;
   int priority = 0;
   absl::Time started = absl::Now();
   std::string client_id;
@@ -208,6 +207,9 @@ load_model::TrialParams ModelParams(const v1::Trial& t) {
   return params;
 }
 
+// The client id of slot `i` of a study: asking with it hands back the slot's unfinished trial.
+std::string SlotClientId(int i) { return absl::StrCat("evoscaled/slot-", i); }
+
 std::pair<int64_t, int32_t> CreateTime(const v1::Study& s) {
   return {s.create_time().seconds(), s.create_time().nanos()};
 }
@@ -372,22 +374,28 @@ std::vector<v1::Study> Scheduler::ManagedStudies() {
   return managed;
 }
 
+std::vector<v1::Trial> Scheduler::TrialsIn(const std::string& study, v1::Trial::State state) {
+  std::vector<v1::Trial> trials;
+  v1::ListTrialsRequest list;
+  list.set_parent(study);
+  list.set_state(state);
+  list.set_page_size(kMaxPageSize);
+  for (;;) {
+    absl::StatusOr<v1::ListTrialsResponse> page = core_->Call(list);
+    if (!page.ok()) break;
+    trials.insert(trials.end(), page->trials().begin(), page->trials().end());
+    if (page->next_page_token().empty()) break;
+    list.set_page_token(page->next_page_token());
+  }
+  return trials;
+}
+
 void Scheduler::FinishStoppingTrials() {
   for (const v1::Study& study : ManagedStudies()) {
-    v1::ListTrialsRequest stopping;
-    stopping.set_parent(study.name());
-    stopping.set_state(v1::Trial::STOPPING);
-    stopping.set_page_size(kMaxPageSize);
-    for (;;) {
-      absl::StatusOr<v1::ListTrialsResponse> trials = core_->Call(stopping);
-      if (!trials.ok()) break;
-      for (const v1::Trial& trial : trials->trials()) {
-        v1::CompleteTrialRequest req;
-        req.set_name(trial.name());
-        CompleteStopped(std::move(req));
-      }
-      if (trials->next_page_token().empty()) break;
-      stopping.set_page_token(trials->next_page_token());
+    for (const v1::Trial& trial : TrialsIn(study.name(), v1::Trial::STOPPING)) {
+      v1::CompleteTrialRequest req;
+      req.set_name(trial.name());
+      CompleteStopped(std::move(req));
     }
   }
 }
@@ -461,20 +469,10 @@ load_model::TrialResourceModel& Scheduler::ModelFor(const v1::Study& study) {
   auto model = std::make_unique<load_model::TrialResourceModel>();
   // Trials that ran to their end, in the order they ended: a stopped or failed run's peak is
   // only a lower bound of what a whole run needs.
-  std::vector<v1::Trial> finished;
-  v1::ListTrialsRequest list;
-  list.set_parent(study.name());
-  list.set_state(v1::Trial::SUCCEEDED);
-  list.set_page_size(kMaxPageSize);
-  for (;;) {
-    absl::StatusOr<v1::ListTrialsResponse> page = core_->Call(list);
-    if (!page.ok()) break;
-    for (const v1::Trial& t : page->trials()) {
-      if (t.usage().peak_memory_bytes() > 0 && !t.usage().stopped()) finished.push_back(t);
-    }
-    if (page->next_page_token().empty()) break;
-    list.set_page_token(page->next_page_token());
-  }
+  std::vector<v1::Trial> finished = TrialsIn(study.name(), v1::Trial::SUCCEEDED);
+  std::erase_if(finished, [](const v1::Trial& t) {
+    return t.usage().peak_memory_bytes() <= 0 || t.usage().stopped();
+  });
   std::stable_sort(finished.begin(), finished.end(), [](const v1::Trial& a, const v1::Trial& b) {
     return std::make_pair(a.end_time().seconds(), a.end_time().nanos()) <
            std::make_pair(b.end_time().seconds(), b.end_time().nanos());
@@ -493,25 +491,18 @@ load_model::TrialResourceModel& Scheduler::ModelFor(const v1::Study& study) {
   return *m.model;
 }
 
-v1::ResourceRequest Scheduler::RequestFor(const v1::Study& study, const v1::Trial& trial,
-                                          std::string* why) {
+v1::ResourceRequest Scheduler::RequestFor(const v1::Study& study, const v1::Trial& trial) {
   const v1::TrialTemplate& tt = study.spec().trial_template();
   v1::ResourceRequest r = tt.resources();
-  if (tt.fixed_resources()) {
-    *why = "the template's resources (fixed_resources)";
-  } else if (load_model::TrialResourceModel& model = ModelFor(study);
-             model.num_trials() < std::max(1, options_.learn_after_trials)) {
-    *why = absl::StrCat("the template's resources (", model.num_trials(), " of ",
-                        std::max(1, options_.learn_after_trials),
-                        " trials to learn from have finished)");
-  } else {
-    const load_model::TrialResourceRequest predicted = model.Predict(ModelParams(trial));
+  // The template's resources: as asked (fixed_resources), or until enough trials have ended.
+  if (load_model::TrialResourceModel* model = tt.fixed_resources() ? nullptr : &ModelFor(study);
+      model != nullptr && model->num_trials() >= std::max(1, options_.learn_after_trials)) {
+    const load_model::TrialResourceRequest predicted = model->Predict(ModelParams(trial));
     // CPU is throttled, not killed: never more cores than the template asks for.
     r.set_cpu_cores(tt.resources().cpu_cores() > 0
                         ? std::min(predicted.cpu_cores, tt.resources().cpu_cores())
                         : predicted.cpu_cores);
     r.set_memory_bytes(std::min(predicted.memory_bytes, memory_capacity_));
-    *why = predicted.explanation;
   }
   // After an OOM kill, the trial's own (doubled) request is a floor.
   if (trial.usage().oom_kills() > 0) {
@@ -543,9 +534,8 @@ bool Scheduler::StartTrial(const Key& key, Pending pending, const v1::ResourceRe
   absl::StatusOr<v1::Trial> trial = core_->Call(set);
   if (!trial.ok()) return false;  // completed or stopped by a client meanwhile
   auto slot = std::make_shared<Slot>();
-  slot->study = key.study;
   slot->priority = tt.priority();
-  slot->client_id = absl::StrCat("evoscaled/slot-", key.slot);
+  slot->client_id = SlotClientId(key.slot);
   slot->trial_name = trial->name();
   {
     absl::MutexLock slot_lock(&slot->mu);
@@ -583,7 +573,7 @@ void Scheduler::Admit(const std::vector<v1::Study>& managed) {
       v1::SuggestTrialsRequest req;
       req.set_parent(study.name());
       req.set_suggestion_count(1);
-      req.set_client_id(absl::StrCat("evoscaled/slot-", i));
+      req.set_client_id(SlotClientId(i));
       absl::StatusOr<v1::SuggestTrialsResponse> got = core_->Call(req);
       if (!got.ok() || got->trials().empty()) {  // budget spent, or no longer ACTIVE
         pending_.erase(key);
@@ -604,22 +594,20 @@ void Scheduler::Admit(const std::vector<v1::Study>& managed) {
   };
   std::vector<Candidate> waiting;
   for (auto& [key, p] : pending_) {
-    std::string why;
     waiting.push_back({key, p.study.spec().trial_template().priority(), CreateTime(p.study),
-                       p.trial.id(), RequestFor(p.study, p.trial, &why)});
+                       p.trial.id(), RequestFor(p.study, p.trial)});
   }
   std::sort(waiting.begin(), waiting.end(), [](const Candidate& a, const Candidate& b) {
     return std::tie(b.priority, a.age, a.key.study, a.trial_id) <
            std::tie(a.priority, b.age, b.key.study, b.trial_id);
   });
-  auto fits = [&](const v1::ResourceRequest& r, const v1::ResourceRequest& used, int running) {
-    if (running >= options_.max_running_trials) return false;
-    int free_gpus = 0;
-    for (bool busy : gpu_busy_) free_gpus += busy ? 0 : 1;
-    if (r.gpus() > free_gpus) return false;
-    // A trial larger than the whole capacity still runs alone, rather than never.
-    return running == 0 || (used.cpu_cores() + r.cpu_cores() <= cpu_capacity_ + 1e-9 &&
-                            used.memory_bytes() + r.memory_bytes() <= memory_capacity_);
+  // Whether `r` fits beside `running` trials holding `used` (--max-running-trials >= 1 here).
+  // A trial larger than the whole capacity still runs alone, rather than never.
+  auto room = [&](const v1::ResourceRequest& r, const v1::ResourceRequest& used, int running) {
+    return running == 0 ||
+           (running < options_.max_running_trials &&
+            used.cpu_cores() + r.cpu_cores() <= cpu_capacity_ + 1e-9 &&
+            used.memory_bytes() + r.memory_bytes() <= memory_capacity_);
   };
 
   // 3. Start, best fit within the highest priority waiting; preempt lower ones if none fits.
@@ -627,14 +615,13 @@ void Scheduler::Admit(const std::vector<v1::Study>& managed) {
     const int top = waiting.front().priority;
     const v1::ResourceRequest used = RequestedLocked();
     const int running = RunningLocked();
+    const int free_gpus = static_cast<int>(std::count(gpu_busy_.begin(), gpu_busy_.end(), false));
+    // Best fit: the largest request that fits leaves the least memory over.
     std::optional<size_t> best;
     for (size_t i = 0; i < waiting.size() && waiting[i].priority == top; ++i) {
-      if (!fits(waiting[i].request, used, running)) continue;
-      const int64_t left = memory_capacity_ - used.memory_bytes() - waiting[i].request.memory_bytes();
-      const int64_t best_left =
-          best ? memory_capacity_ - used.memory_bytes() - waiting[*best].request.memory_bytes()
-               : 0;
-      if (!best || left < best_left) best = i;
+      const v1::ResourceRequest& r = waiting[i].request;
+      if (r.gpus() > free_gpus || !room(r, used, running)) continue;
+      if (!best || r.memory_bytes() > waiting[*best].request.memory_bytes()) best = i;
     }
     if (best) {
       Candidate c = waiting[*best];
@@ -658,29 +645,21 @@ void Scheduler::Admit(const std::vector<v1::Study>& managed) {
     });
     v1::ResourceRequest after = used;
     int running_after = running;
-    size_t take = 0;
+    auto release = [&](Slot& slot) {
+      absl::MutexLock slot_lock(&slot.mu);
+      after.set_cpu_cores(after.cpu_cores() - slot.request.cpu_cores());
+      after.set_memory_bytes(after.memory_bytes() - slot.request.memory_bytes());
+      --running_after;
+    };
     // Trials already being preempted count as gone.
     for (auto& [key, slot] : slots_) {
-      if (slot->done || !slot->preempted) continue;
-      absl::MutexLock slot_lock(&slot->mu);
-      after.set_cpu_cores(after.cpu_cores() - slot->request.cpu_cores());
-      after.set_memory_bytes(after.memory_bytes() - slot->request.memory_bytes());
-      --running_after;
+      if (!slot->done && slot->preempted) release(*slot);
     }
-    auto fits_after = [&] {
-      return running_after == 0 ||
-             (running_after < options_.max_running_trials &&
-              after.cpu_cores() + want.request.cpu_cores() <= cpu_capacity_ + 1e-9 &&
-              after.memory_bytes() + want.request.memory_bytes() <= memory_capacity_);
-    };
-    while (!fits_after() && take < lower.size()) {
-      absl::MutexLock slot_lock(&lower[take]->mu);
-      after.set_cpu_cores(after.cpu_cores() - lower[take]->request.cpu_cores());
-      after.set_memory_bytes(after.memory_bytes() - lower[take]->request.memory_bytes());
-      --running_after;
-      ++take;
+    size_t take = 0;
+    while (!room(want.request, after, running_after) && take < lower.size()) {
+      release(*lower[take++]);
     }
-    if (fits_after()) {
+    if (room(want.request, after, running_after)) {
       for (size_t i = 0; i < take; ++i) {
         lower[i]->preempted = true;
         lower[i]->RequestStop(options_.stop_grace);

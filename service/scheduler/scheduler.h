@@ -123,12 +123,13 @@ class Scheduler {
   void FinishStoppingTrials();
   // Every study with a trial template command, in any state.
   std::vector<v1::Study> ManagedStudies();
+  // The trials of `study` in `state`, all pages.
+  std::vector<v1::Trial> TrialsIn(const std::string& study, v1::Trial::State state);
   // Gives each free slot of `managed` (in priority order) a waiting trial, and starts
   // (or preempts for) those that fit, as the header comment says.
   void Admit(const std::vector<v1::Study>& managed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The request a waiting trial runs with (see the header comment); `why` says where it came
-  // from.
-  v1::ResourceRequest RequestFor(const v1::Study& study, const v1::Trial& trial, std::string* why)
+  // The request a waiting trial runs with (see the header comment).
+  v1::ResourceRequest RequestFor(const v1::Study& study, const v1::Trial& trial)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The study's load model, refitted when its completed_trial_count has changed.
   load_model::TrialResourceModel& ModelFor(const v1::Study& study)
