@@ -17,6 +17,7 @@ PACKAGES=(
   libabsl-dev libboost-dev libsqlite3-dev sqlite3 libeigen3-dev prometheus-cpp-dev
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3
+  clang libclang-rt-14-dev
   chromium
 )
 # The dashboard's browser test (tests/web) runs on Node.js; a machine that has node keeps its own.

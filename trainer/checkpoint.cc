@@ -1,6 +1,7 @@
 #include "trainer/checkpoint.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -93,6 +94,25 @@ std::string ShardFile(const std::string& dir, const std::string& name, int shard
 
 bool ReadExact(FILE* f, void* data, size_t bytes) { return std::fread(data, 1, bytes, f) == bytes; }
 
+uint64_t FileSize(FILE* f) {
+  struct stat st;
+  return fstat(fileno(f), &st) == 0 ? uint64_t(st.st_size) : 0;
+}
+
+// Whether a rows file of `size` bytes holds exactly what `header` says (no overflow: each count
+// is compared with the size before it is multiplied).
+bool SizeMatches(const RowsHeader& header, size_t floats, uint64_t size) {
+  constexpr uint64_t kErased = sizeof(uint64_t), kPending = sizeof(uint64_t) + sizeof(uint32_t);
+  const uint64_t row = sizeof(uint64_t) + sizeof(uint32_t) + floats * sizeof(float);
+  if (size < sizeof(RowsHeader) || header.erased > size || header.pending > size ||
+      header.rows > size) {
+    return false;
+  }
+  return sizeof(RowsHeader) + header.erased * kErased + header.pending * kPending +
+             header.rows * row ==
+         size;
+}
+
 absl::StatusOr<CheckpointManifest> ReadManifest(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
@@ -140,6 +160,13 @@ absl::StatusOr<CheckpointManifest> ReadManifest(const std::string& path) {
   }
   if (!format_ok) return absl::DataLossError(absl::StrCat(path, ": not a trainer checkpoint"));
   if (m.chain.empty() || m.shards <= 0 || m.dim <= 0) return bad("chain/shards/dim");
+  for (const std::string& name : m.chain) {
+    // Folder names of this directory only (CheckpointName's form), never a path elsewhere.
+    if (name.size() != 17 || name.rfind("ckpt-", 0) != 0 ||
+        !std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return bad("chain");
+    }
+  }
   return m;
 }
 
@@ -267,6 +294,12 @@ absl::Status LoadShardCheckpoint(const std::string& dir, const CheckpointManifes
       status =
           absl::DataLossError(absl::StrCat(path, ": header does not match shard ", shard, " dim ",
                                            table.dim(), " state ", table.state_floats()));
+    } else if (const uint64_t size = FileSize(f); !SizeMatches(header, floats, size)) {
+      // Checked before anything is sized from the counts: a corrupt count must not reserve
+      // memory the file cannot fill.
+      status = absl::DataLossError(absl::StrCat(
+          path, ": ", size, " bytes do not hold the ", header.rows, " rows, ", header.erased,
+          " erased keys and ", header.pending, " pending counts its header names"));
     }
     for (uint64_t i = 0; status.ok() && i < header.erased; ++i) {
       uint64_t key;

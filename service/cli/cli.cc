@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -1018,75 +1019,14 @@ void DefineTelemetrySend(CLI::App& command, CommandArguments& arguments) {
       ->type_name("NAME");
 }
 
-// Reads a telemetry file: JSON lines, or CSV (no quoting) with a header of TelemetrySample
-// field names. INVALID_ARGUMENT naming the line and the field.
+// Reads a telemetry file (ParseTelemetryText names it in errors).
 absl::StatusOr<std::vector<v1::TelemetrySample>> ReadTelemetryFile(
     const std::string& path, const std::string& default_workload) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return UsageError(absl::StrCat("telemetry file \"", path, "\": cannot be read"));
-  std::vector<v1::TelemetrySample> samples;
-  std::vector<std::string> header;  // CSV columns; empty for JSON lines
-  int line_number = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++line_number;
-    const absl::string_view text = absl::StripAsciiWhitespace(line);
-    if (text.empty() || absl::StartsWith(text, "#")) continue;
-    const std::string where = absl::StrCat(path, ":", line_number);
-    v1::TelemetrySample sample;
-    if (header.empty() && absl::StartsWith(text, "{")) {
-      if (auto st = google::protobuf::util::JsonStringToMessage(std::string(text), &sample);
-          !st.ok()) {
-        return UsageError(
-            absl::StrCat(where, ": not a TelemetrySample: ", st.message().as_string()));
-      }
-    } else if (header.empty()) {
-      for (absl::string_view column : absl::StrSplit(text, ',')) {
-        const std::string name(absl::StripAsciiWhitespace(column));
-        if (v1::TelemetrySample::descriptor()->FindFieldByName(name) == nullptr) {
-          return UsageError(absl::StrCat(where, ": column \"", name,
-                                         "\" is not a TelemetrySample field (workload, instance, "
-                                         "timestamp, cpu_cores, memory_bytes, gpu_utilization, "
-                                         "gpu_memory_bytes, qps, latency_ms, oom)"));
-        }
-        header.push_back(name);
-      }
-      continue;
-    } else {
-      std::vector<absl::string_view> cells = absl::StrSplit(text, ',');
-      if (cells.size() != header.size()) {
-        return UsageError(absl::StrCat(where, ": ", cells.size(), " values for ", header.size(),
-                                       " columns"));
-      }
-      for (size_t i = 0; i < cells.size(); ++i) {
-        const absl::string_view cell = absl::StripAsciiWhitespace(cells[i]);
-        const std::string& field = header[i];
-        double number = 0;
-        if (field == "workload") {
-          sample.set_workload(std::string(cell));
-        } else if (field == "instance") {
-          sample.set_instance(std::string(cell));
-        } else if (field == "oom") {
-          if (cell != "true" && cell != "false" && cell != "1" && cell != "0") {
-            return UsageError(absl::StrCat(where, ": oom: \"", cell, "\" is not true or false"));
-          }
-          sample.set_oom(cell == "true" || cell == "1");
-        } else if (!absl::SimpleAtod(cell, &number)) {
-          return UsageError(absl::StrCat(where, ": ", field, ": \"", cell, "\" is not a number"));
-        } else {
-          const auto* f = v1::TelemetrySample::descriptor()->FindFieldByName(field);
-          sample.GetReflection()->SetDouble(&sample, f, number);
-        }
-      }
-    }
-    if (sample.workload().empty()) {
-      if (default_workload.empty()) {
-        return UsageError(absl::StrCat(where, ": no workload (give the field, or --workload)"));
-      }
-      sample.set_workload(default_workload);
-    }
-    samples.push_back(std::move(sample));
-  }
-  return samples;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParseTelemetryText(text.str(), path, default_workload);
 }
 
 absl::Status RunTelemetrySend(const Invocation& invocation) {

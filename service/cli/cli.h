@@ -153,6 +153,13 @@ absl::StatusOr<v1::Study> ParseStudy(absl::string_view text, StudyFileFormat for
 // NotFound / PermissionDenied / InvalidArgument naming the path and the reason.
 absl::StatusOr<v1::Study> LoadStudyFile(const std::string& path);
 
+// Parses telemetry samples: JSON lines (a TelemetrySample each, in protobuf JSON), or CSV (no
+// quoting) whose first line names TelemetrySample fields. Blank lines and lines starting with
+// '#' are skipped; a sample without a workload takes `default_workload`. INVALID_ARGUMENT
+// names `source`, the line and the field, e.g. `t.csv:3: cpu_cores: "x" is not a number`.
+absl::StatusOr<std::vector<v1::TelemetrySample>> ParseTelemetryText(
+    absl::string_view text, absl::string_view source, const std::string& default_workload);
+
 // Formats a number as printf's %g.
 std::string FormatNumber(double value);
 

@@ -591,7 +591,8 @@ absl::StatusOr<search::ParameterDict> ToParameterDict(
     }
   }
   if (active.size() != dict.size()) {
-    for (const auto& [name, value] : dict) {
+    for (const auto& entry : dict) {
+      const std::string& name = entry.first;
       if (std::none_of(active.begin(), active.end(),
                        [&](const search::ParameterConfig* c) { return c->name == name; })) {
         return InvalidArgumentError(StrCat(path, ": parameter \"", name,

@@ -72,8 +72,7 @@ class StudyCore {
   absl::StatusOr<v1::ListStudiesResponse> Apply(const v1::ListStudiesRequest& req);
   absl::Status Apply(const v1::DeleteStudyRequest& req);
   absl::StatusOr<v1::Study> Apply(const v1::SetStudyStateRequest& req);
-  absl::StatusOr<v1::SuggestTrialsResponse> Apply(
-      const v1::SuggestTrialsRequest& req);
+  absl::StatusOr<v1::SuggestTrialsResponse> Apply(const v1::SuggestTrialsRequest& req);
   absl::StatusOr<v1::Trial> Apply(const v1::CreateTrialRequest& req);
   absl::StatusOr<v1::Trial> Apply(const v1::GetTrialRequest& req);
   absl::StatusOr<v1::ListTrialsResponse> Apply(const v1::ListTrialsRequest& req);
@@ -82,31 +81,25 @@ class StudyCore {
   absl::StatusOr<v1::CheckTrialEarlyStoppingStateResponse> Apply(
       const v1::CheckTrialEarlyStoppingStateRequest& req);
   absl::StatusOr<v1::Trial> Apply(const v1::StopTrialRequest& req);
-  absl::StatusOr<v1::ListOptimalTrialsResponse> Apply(
-      const v1::ListOptimalTrialsRequest& req);
+  absl::StatusOr<v1::ListOptimalTrialsResponse> Apply(const v1::ListOptimalTrialsRequest& req);
   absl::StatusOr<v1::Trial> Apply(const RerunTrialRequest& req);
 
  public:
-  // What the call for a `Request` answers: its response message, or a Status.
-  template <typename Request>
-  using Result = decltype(std::declval<StudyCore&>().Apply(std::declval<const Request&>()));
-
   // Loads every study from `store` and rebuilds the designers. `store` and `clock` must
   // outlive the core.
   static absl::StatusOr<std::unique_ptr<StudyCore>> Create(Store* store, Clock* clock);
 
   // Every call of the study API is Call(request) (or CallAsync): the request's type names the
-  // RPC (a v1::SuggestTrialsRequest is SuggestTrials) and Result<Request> is its response (or
-  // Status). Call returns once what the call wrote (or, for a read, every write it may have seen) is
-  // durable. CallAsync hands the same result to `done` once it is durable: with kProcessCrash
-  // before it returns; with kPowerLoss perhaps later, from the store's committer thread (with
-  // no lock held), so that a gRPC handler holds no thread while the fsync runs.
+  // RPC (a v1::SuggestTrialsRequest is SuggestTrials) and the result is its response (or
+  // Status), as Apply's overload for that type answers it. Call returns once what the call
+  // wrote (or, for a read, every write it may have seen) is durable. CallAsync hands the same
+  // result to `done` once it is durable: with kProcessCrash before it returns; with kPowerLoss
+  // perhaps later, from the store's committer thread (with no lock held), so that a gRPC
+  // handler holds no thread while the fsync runs.
   template <typename Request>
-  Result<Request> Call(const Request& req);
-  template <typename R>
-  using Done = std::function<void(R)>;
-  template <typename Request>
-  void CallAsync(const Request& req, Done<Result<Request>> done);
+  auto Call(const Request& req);
+  template <typename Request, typename Done>
+  void CallAsync(const Request& req, Done done);
 
   TrialCounts Counts();
 
@@ -135,11 +128,11 @@ class StudyCore {
 };
 
 template <typename Request>
-StudyCore::Result<Request> StudyCore::Call(const Request& req) {
+auto StudyCore::Call(const Request& req) {
   if (!store_->defers_sync()) return Apply(req);
-  std::optional<Result<Request>> out;
+  std::optional<decltype(Apply(req))> out;
   absl::Notification durable;
-  CallAsync(req, [&](Result<Request> result) {
+  CallAsync(req, [&](decltype(Apply(req)) result) {
     out.emplace(std::move(result));
     durable.Notify();
   });
@@ -147,8 +140,8 @@ StudyCore::Result<Request> StudyCore::Call(const Request& req) {
   return *std::move(out);
 }
 
-template <typename Request>
-void StudyCore::CallAsync(const Request& req, Done<Result<Request>> done) {
+template <typename Request, typename Done>
+void StudyCore::CallAsync(const Request& req, Done done) {
   WhenDurable([result = Apply(req), done = std::move(done)](absl::Status st) mutable {
     if (st.ok()) {
       done(std::move(result));

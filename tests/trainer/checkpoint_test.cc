@@ -7,6 +7,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace evoscale::trainer {
@@ -135,6 +136,42 @@ TEST_F(CheckpointTest, MissingOrForeignCheckpointsAreErrors) {
   std::filesystem::create_directories(dir_ + "/" + CheckpointName(3));
   std::ofstream(dir_ + "/" + CheckpointName(3) + "/MANIFEST") << "hello\n";
   EXPECT_EQ(FindNewestCheckpoint(dir_).status().code(), absl::StatusCode::kDataLoss);
+}
+
+// Found by checkpoint_fuzz: a header whose row count the file cannot hold made the reader
+// reserve an index for it (2 GiB for a 2^28-row claim) before finding the file short.
+TEST_F(CheckpointTest, RowCountsTheFileCannotHoldAreDataLossBeforeAnyReservation) {
+  auto table = Table();
+  table->FindOrInsert(1, 1);
+  table->FindOrInsert(2, 1);
+  ASSERT_TRUE(WriteShardCheckpoint(dir_, CheckpointName(2), 0, true, 2, *table).ok());
+  std::vector<float> p = {1}, m = {0}, v = {0};
+  ASSERT_TRUE(WriteDenseAndManifest(dir_, Manifest(2, {CheckpointName(2)}), 2, p, m, v).ok());
+  const std::string rows = dir_ + "/" + CheckpointName(2) + "/shard-0.rows";
+  const auto size = std::filesystem::file_size(rows);
+  for (uint64_t claimed : {uint64_t{1} << 28, uint64_t{3}, ~uint64_t{0} / 4}) {
+    {
+      std::fstream f(rows, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(24);  // the header's row count: magic (8), shard, dim, state, full (4 each)
+      f.write(reinterpret_cast<const char*>(&claimed), sizeof(claimed));
+    }
+    auto restored = Table();
+    const absl::Status st = LoadShardCheckpoint(dir_, *FindNewestCheckpoint(dir_), 0, *restored);
+    EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss) << claimed;
+    EXPECT_THAT(std::string(st.message()), ::testing::HasSubstr(absl::StrCat(
+                                               size, " bytes do not hold the ", claimed, " rows")));
+    EXPECT_EQ(restored->size(), 0u);
+  }
+  // The true count still loads.
+  {
+    std::fstream f(rows, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(24);
+    const uint64_t two = 2;
+    f.write(reinterpret_cast<const char*>(&two), sizeof(two));
+  }
+  auto restored = Table();
+  ASSERT_TRUE(LoadShardCheckpoint(dir_, *FindNewestCheckpoint(dir_), 0, *restored).ok());
+  EXPECT_EQ(restored->size(), 2u);
 }
 
 }  // namespace
