@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
 #include "google/protobuf/util/time_util.h"
@@ -166,7 +167,7 @@ absl::StatusOr<int64_t> ParseStudyName(absl::string_view name, absl::string_view
 }
 
 absl::StatusOr<std::pair<int64_t, int64_t>> ParseTrialName(absl::string_view name,
-                                                          absl::string_view field) {
+                                                           absl::string_view field) {
   absl::string_view rest = name;
   if (absl::ConsumePrefix(&rest, "studies/")) {
     size_t slash = rest.find('/');
@@ -225,9 +226,25 @@ absl::Status RequireMetrics(const search::ProblemStatement& problem, const v1::M
   return absl::OkStatus();
 }
 
-const char* TrialStateName(v1::Trial::State s) {
-  return v1::Trial::State_Name(s).c_str();
+// An intermediate measurement names at least one of the study's metrics (others may ride
+// along, as Vizier allows): a measurement of only unknown names is a typo, and would be kept
+// where no chart, early stopping rule or final measurement could use it.
+absl::Status RequireSomeMetric(const search::ProblemStatement& problem, const v1::Measurement& m,
+                               absl::string_view path) {
+  std::vector<std::string> names;
+  for (const search::MetricConfig& metric : problem.metrics) {
+    if (m.metrics().contains(metric.name)) return absl::OkStatus();
+    names.push_back(StrCat("\"", metric.name, "\""));
+  }
+  std::vector<std::string> given;
+  for (const auto& [name, value] : m.metrics()) given.push_back(StrCat("\"", name, "\""));
+  std::sort(given.begin(), given.end());
+  return InvalidArgumentError(StrCat(path, ".metrics: ", absl::StrJoin(given, ", "),
+                                     given.size() == 1 ? " is not a metric" : " are not metrics",
+                                     " of the study (", absl::StrJoin(names, ", "), ")"));
 }
+
+const char* TrialStateName(v1::Trial::State s) { return v1::Trial::State_Name(s).c_str(); }
 
 }  // namespace
 
@@ -255,17 +272,17 @@ absl::Status StudyCore::Load() {
     state->problem = *std::move(problem);
     state->early_stopping = ToEarlyStopping(s.study.spec().early_stopping());
     const v1::StudySpec& spec = s.study.spec();
-    state->heartbeat_timeout = absl::Seconds(spec.heartbeat_timeout_seconds() > 0
-                                                 ? spec.heartbeat_timeout_seconds()
-                                                 : kDefaultHeartbeatTimeoutSeconds);
+    state->heartbeat_timeout =
+        absl::Seconds(spec.heartbeat_timeout_seconds() > 0 ? spec.heartbeat_timeout_seconds()
+                                                           : kDefaultHeartbeatTimeoutSeconds);
     if (spec.max_trial_retries() > 0) state->max_retries = spec.max_trial_retries();
     state->study = std::move(s.study);
     // Trials are dense 1..n; completed ones are replayed in completion order.
     std::vector<std::pair<int64_t, int64_t>> order;  // (seq, id)
     for (StoredTrial& t : s.trials) {
       if (t.trial.id() != static_cast<int64_t>(state->trials.size()) + 1) {
-        return absl::DataLossError(StrCat("study ", state->study.name(), ": trial ",
-                                          t.trial.id(), " out of sequence"));
+        return absl::DataLossError(
+            StrCat("study ", state->study.name(), ": trial ", t.trial.id(), " out of sequence"));
       }
       if (t.completion_seq != 0) order.emplace_back(t.completion_seq, t.trial.id());
       state->Apply(t.trial, 0);
@@ -302,14 +319,14 @@ absl::StatusOr<std::pair<std::shared_ptr<StudyCore::StudyState>, int64_t>> Study
 
 // Looks up the study and trial of `name` and locks the study: `state` and `trial_id` are
 // bound, and `lock` holds the study's mutex. Returns from the enclosing function on error.
-#define EVOSCALE_LOCK_TRIAL(name, field)                                                    \
-  auto found = FindTrial(name, field);                                                      \
-  if (!found.ok()) return found.status();                                                   \
-  auto& [state, trial_id] = *found;                                                         \
-  absl::MutexLock lock(&state->mu);                                                         \
-  if (state->deleted) return NotFoundStudy(state->id);                                      \
-  if (trial_id > static_cast<int64_t>(state->trials.size())) {                              \
-    return absl::NotFoundError(absl::StrFormat("trial \"%s\" not found", name));            \
+#define EVOSCALE_LOCK_TRIAL(name, field)                                         \
+  auto found = FindTrial(name, field);                                           \
+  if (!found.ok()) return found.status();                                        \
+  auto& [state, trial_id] = *found;                                              \
+  absl::MutexLock lock(&state->mu);                                              \
+  if (state->deleted) return NotFoundStudy(state->id);                           \
+  if (trial_id > static_cast<int64_t>(state->trials.size())) {                   \
+    return absl::NotFoundError(absl::StrFormat("trial \"%s\" not found", name)); \
   }
 
 absl::StatusOr<v1::Study> StudyCore::Apply(const v1::CreateStudyRequest& req) {
@@ -355,8 +372,7 @@ absl::StatusOr<v1::Study> StudyCore::Apply(const v1::GetStudyRequest& req) {
   return (*state)->StudyWithCounts();
 }
 
-absl::StatusOr<v1::ListStudiesResponse> StudyCore::Apply(
-    const v1::ListStudiesRequest& req) {
+absl::StatusOr<v1::ListStudiesResponse> StudyCore::Apply(const v1::ListStudiesRequest& req) {
   absl::StatusOr<int> page_size = PageSize(req.page_size());
   if (!page_size.ok()) return page_size.status();
   absl::StatusOr<int64_t> start = PageStart(req.page_token());
@@ -452,8 +468,8 @@ void StudyCore::StudyState::HandBackActive(const std::string& client, int count,
   }
 }
 
-void StudyCore::StudyState::HandOutRequested(const std::string& client, int count,
-                                             absl::Time now, Handout* out) {
+void StudyCore::StudyState::HandOutRequested(const std::string& client, int count, absl::Time now,
+                                             Handout* out) {
   const google::protobuf::Timestamp now_proto = ToProto(now);
   for (auto it = requested.begin();
        it != requested.end() && static_cast<int>(out->trials.size()) < count; ++it) {
@@ -466,8 +482,8 @@ void StudyCore::StudyState::HandOutRequested(const std::string& client, int coun
   }
 }
 
-absl::Status StudyCore::StudyState::SuggestNew(const std::string& client, int count,
-                                               absl::Time now, Handout* out) {
+absl::Status StudyCore::StudyState::SuggestNew(const std::string& client, int count, absl::Time now,
+                                               Handout* out) {
   const int64_t max_trials = study.spec().max_trials();
   const int64_t stored = static_cast<int64_t>(trials.size());
   int64_t room = count - static_cast<int64_t>(out->trials.size());
@@ -530,8 +546,7 @@ absl::StatusOr<v1::SuggestTrialsResponse> StudyCore::StudyState::CommitHandout(
   return resp;
 }
 
-absl::StatusOr<v1::SuggestTrialsResponse> StudyCore::Apply(
-    const v1::SuggestTrialsRequest& req) {
+absl::StatusOr<v1::SuggestTrialsResponse> StudyCore::Apply(const v1::SuggestTrialsRequest& req) {
   if (req.suggestion_count() < 1 || req.suggestion_count() > kMaxSuggestionCount) {
     return InvalidArgumentError(absl::StrFormat("suggestion_count: %d must be in [1, %d]",
                                                 req.suggestion_count(), kMaxSuggestionCount));
@@ -637,8 +652,7 @@ absl::StatusOr<v1::ListTrialsResponse> StudyCore::Apply(const v1::ListTrialsRequ
   return resp;
 }
 
-absl::StatusOr<v1::Trial> StudyCore::Apply(
-    const v1::AddTrialMeasurementRequest& req) {
+absl::StatusOr<v1::Trial> StudyCore::Apply(const v1::AddTrialMeasurementRequest& req) {
   if (absl::Status st = ValidateMeasurement(req.measurement(), "measurement"); !st.ok()) {
     return st;
   }
@@ -646,11 +660,15 @@ absl::StatusOr<v1::Trial> StudyCore::Apply(
     return InvalidArgumentError("measurement.metrics: at least one metric is required");
   }
   EVOSCALE_LOCK_TRIAL(req.trial_name(), "trial_name");
+  if (absl::Status st = RequireSomeMetric(state->problem, req.measurement(), "measurement");
+      !st.ok()) {
+    return st;
+  }
   const v1::Trial& t = state->trial(trial_id);
   if (t.state() != v1::Trial::ACTIVE && t.state() != v1::Trial::STOPPING) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "trial \"%s\" is %s; measurements need ACTIVE or STOPPING", t.name(),
-        TrialStateName(t.state())));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("trial \"%s\" is %s; measurements need ACTIVE or STOPPING", t.name(),
+                        TrialStateName(t.state())));
   }
   if (t.measurements_size() >= kMaxMeasurementsPerTrial) {
     return absl::ResourceExhaustedError(absl::StrFormat(
@@ -723,8 +741,9 @@ absl::StatusOr<v1::Trial> StudyCore::Apply(const RerunTrialRequest& req) {
   EVOSCALE_LOCK_TRIAL(req.name, "name");
   const v1::Trial& t = state->trial(trial_id);
   if (t.state() != v1::Trial::ACTIVE) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "trial \"%s\" is %s; only an ACTIVE trial runs again", t.name(), TrialStateName(t.state())));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("trial \"%s\" is %s; only an ACTIVE trial runs again", t.name(),
+                        TrialStateName(t.state())));
   }
   v1::Trial n = t;
   *n.mutable_resources() = req.resources;
@@ -766,9 +785,9 @@ absl::StatusOr<v1::Trial> StudyCore::Apply(const v1::StopTrialRequest& req) {
   const v1::Trial& t = state->trial(trial_id);
   if (t.state() == v1::Trial::STOPPING) return t;
   if (t.state() != v1::Trial::ACTIVE) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "trial \"%s\" is %s; only ACTIVE trials can be stopped", t.name(),
-        TrialStateName(t.state())));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("trial \"%s\" is %s; only ACTIVE trials can be stopped", t.name(),
+                        TrialStateName(t.state())));
   }
   v1::Trial n = t;
   n.set_state(v1::Trial::STOPPING);

@@ -1060,6 +1060,23 @@ TEST_F(StudyServiceTest, AddTrialMeasurementNaNIsInvalidArgument) {
   EXPECT_EQ(Dump(), before);
 }
 
+TEST_F(StudyServiceTest, AddTrialMeasurementOfOnlyUnknownMetricsIsInvalidArgument) {
+  ASSERT_NO_FATAL_FAILURE(Seed());
+  const std::string before = Dump();
+  v1::Measurement typo;
+  (*typo.mutable_metrics())["los"] = 0.5;
+  (*typo.mutable_metrics())["accuracy"] = 0.9;
+  EXPECT_THAT(client_->AddMeasurement(seed_trials_[2], typo),
+              GrpcStatusIs(StatusCode::INVALID_ARGUMENT,
+                           HasSubstr("measurement.metrics: \"accuracy\", \"los\" are not "
+                                     "metrics of the study (\"loss\")")));
+  EXPECT_EQ(Dump(), before);
+  // Beside one of the study's metrics, other metrics are kept.
+  v1::Measurement extra = Loss(0.5, 1);
+  (*extra.mutable_metrics())["accuracy"] = 0.9;
+  EXPECT_THAT(client_->AddMeasurement(seed_trials_[2], extra), GrpcOk());
+}
+
 TEST_F(StudyServiceTest, AddTrialMeasurementInfinityIsInvalidArgument) {
   ASSERT_NO_FATAL_FAILURE(Seed());
   const std::string before = Dump();
