@@ -7,6 +7,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "service/common/paths.h"
 
 namespace evoscale::service {
 
@@ -14,8 +15,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   std::unique_ptr<Server> s(new Server);
   if (options.auth_tokens_path.empty()) {
     s->auth_ = std::make_unique<TokenAuth>();
-    for (const auto& [flag, address] : {std::pair{"--grpc", &options.grpc_address},
-                                        std::pair{"--http", &options.http_address}}) {
+    for (const auto& [flag, address] :
+         {std::pair{"--grpc", &options.grpc_address}, std::pair{"--http", &options.http_address}}) {
       if (!IsLoopbackAddress(*address)) {
         return absl::FailedPreconditionError(absl::StrCat(
             flag, " \"", *address,
@@ -35,20 +36,24 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
       StudyCore::Create(s->store_.get(), options.clock ? options.clock : Clock::Real());
   if (!core.ok()) return core.status();
   s->core_ = *std::move(core);
-  absl::StatusOr<std::unique_ptr<TelemetryStore>> telemetry = TelemetryStore::Open(
-      options.telemetry_db_path.empty() ? TelemetryPathFor(options.db_path)
-                                        : options.telemetry_db_path,
-      options.durability);
+  const std::string telemetry_path = options.telemetry_db_path.empty()
+                                         ? TelemetryPathFor(options.db_path)
+                                         : options.telemetry_db_path;
+  absl::StatusOr<std::unique_ptr<TelemetryStore>> telemetry =
+      TelemetryStore::Open(telemetry_path, options.durability);
   if (!telemetry.ok()) return telemetry.status();
   s->telemetry_ = *std::move(telemetry);
-  absl::StatusOr<std::unique_ptr<AutoscalerCore>> autoscaler = AutoscalerCore::Create(
-      s->telemetry_.get(), options.clock ? options.clock : Clock::Real());
+  absl::StatusOr<std::unique_ptr<AutoscalerCore>> autoscaler =
+      AutoscalerCore::Create(s->telemetry_.get(), options.clock ? options.clock : Clock::Real());
   if (!autoscaler.ok()) return autoscaler.status();
   s->autoscaler_ = *std::move(autoscaler);
   s->metrics_ = std::make_unique<ServiceMetrics>();
   s->autoscaler_service_ = std::make_unique<AutoscalerServiceImpl>(
       s->autoscaler_.get(), s->auth_.get(), s->metrics_.get());
-  s->service_ = std::make_unique<StudyServiceImpl>(s->core_.get(), s->auth_.get(), s->metrics_.get());
+  s->service_ =
+      std::make_unique<StudyServiceImpl>(s->core_.get(), s->auth_.get(), s->metrics_.get());
+  s->admin_service_ = std::make_unique<AdminServiceImpl>(options.db_path, telemetry_path,
+                                                         s->auth_.get(), s->metrics_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -59,11 +64,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   builder.AddListeningPort(options.grpc_address, grpc::InsecureServerCredentials(), &s->grpc_port_);
   builder.RegisterService(s->service_.get());
   builder.RegisterService(s->autoscaler_service_.get());
+  builder.RegisterService(s->admin_service_.get());
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   s->grpc_ = builder.BuildAndStart();
   if (s->grpc_ == nullptr || s->grpc_port_ == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("--grpc \"", options.grpc_address, "\": cannot listen (in use or bad address)"));
+    return absl::UnavailableError(absl::StrCat("--grpc \"", options.grpc_address,
+                                               "\": cannot listen (in use or bad address)"));
   }
   s->grpc_->GetHealthCheckService()->SetServingStatus("evoscale.v1.StudyService", true);
   s->grpc_->GetHealthCheckService()->SetServingStatus("evoscale.v1.AutoscalerService", true);
@@ -123,12 +129,7 @@ void Server::Wait() {
 }
 
 std::string Server::TelemetryPathFor(const std::string& db_path) {
-  constexpr absl::string_view kSuffix = ".db";
-  absl::string_view base = db_path;
-  if (base.size() > kSuffix.size() && base.substr(base.size() - kSuffix.size()) == kSuffix) {
-    base.remove_suffix(kSuffix.size());
-  }
-  return absl::StrCat(base, ".telemetry.db");
+  return service::TelemetryPathFor(db_path);
 }
 
 Server::~Server() {

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "grpcpp/server.h"
+#include "service/admin_service.h"
 #include "service/auth.h"
 #include "service/autoscaler/autoscaler_core.h"
 #include "service/autoscaler_service.h"
@@ -70,6 +71,7 @@ class Server {
   std::unique_ptr<TelemetryStore> telemetry_;
   std::unique_ptr<AutoscalerCore> autoscaler_;
   std::unique_ptr<AutoscalerServiceImpl> autoscaler_service_;
+  std::unique_ptr<AdminServiceImpl> admin_service_;
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<HttpServer> http_;
   int grpc_port_ = 0;

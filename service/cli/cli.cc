@@ -5,10 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -33,6 +36,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "evoscale/v1/admin.grpc.pb.h"
 #include "evoscale/v1/autoscaler.grpc.pb.h"
 #include "evoscale/v1/study.grpc.pb.h"
 #include "evoscale/v1/study.pb.h"
@@ -42,6 +46,7 @@
 #include "grpcpp/grpcpp.h"
 #include "load_model/replay.h"
 #include "service/cli/kubernetes.h"
+#include "service/common/paths.h"
 
 namespace evoscale::cli {
 namespace {
@@ -206,14 +211,16 @@ CLI::Validator WorkloadKindName() {
 class Invocation {
  public:
   Invocation(const CommandLine& line, const Environment& env, StudyService::StubInterface& stub,
-             v1::AutoscalerService::StubInterface& autoscaler, std::ostream& out)
-      : line_(line), env_(env), stub_(stub), autoscaler_(autoscaler), out_(out) {}
+             v1::AutoscalerService::StubInterface& autoscaler,
+             v1::AdminService::StubInterface& admin, std::ostream& out)
+      : line_(line), env_(env), stub_(stub), autoscaler_(autoscaler), admin_(admin), out_(out) {}
 
   const GlobalOptions& global() const { return line_.global; }
   const CommandArguments& arguments() const { return line_.arguments; }
   const Environment& env() const { return env_; }
   StudyService::StubInterface& stub() const { return stub_; }
   v1::AutoscalerService::StubInterface& autoscaler() const { return autoscaler_; }
+  v1::AdminService::StubInterface& admin() const { return admin_; }
   std::ostream& out() const { return out_; }
 
   // Calls `rpc` (a lambda taking the ClientContext) with the deadline and the token set.
@@ -248,6 +255,7 @@ class Invocation {
   const Environment& env_;
   StudyService::StubInterface& stub_;
   v1::AutoscalerService::StubInterface& autoscaler_;
+  v1::AdminService::StubInterface& admin_;
   std::ostream& out_;
 };
 
@@ -513,9 +521,9 @@ absl::Status RunStudyGet(const Invocation& invocation) {
                                           child.parent_categorical_values().end());
           for (double v : child.parent_discrete_values()) values.push_back(FormatNumber(v));
           for (int64_t v : child.parent_int_values()) values.push_back(absl::StrCat(v));
-          add_parameter(child.parameter_spec(), indent + "  ",
-                        absl::StrCat(" when ", parameter.name(), " in {",
-                                     absl::StrJoin(values, ", "), "}"));
+          add_parameter(
+              child.parameter_spec(), indent + "  ",
+              absl::StrCat(" when ", parameter.name(), " in {", absl::StrJoin(values, ", "), "}"));
         }
       };
   for (const v1::ParameterSpec& parameter : spec.parameters()) add_parameter(parameter, "", "");
@@ -534,19 +542,18 @@ absl::Status RunStudyGet(const Invocation& invocation) {
   if (spec.has_trial_template()) {
     const v1::TrialTemplate& tt = spec.trial_template();
     if (!tt.command().empty()) {
-      rows.push_back({"command:", absl::StrJoin({tt.command(), absl::StrJoin(tt.args(), " ")},
-                                                " ")});
+      rows.push_back(
+          {"command:", absl::StrJoin({tt.command(), absl::StrJoin(tt.args(), " ")}, " ")});
       rows.push_back({"managed:", absl::StrCat(std::max(1, tt.parallel_trials()),
                                                " at once, priority ", tt.priority())});
     }
     const v1::ResourceRequest& r = tt.resources();
     if (r.cpu_cores() > 0 || r.memory_bytes() > 0 || r.gpus() > 0) {
-      rows.push_back({"resources:",
-                      absl::StrCat("cpu ", FormatNumber(r.cpu_cores()), ", memory ",
-                                   Mebibytes(r.memory_bytes()), ", gpus ", r.gpus(),
-                                   tt.fixed_resources() ? " (fixed)"
-                                   : tt.command().empty() ? ""
-                                                          : " (until right-sized)")});
+      rows.push_back({"resources:", absl::StrCat("cpu ", FormatNumber(r.cpu_cores()), ", memory ",
+                                                 Mebibytes(r.memory_bytes()), ", gpus ", r.gpus(),
+                                                 tt.fixed_resources()   ? " (fixed)"
+                                                 : tt.command().empty() ? ""
+                                                                        : " (until right-sized)")});
     }
   }
   // FormatTable with the first row as its "header": a two-column key/value block.
@@ -845,7 +852,8 @@ void DefineWorkloadPut(CLI::App& command, CommandArguments& arguments) {
   std::set<std::string>* given = &arguments.workload_flags;
   command
       .add_option_function<v1::Workload::Policy>(
-          "--policy", [workload, given](v1::Workload::Policy policy) {
+          "--policy",
+          [workload, given](v1::Workload::Policy policy) {
             workload->set_policy(policy);
             given->insert("policy");
           },
@@ -854,7 +862,8 @@ void DefineWorkloadPut(CLI::App& command, CommandArguments& arguments) {
       ->transform(WorkloadPolicyName());
   command
       .add_option_function<v1::Workload::Kind>(
-          "--kind", [workload, given](v1::Workload::Kind kind) {
+          "--kind",
+          [workload, given](v1::Workload::Kind kind) {
             workload->set_kind(kind);
             given->insert("kind");
           },
@@ -1002,6 +1011,92 @@ absl::Status RunRecommend(const Invocation& invocation) {
                    << "  confidence: " << FormatNumber(rec.confidence())
                    << "  policy: " << rec.policy() << "\n"
                    << rec.explanation() << "\n";
+  return absl::OkStatus();
+}
+
+// ---- Admin ----
+
+void DefineAdminBackup(CLI::App& command, CommandArguments& arguments) {
+  command
+      .add_option("PATH", arguments.file,
+                  "where the study database goes (a new file); the telemetry database goes "
+                  "beside it, as evoscaled names it (x.db -> x.telemetry.db)")
+      ->type_name("")
+      ->required();
+}
+
+// Receives the backup stream into PATH and its telemetry file: each written to a temporary
+// name, fsync'ed, then renamed into place once whole, so a file under either name is complete.
+absl::Status RunAdminBackup(const Invocation& invocation) {
+  const std::string studies = invocation.arguments().file;
+  const std::string telemetry = service::TelemetryPathFor(studies);
+  for (const std::string& path : {studies, telemetry}) {
+    if (access(path.c_str(), F_OK) == 0) {
+      return UsageError(absl::StrCat("\"", path, "\" exists; a backup goes to new files"));
+    }
+  }
+  struct Target {
+    std::string path, partial;
+    FILE* file = nullptr;
+    int64_t size = -1;
+  };
+  std::map<int, Target> targets = {
+      {v1::BackupChunk::STUDIES, {studies, studies + ".partial"}},
+      {v1::BackupChunk::TELEMETRY, {telemetry, telemetry + ".partial"}}};
+  absl::Status local;  // a local write error (the RPC is cancelled)
+  absl::Status rpc = invocation.Call("Backup", [&](grpc::ClientContext* context) {
+    std::unique_ptr<grpc::ClientReaderInterface<v1::BackupChunk>> reader =
+        invocation.admin().Backup(context, v1::BackupRequest());
+    v1::BackupChunk chunk;
+    while (local.ok() && reader->Read(&chunk)) {
+      auto it = targets.find(chunk.database());
+      if (it == targets.end()) {
+        local = absl::InternalError(absl::StrCat("backup: unknown database ", chunk.database()));
+        break;
+      }
+      Target& t = it->second;
+      if (t.file == nullptr) t.file = std::fopen(t.partial.c_str(), "wbx");
+      if (t.file == nullptr ||
+          std::fwrite(chunk.data().data(), 1, chunk.data().size(), t.file) != chunk.data().size()) {
+        local = absl::InternalError(absl::StrCat("\"", t.partial, "\": ", std::strerror(errno)));
+        break;
+      }
+      if (chunk.last()) t.size = chunk.size();
+    }
+    if (!local.ok()) context->TryCancel();
+    return reader->Finish();
+  });
+  for (auto& [database, t] : targets) {
+    if (t.file != nullptr) {
+      const bool synced = std::fflush(t.file) == 0 && fsync(fileno(t.file)) == 0;
+      if (std::fclose(t.file) != 0 || !synced) {
+        if (local.ok())
+          local = absl::InternalError(absl::StrCat("\"", t.partial, "\": ", std::strerror(errno)));
+      }
+    }
+  }
+  absl::Status status = !local.ok() ? local : rpc;
+  if (status.ok()) {
+    for (auto& [database, t] : targets) {
+      if (t.size < 0) {
+        status =
+            absl::InternalError(absl::StrCat("backup: \"", t.path, "\" was not received whole"));
+      }
+    }
+  }
+  if (!status.ok()) {
+    for (auto& [database, t] : targets) std::remove(t.partial.c_str());
+    return status;
+  }
+  for (auto& [database, t] : targets) {
+    if (std::rename(t.partial.c_str(), t.path.c_str()) != 0) {
+      return absl::InternalError(absl::StrCat("\"", t.path, "\": ", std::strerror(errno)));
+    }
+  }
+  invocation.out() << "backup: " << studies << " (" << targets[v1::BackupChunk::STUDIES].size
+                   << " bytes), " << telemetry << " (" << targets[v1::BackupChunk::TELEMETRY].size
+                   << " bytes)\nrestore: stop evoscaled, then start it with --db " << studies
+                   << "\n";
   return absl::OkStatus();
 }
 
@@ -1156,6 +1251,10 @@ const std::vector<Command>& Commands() {
        "Send usage samples (JSON lines or CSV) to the autoscaler, e.g. to try it without a "
        "cluster.",
        DefineTelemetrySend, RunTelemetrySend},
+      {"admin backup", "PATH",
+       "Copy evoscaled's databases while it serves (a consistent snapshot) into PATH and "
+       "its telemetry file; needs the admin role.",
+       DefineAdminBackup, RunAdminBackup},
       {"replay",
        "--trace bitbrains|alibaba-genai|azure-llm --path PATH [--policy evoscale|vpa|hpa]",
        "Replay a trace through an autoscaling policy, offline, and report slack, OOMs and "
@@ -1387,28 +1486,27 @@ std::string UsageText() {
     absl::StrAppend(&text, "  ", command.name, command.synopsis.empty() ? "" : " ",
                     command.synopsis, "\n      ", command.summary, "\n");
   }
-  absl::StrAppend(
-      &text,
-      "  help\n"
-      "      Print this text.\n"
-      "\n"
-      "STUDY is a study name, studies/ID, or just its ID; TRIAL is a trial name,\n"
-      "studies/ID/trials/ID, or the two ids, STUDY/TRIAL (1/3).\n"
-      "\n"
-      "Global flags (anywhere on the line):\n"
-      "  --server HOST:PORT  evoscaled's gRPC address (default $EVOSCALE_SERVER, else ",
-      kDefaultServer,
-      ")\n"
-      "  --token TOKEN       bearer token sent with every call (default "
-      "$EVOSCALE_TOKEN)\n"
-      "  --json              print results as protobuf JSON, one message a line\n"
-      "  --timeout SECONDS   deadline of each call (default ",
-      FormatNumber(kDefaultTimeoutSeconds),
-      ")\n"
-      "  -h, --help          print this text; after a command, that command's flags\n"
-      "\n"
-      "Exit status: 0 success, 1 the server returned an error or could not be reached\n"
-      "(UNAVAILABLE), 2 bad usage or input.\n");
+  absl::StrAppend(&text,
+                  "  help\n"
+                  "      Print this text.\n"
+                  "\n"
+                  "STUDY is a study name, studies/ID, or just its ID; TRIAL is a trial name,\n"
+                  "studies/ID/trials/ID, or the two ids, STUDY/TRIAL (1/3).\n"
+                  "\n"
+                  "Global flags (anywhere on the line):\n"
+                  "  --server HOST:PORT  evoscaled's gRPC address (default $EVOSCALE_SERVER, else ",
+                  kDefaultServer,
+                  ")\n"
+                  "  --token TOKEN       bearer token sent with every call (default "
+                  "$EVOSCALE_TOKEN)\n"
+                  "  --json              print results as protobuf JSON, one message a line\n"
+                  "  --timeout SECONDS   deadline of each call (default ",
+                  FormatNumber(kDefaultTimeoutSeconds),
+                  ")\n"
+                  "  -h, --help          print this text; after a command, that command's flags\n"
+                  "\n"
+                  "Exit status: 0 success, 1 the server returned an error or could not be reached\n"
+                  "(UNAVAILABLE), 2 bad usage or input.\n");
   return text;
 }
 
@@ -1436,7 +1534,8 @@ int Run(const std::vector<std::string>& args, const Environment& env, std::ostre
       grpc::CreateChannel(line->global.server, grpc::InsecureChannelCredentials());
   std::unique_ptr<StudyService::Stub> stub = StudyService::NewStub(channel);
   std::unique_ptr<v1::AutoscalerService::Stub> autoscaler = v1::AutoscalerService::NewStub(channel);
-  Invocation invocation(*line, env, *stub, *autoscaler, out);
+  std::unique_ptr<v1::AdminService::Stub> admin = v1::AdminService::NewStub(channel);
+  Invocation invocation(*line, env, *stub, *autoscaler, *admin, out);
   absl::Status status = command->run(invocation);
   out.flush();
   if (status.ok()) return 0;

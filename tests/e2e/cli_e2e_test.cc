@@ -2,15 +2,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "evoscale/v1/autoscaler.pb.h"
+#include "evoscale/v1/study.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/evoscaled_process.h"
 #include "tests/support/test_support.h"
@@ -81,9 +86,8 @@ class CliE2eTest : public ::testing::Test {
 
 TEST_F(CliE2eTest, DrivesTheExampleStudyToCompletion) {
   StartServer();
-  CliResult created =
-      Cli({"study", "create", "-f", std::string(EVOSCALE_SOURCE_DIR) + "/examples/study.yaml",
-           "--json"});
+  CliResult created = Cli({"study", "create", "-f",
+                           std::string(EVOSCALE_SOURCE_DIR) + "/examples/study.yaml", "--json"});
   ASSERT_EQ(created.exit_code, 0) << created.err;
   v1::Study study = ParseJson<v1::Study>(created.out);
   EXPECT_EQ(study.name(), "studies/1");
@@ -136,9 +140,9 @@ TEST_F(CliE2eTest, RunsTheManagedExampleStudyWithTheRealTrainer) {
   const std::string path = absl::StrCat(BinDir(), ":", getenv("PATH") ? getenv("PATH") : "");
   ASSERT_EQ(setenv("PATH", path.c_str(), 1), 0);  // evoscaled (our child) inherits it
   StartServer({"--max-running-trials", "2"});
-  CliResult created = Cli(
-      {"study", "create", "-f", std::string(EVOSCALE_SOURCE_DIR) + "/examples/managed_study.yaml",
-       "--json"});
+  CliResult created =
+      Cli({"study", "create", "-f",
+           std::string(EVOSCALE_SOURCE_DIR) + "/examples/managed_study.yaml", "--json"});
   ASSERT_EQ(created.exit_code, 0) << created.err;
   const v1::Study study = ParseJson<v1::Study>(created.out);
   const int max_trials = study.spec().max_trials();
@@ -272,7 +276,8 @@ TEST_F(CliE2eTest, ServerErrorsExitOneAndUsageErrorsExitTwo) {
   EXPECT_THAT(missing.err, HasSubstr("studies/99"));
 
   const std::string bad = dir_.path() + "/bad.yaml";
-  std::ofstream(bad) << "spec:\n  metrics: []\n  parameters:\n    - name: x\n      double_spec: {min: 5, max: 1}\n";
+  std::ofstream(bad) << "spec:\n  metrics: []\n  parameters:\n    - name: x\n      double_spec: "
+                        "{min: 5, max: 1}\n";
   CliResult invalid = Cli({"study", "create", "-f", bad});
   EXPECT_EQ(invalid.exit_code, 1);
   EXPECT_THAT(invalid.err, HasSubstr("INVALID_ARGUMENT"));
@@ -317,6 +322,121 @@ TEST_F(CliE2eTest, TokensAreCheckedByRole) {
   EXPECT_THAT(writer_delete.err, HasSubstr("PERMISSION_DENIED"));
 }
 
+// `admin backup` while a writer keeps completing trials: the copy is one consistent snapshot.
+// Restored (evoscaled started on the copy), the quiet study, its trials and the workload are
+// identical; the busy study holds every completion acknowledged before the backup began, and
+// each trial it holds as SUCCEEDED is the one the source holds.
+TEST_F(CliE2eTest, BackupWhileServingRestoresIdenticalStudiesAndTheWorkload) {
+  const std::string tokens = dir_.path() + "/tokens";
+  std::ofstream(tokens) << "admin-0123456789abcdef admin\nwriter-0123456789abcdef writer\n";
+  StartServer({"--auth-tokens", tokens});
+  const std::vector<std::string> admin = {"--token", "admin-0123456789abcdef"};
+  auto cli = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), admin.begin(), admin.end());
+    return Cli(args);
+  };
+  const std::string spec = std::string(EVOSCALE_SOURCE_DIR) + "/examples/study.yaml";
+  ASSERT_EQ(cli({"study", "create", "-f", spec}).exit_code, 0);  // studies/1: quiet
+  ASSERT_EQ(cli({"study", "create", "-f", spec}).exit_code, 0);  // studies/2: busy
+  CliResult suggested = cli({"suggest", "studies/1", "--count", "6", "--json"});
+  ASSERT_EQ(suggested.exit_code, 0) << suggested.err;
+  const auto suggestion = ParseJson<v1::SuggestTrialsResponse>(suggested.out);
+  ASSERT_EQ(suggestion.trials_size(), 6);
+  for (int i = 0; i < 4; ++i) {  // two stay ACTIVE
+    const v1::Trial& t = suggestion.trials(i);
+    CliResult c = cli({"complete", t.name(), "logloss=" + std::to_string(0.3 + 0.01 * t.id())});
+    ASSERT_EQ(c.exit_code, 0) << c.err;
+  }
+  ASSERT_EQ(cli({"workload", "put", "default/ranker", "--policy", "vpa"}).exit_code, 0);
+  const std::string csv = dir_.path() + "/samples.csv";
+  {
+    const int64_t now = static_cast<int64_t>(time(nullptr));
+    std::ofstream out(csv);
+    out << "instance,timestamp,cpu_cores,memory_bytes\n";
+    for (int i = 0; i < 40; ++i) out << "pod-1," << now - 400 + 10 * i << ",1.5,2e9\n";
+  }
+  ASSERT_EQ(cli({"telemetry", "send", csv, "--workload", "default/ranker"}).exit_code, 0);
+  auto dump = [&](const std::vector<std::string>& args) {
+    CliResult r = cli(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  };
+  const std::string study1 = dump({"study", "get", "1", "--json"});
+  const std::string trials1 = dump({"trials", "list", "1", "--json"});
+  const std::string workload = dump({"workload", "get", "default/ranker", "--json"});
+  const std::string recommendation = dump({"recommend", "default/ranker", "--json"});
+
+  // The writer: ask and tell on studies/2 until stopped, counting acknowledged completions.
+  std::atomic<bool> stop{false};
+  std::atomic<int> acknowledged{0};
+  std::thread writer([&] {
+    auto stub = server_->NewStub();
+    for (int i = 0; !stop; ++i) {
+      grpc::ClientContext suggest_ctx;
+      suggest_ctx.AddMetadata("authorization", "Bearer writer-0123456789abcdef");
+      v1::SuggestTrialsRequest req;
+      req.set_parent("studies/2");
+      req.set_client_id(absl::StrCat("w", i));
+      req.set_suggestion_count(1);
+      v1::SuggestTrialsResponse resp;
+      if (!stub->SuggestTrials(&suggest_ctx, req, &resp).ok() || resp.trials_size() != 1) break;
+      grpc::ClientContext complete_ctx;
+      complete_ctx.AddMetadata("authorization", "Bearer writer-0123456789abcdef");
+      v1::CompleteTrialRequest complete;
+      complete.set_name(resp.trials(0).name());
+      (*complete.mutable_final_measurement()->mutable_metrics())["logloss"] = 0.5;
+      v1::Trial done;
+      if (!stub->CompleteTrial(&complete_ctx, complete, &done).ok()) break;
+      ++acknowledged;
+    }
+  });
+  AwaitCondition([&] { return acknowledged >= 5; }, absl::Seconds(60));
+  const int before = acknowledged;
+  const std::string backup = dir_.path() + "/backup.db";
+  CliResult made = cli({"admin", "backup", backup});
+  stop = true;
+  writer.join();
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  EXPECT_THAT(made.out, HasSubstr("backup: " + backup));
+  const std::string busy_source = dump({"trials", "list", "2", "--json"});
+
+  // A second backup to the same path is refused; a reader may not take one.
+  CliResult again = cli({"admin", "backup", backup});
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_THAT(again.err, HasSubstr("exists; a backup goes to new files"));
+  CliResult writer_backup =
+      Cli({"--token", "writer-0123456789abcdef", "admin", "backup", dir_.path() + "/w.db"});
+  EXPECT_EQ(writer_backup.exit_code, 1);
+  EXPECT_THAT(writer_backup.err, HasSubstr("PERMISSION_DENIED"));
+
+  // Restore: evoscaled on the copy.
+  server_->Stop(SIGTERM);
+  auto restored = EvoscaledProcess::Start(backup, {"--auth-tokens", tokens});
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  server_ = *std::move(restored);
+  EXPECT_EQ(dump({"study", "get", "1", "--json"}), study1);
+  EXPECT_EQ(dump({"trials", "list", "1", "--json"}), trials1);
+  EXPECT_EQ(dump({"workload", "get", "default/ranker", "--json"}), workload);
+  EXPECT_EQ(dump({"recommend", "default/ranker", "--json"}), recommendation);
+  std::map<int64_t, v1::Trial> source_trials;
+  const auto source_list = ParseJson<v1::ListTrialsResponse>(busy_source);
+  for (const v1::Trial& t : source_list.trials()) {
+    source_trials[t.id()] = t;
+  }
+  int succeeded = 0;
+  const auto restored_list =
+      ParseJson<v1::ListTrialsResponse>(dump({"trials", "list", "2", "--json"}));
+  for (const v1::Trial& t : restored_list.trials()) {
+    ASSERT_TRUE(source_trials.contains(t.id())) << t.name();
+    if (t.state() != v1::Trial::SUCCEEDED) continue;
+    ++succeeded;
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(t, source_trials[t.id()]))
+        << t.DebugString() << " vs " << source_trials[t.id()].DebugString();
+  }
+  EXPECT_GE(succeeded, before);
+  EXPECT_LE(succeeded, acknowledged.load());
+}
+
 TEST(CliReplayTest, ReplaysBitbrainsThroughEachPolicyAsJson) {
   const std::string traces = std::string(EVOSCALE_SOURCE_DIR) + "/../shared/data/traces";
   if (access((traces + "/bitbrains-rnd-2013-7/1.csv").c_str(), R_OK) != 0) {
@@ -330,9 +450,9 @@ TEST(CliReplayTest, ReplaysBitbrainsThroughEachPolicyAsJson) {
                      "/bitbrains-rnd-2013-7/1.csv --policy ", policy, " --json >", out);
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     const std::string json = ReadFile(out);
-    for (const char* field : {"\"relative_slack_cpu\":", "\"relative_slack_memory\":",
-                              "\"oom_events\":", "\"underprovisioned_fraction\":",
-                              "\"changes\":"}) {
+    for (const char* field :
+         {"\"relative_slack_cpu\":", "\"relative_slack_memory\":", "\"oom_events\":",
+          "\"underprovisioned_fraction\":", "\"changes\":"}) {
       EXPECT_THAT(json, HasSubstr(field)) << policy;
     }
     EXPECT_THAT(json, HasSubstr(absl::StrCat("\"policy\":\"", policy, "\"")));

@@ -24,7 +24,7 @@ ALLOWED = {
     "service/autoscaler/": {"load_model/", "service/store/", "service/common/"},
     "service/scheduler/": {"service/study/", "service/store/", "service/common/", "search/",
                            "trainer_adapter/", "load_model/"},
-    "service/cli/": {"load_model/"},
+    "service/cli/": {"load_model/", "service/common/"},
     "service/": {"service/study/", "service/store/", "service/common/", "service/autoscaler/",
                  "service/scheduler/", "search/", "load_model/", "trainer_adapter/"},
 }
