@@ -42,6 +42,9 @@ void DefineFlags(CLI::App& app, ServerOptions& options, std::string& durability,
                  "power: it also survives power loss (fsync on every commit)")
       ->type_name("process|power")
       ->check(CLI::IsMember({"process", "power"}));
+  app.add_flag("--accept-damaged-wal", options.accept_damaged_wal,
+               "open a database whose write-ahead log is damaged as of its last commit before "
+               "the damage (evoscaled refuses to start otherwise, naming the damage)");
   app.add_option("--max-running-trials", options.scheduler.max_running_trials,
                  "trials of managed studies (a trial template with a command) run at once as "
                  "local processes (default: the number of CPUs; 0: none)")
@@ -95,8 +98,7 @@ int main(int argc, char** argv) {
     return Fail(std::string(error.what()) + " (see evoscaled --help)");
   }
   options.durability = durability == "power" ? Durability::kPowerLoss : Durability::kProcessCrash;
-  if (absl::Status st = evoscale::service::ParseCapacity(capacity, &options.scheduler);
-      !st.ok()) {
+  if (absl::Status st = evoscale::service::ParseCapacity(capacity, &options.scheduler); !st.ok()) {
     return Fail(std::string(st.message()) + " (see evoscaled --help)");
   }
 

@@ -29,7 +29,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     if (!auth.ok()) return auth.status();
     s->auth_ = *std::move(auth);
   }
-  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(options.db_path, options.durability);
+  absl::StatusOr<std::unique_ptr<Store>> store =
+      Store::Open(options.db_path, options.durability, options.accept_damaged_wal);
   if (!store.ok()) return store.status();
   s->store_ = *std::move(store);
   absl::StatusOr<std::unique_ptr<StudyCore>> core =
@@ -40,7 +41,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                                          ? TelemetryPathFor(options.db_path)
                                          : options.telemetry_db_path;
   absl::StatusOr<std::unique_ptr<TelemetryStore>> telemetry =
-      TelemetryStore::Open(telemetry_path, options.durability);
+      TelemetryStore::Open(telemetry_path, options.durability, options.accept_damaged_wal);
   if (!telemetry.ok()) return telemetry.status();
   s->telemetry_ = *std::move(telemetry);
   absl::StatusOr<std::unique_ptr<AutoscalerCore>> autoscaler =

@@ -17,9 +17,9 @@
 #include "service/metrics.h"
 #include "service/scheduler/scheduler.h"
 #include "service/store/store.h"
+#include "service/store/telemetry_store.h"
 #include "service/study/study_core.h"
 #include "service/study_service.h"
-#include "service/store/telemetry_store.h"
 
 namespace evoscale::service {
 
@@ -31,6 +31,9 @@ struct ServerOptions {
   std::string telemetry_db_path;
   std::string auth_tokens_path;  // empty: no auth, loopback addresses only
   Durability durability = Durability::kProcessCrash;
+  // Open a database whose WAL is damaged as of its last commit before the damage, dropping the
+  // commits after it (otherwise evoscaled refuses to start; see internal::OpenDatabase).
+  bool accept_damaged_wal = false;
   int http_threads = 2;
   int max_message_bytes = 4 << 20;
   Clock* clock = nullptr;  // null: the real clock

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
@@ -131,12 +132,22 @@ const FieldDescriptor* FindField(const Descriptor* message, const std::string& k
   return field != nullptr ? field : message->FindFieldByCamelcaseName(key);
 }
 
+// Bounds on what one file may expand to: YAML aliases can put a node inside itself (yaml-cpp
+// builds the cycle) or repeat a node exponentially ("billion laughs"). A real study file is
+// a few levels deep and a few hundred values.
+struct Walk {
+  static constexpr int kMaxDepth = 64;
+  static constexpr int64_t kMaxValues = 100000;
+  int depth = 0;
+  int64_t values = 0;
+};
+
 absl::StatusOr<Json> ConvertValue(const YAML::Node& node, const FieldDescriptor* field,
-                                  bool element);
+                                  bool element, Walk& walk);
 
 // A mapping whose keys are the fields of `message` (nullptr: unknown, convert generically),
 // or, with `map_value`, a protobuf map whose values are that field.
-absl::StatusOr<Json> ConvertMapping(const YAML::Node& node, const Descriptor* message,
+absl::StatusOr<Json> ConvertMapping(const YAML::Node& node, Walk& walk, const Descriptor* message,
                                     const FieldDescriptor* map_value = nullptr) {
   Json object = Json::object();
   for (const auto& entry : node) {
@@ -151,9 +162,9 @@ absl::StatusOr<Json> ConvertMapping(const YAML::Node& node, const Descriptor* me
       return absl::InvalidArgumentError(
           absl::StrCat(Where(entry.first.Mark()), "key \"", key, "\" given twice"));
     }
-    absl::StatusOr<Json> value = map_value != nullptr
-                                     ? ConvertValue(entry.second, map_value, /*element=*/true)
-                                     : ConvertValue(entry.second, FindField(message, key), false);
+    absl::StatusOr<Json> value =
+        map_value != nullptr ? ConvertValue(entry.second, map_value, /*element=*/true, walk)
+                             : ConvertValue(entry.second, FindField(message, key), false, walk);
     if (!value.ok()) return value.status();
     object[key] = *std::move(value);
   }
@@ -178,7 +189,19 @@ Json ConvertScalar(const YAML::Node& node, bool string_field) {
 // The value of `field` (nullptr: unknown); `element` when it is one element of a repeated
 // field or the value of a map entry.
 absl::StatusOr<Json> ConvertValue(const YAML::Node& node, const FieldDescriptor* field,
-                                  bool element) {
+                                  bool element, Walk& walk) {
+  if (++walk.values > Walk::kMaxValues) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(node.Mark()), "the file expands to more than ", Walk::kMaxValues,
+                     " values (aliases repeating aliases?)"));
+  }
+  if (walk.depth >= Walk::kMaxDepth) {
+    return absl::InvalidArgumentError(absl::StrCat(Where(node.Mark()), "nested deeper than ",
+                                                   Walk::kMaxDepth,
+                                                   " levels (an alias inside its own anchor?)"));
+  }
+  ++walk.depth;
+  absl::Cleanup leave = [&walk] { --walk.depth; };
   switch (node.Type()) {
     case YAML::NodeType::Undefined:
     case YAML::NodeType::Null:
@@ -187,8 +210,9 @@ absl::StatusOr<Json> ConvertValue(const YAML::Node& node, const FieldDescriptor*
       const bool whole_repeated = field != nullptr && field->is_repeated() && !element;
       Json array = Json::array();
       for (const YAML::Node& item : node) {
-        absl::StatusOr<Json> value = whole_repeated ? ConvertValue(item, field, /*element=*/true)
-                                                    : ConvertValue(item, nullptr, false);
+        absl::StatusOr<Json> value = whole_repeated
+                                         ? ConvertValue(item, field, /*element=*/true, walk)
+                                         : ConvertValue(item, nullptr, false, walk);
         if (!value.ok()) return value.status();
         array.push_back(*std::move(value));
       }
@@ -196,13 +220,13 @@ absl::StatusOr<Json> ConvertValue(const YAML::Node& node, const FieldDescriptor*
     }
     case YAML::NodeType::Map:
       if (field != nullptr && field->is_map() && !element) {
-        return ConvertMapping(node, nullptr, field->message_type()->FindFieldByNumber(2));
+        return ConvertMapping(node, walk, nullptr, field->message_type()->FindFieldByNumber(2));
       }
       if (field != nullptr && field->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE &&
           (element || !field->is_repeated())) {
-        return ConvertMapping(node, field->message_type());
+        return ConvertMapping(node, walk, field->message_type());
       }
-      return ConvertMapping(node, nullptr);
+      return ConvertMapping(node, walk, nullptr);
     case YAML::NodeType::Scalar:
       return ConvertScalar(node, IsStringField(field) && (element || !field->is_repeated()));
   }
@@ -220,8 +244,9 @@ absl::StatusOr<YAML::Node> LoadYaml(absl::string_view yaml) {
 
 absl::StatusOr<Json> ConvertYaml(const YAML::Node& node, const Descriptor* schema) {
   try {
-    if (node.IsMap()) return ConvertMapping(node, schema);
-    return ConvertValue(node, nullptr, /*element=*/false);
+    Walk walk;
+    if (node.IsMap()) return ConvertMapping(node, walk, schema);
+    return ConvertValue(node, nullptr, /*element=*/false, walk);
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(Where(e.mark), e.msg));
   }

@@ -71,13 +71,14 @@ void WriteBatch::PutTrial(int64_t study_id, const v1::Trial& trial, int64_t comp
   ops_.push_back(std::move(op));
 }
 
-absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
-                                                   Durability durability) {
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, Durability durability,
+                                                   bool accept_damaged_wal) {
   // The lock comes first: no second process may migrate or write the file meanwhile.
   absl::StatusOr<std::unique_ptr<internal::DatabaseLock>> lock =
       internal::DatabaseLock::Acquire(path);
   if (!lock.ok()) return lock.status();
-  absl::StatusOr<sqlite3*> db = internal::OpenDatabase(path, durability, kMigrations);
+  absl::StatusOr<sqlite3*> db =
+      internal::OpenDatabase(path, durability, kMigrations, accept_damaged_wal);
   if (!db.ok()) return db.status();
   std::unique_ptr<Store> store(new Store(*db, durability));
   store->lock_ = *std::move(lock);
@@ -104,9 +105,8 @@ Store::~Store() {
   }
   checkpointer_.reset();
   absl::MutexLock lock(&mu_);
-  for (sqlite3_stmt* s :
-       {put_study_, bump_study_id_, delete_study_, put_trial_, begin_, commit_, rollback_,
-        savepoint_, release_, rollback_to_}) {
+  for (sqlite3_stmt* s : {put_study_, bump_study_id_, delete_study_, put_trial_, begin_, commit_,
+                          rollback_, savepoint_, release_, rollback_to_}) {
     sqlite3_finalize(s);
   }
   sqlite3_close(db_);
@@ -147,12 +147,12 @@ absl::Status Store::Prepare() {
 absl::StatusOr<int64_t> Store::NextStudyId() {
   absl::MutexLock lock(&mu_);
   int64_t next = 1;
-  absl::Status st = internal::ForEachRow(
-      db_, "SELECT value FROM counters WHERE name = 'next_study_id'", "read next study id",
-      [&](sqlite3_stmt* s) {
-        next = sqlite3_column_int64(s, 0);
-        return absl::OkStatus();
-      });
+  absl::Status st =
+      internal::ForEachRow(db_, "SELECT value FROM counters WHERE name = 'next_study_id'",
+                           "read next study id", [&](sqlite3_stmt* s) {
+                             next = sqlite3_column_int64(s, 0);
+                             return absl::OkStatus();
+                           });
   if (!st.ok()) return st;
   return next;
 }
@@ -387,9 +387,8 @@ absl::StatusOr<std::vector<StoredStudy>> Store::LoadAll() {
         StoredTrial t;
         t.completion_seq = sqlite3_column_int64(s, 2);
         if (!t.trial.ParseFromString(ColumnBlob(s, 3))) {
-          return absl::DataLossError(absl::StrCat("study ", study_id, " trial ",
-                                                  sqlite3_column_int64(s, 1),
-                                                  ": unreadable record"));
+          return absl::DataLossError(absl::StrCat(
+              "study ", study_id, " trial ", sqlite3_column_int64(s, 1), ": unreadable record"));
         }
         t.trial.set_name(absl::StrCat("studies/", study_id, "/trials/", t.trial.id()));
         studies[si].trials.push_back(std::move(t));

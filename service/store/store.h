@@ -30,7 +30,6 @@ class Checkpointer;
 class DatabaseLock;
 }  // namespace internal
 
-
 // A trial as stored: the message plus the order in which it completed (0 = not completed),
 // which rebuilds the designer in the same order after a restart.
 struct StoredTrial {
@@ -40,7 +39,7 @@ struct StoredTrial {
 
 struct StoredStudy {
   int64_t id = 0;
-  v1::Study study;  // name is filled from the id
+  v1::Study study;                  // name is filled from the id
   std::vector<StoredTrial> trials;  // by id ascending
 };
 
@@ -72,8 +71,9 @@ class Store {
   // Opens (creating if needed) the database at `path` and migrates its schema to the current
   // version. A newer schema than this binary knows is FAILED_PRECONDITION; a file that is not
   // a database is DATA_LOSS.
-  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& path,
-                                                     Durability durability);
+  // `accept_damaged_wal`: see internal::OpenDatabase (evoscaled's --accept-damaged-wal).
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& path, Durability durability,
+                                                     bool accept_damaged_wal = false);
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
@@ -147,8 +147,7 @@ class Store {
   bool committing_ ABSL_GUARDED_BY(queue_mu_) = false;
   bool shutting_down_ ABSL_GUARDED_BY(queue_mu_) = false;
   std::map<uint64_t, absl::Status> batch_errors_ ABSL_GUARDED_BY(queue_mu_);
-  std::multimap<uint64_t, std::function<void(absl::Status)>> callbacks_
-      ABSL_GUARDED_BY(queue_mu_);
+  std::multimap<uint64_t, std::function<void(absl::Status)>> callbacks_ ABSL_GUARDED_BY(queue_mu_);
   absl::Status stopped_ ABSL_GUARDED_BY(queue_mu_);  // set once a deferred write failed
   int64_t commits_ ABSL_GUARDED_BY(queue_mu_) = 0;
   std::thread committer_;  // kPowerLoss only

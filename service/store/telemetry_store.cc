@@ -61,11 +61,13 @@ class Transaction {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TelemetryStore>> TelemetryStore::Open(const std::string& path,
-                                                                    Durability durability) {
+                                                                     Durability durability,
+                                                                     bool accept_damaged_wal) {
   absl::StatusOr<std::unique_ptr<internal::DatabaseLock>> lock =
       internal::DatabaseLock::Acquire(path);
   if (!lock.ok()) return lock.status();
-  absl::StatusOr<sqlite3*> db = internal::OpenDatabase(path, durability, kMigrations);
+  absl::StatusOr<sqlite3*> db =
+      internal::OpenDatabase(path, durability, kMigrations, accept_damaged_wal);
   if (!db.ok()) return db.status();
   std::unique_ptr<TelemetryStore> store(new TelemetryStore(*db));
   store->lock_ = *std::move(lock);
@@ -93,8 +95,8 @@ absl::Status TelemetryStore::Init() {
   // Samples arrive in time order and the key leads with time, so inserts append to the
   // rightmost pages; a larger page cache and fewer checkpoints keep those pages hot.
   // Checkpoints run on the Checkpointer's thread, not inside an ingest's commit.
-  for (const char* pragma : {"PRAGMA cache_size=-65536", "PRAGMA wal_autocheckpoint=0",
-                             "PRAGMA mmap_size=268435456"}) {
+  for (const char* pragma :
+       {"PRAGMA cache_size=-65536", "PRAGMA wal_autocheckpoint=0", "PRAGMA mmap_size=268435456"}) {
     if (absl::Status st = internal::Exec(db_, pragma); !st.ok()) return st;
   }
   struct {
@@ -166,7 +168,8 @@ absl::StatusOr<int64_t> TelemetryStore::Compact(const RetentionPolicy& policy, d
   // the later mean wins for means: buckets are folded once their whole width is old).
   const std::string fold = absl::StrCat(
       "INSERT INTO samples(instance_id, resolution, ts, cpu, mem, gpu_util, gpu_mem, qps, "
-      "latency, oom) SELECT instance_id, ", static_cast<int>(policy.bucket_seconds),
+      "latency, oom) SELECT instance_id, ",
+      static_cast<int>(policy.bucket_seconds),
       ", CAST(ts / ?1 AS INTEGER) * ?1, avg(cpu), max(mem), avg(gpu_util), max(gpu_mem), "
       "avg(qps), avg(latency), max(oom) FROM samples WHERE resolution = 0 AND ts < ?2 "
       "GROUP BY instance_id, CAST(ts / ?1 AS INTEGER) "
@@ -194,7 +197,8 @@ absl::StatusOr<int64_t> TelemetryStore::Compact(const RetentionPolicy& policy, d
     return st;
   }
   removed += sqlite3_changes(db_);
-  if (absl::Status st = run("DELETE FROM samples WHERE resolution > 0 AND ts < ?1", {bucket_cutoff});
+  if (absl::Status st =
+          run("DELETE FROM samples WHERE resolution > 0 AND ts < ?1", {bucket_cutoff});
       !st.ok()) {
     return st;
   }
@@ -223,16 +227,16 @@ absl::StatusOr<std::vector<StoredWorkload>> TelemetryStore::LoadWorkloads() {
 absl::StatusOr<std::vector<StoredInstance>> TelemetryStore::LoadInstances() {
   absl::MutexLock lock(&mu_);
   std::vector<StoredInstance> out;
-  absl::Status st = internal::ForEachRow(
-      db_, "SELECT id, workload_id, name FROM instances ORDER BY id", "load instances",
-      [&](sqlite3_stmt* s) {
-        StoredInstance in;
-        in.id = sqlite3_column_int64(s, 0);
-        in.workload_id = sqlite3_column_int64(s, 1);
-        in.name = reinterpret_cast<const char*>(sqlite3_column_text(s, 2));
-        out.push_back(std::move(in));
-        return absl::OkStatus();
-      });
+  absl::Status st =
+      internal::ForEachRow(db_, "SELECT id, workload_id, name FROM instances ORDER BY id",
+                           "load instances", [&](sqlite3_stmt* s) {
+                             StoredInstance in;
+                             in.id = sqlite3_column_int64(s, 0);
+                             in.workload_id = sqlite3_column_int64(s, 1);
+                             in.name = reinterpret_cast<const char*>(sqlite3_column_text(s, 2));
+                             out.push_back(std::move(in));
+                             return absl::OkStatus();
+                           });
   if (!st.ok()) return st;
   return out;
 }

@@ -62,7 +62,8 @@ struct RetentionPolicy {
 class TelemetryStore {
  public:
   static absl::StatusOr<std::unique_ptr<TelemetryStore>> Open(const std::string& path,
-                                                              Durability durability);
+                                                              Durability durability,
+                                                              bool accept_damaged_wal = false);
   ~TelemetryStore();
   TelemetryStore(const TelemetryStore&) = delete;
   TelemetryStore& operator=(const TelemetryStore&) = delete;

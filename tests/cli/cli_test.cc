@@ -42,6 +42,7 @@ namespace {
 
 using ::evoscale::service::testing::GrpcOk;
 using ::evoscale::service::testing::StudyClient;
+using ::evoscale::testing::StatusIs;
 using ::google::protobuf::util::MessageDifferencer;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -351,6 +352,28 @@ TEST(YamlToJsonTest, PlainScalarsBecomeNumbersBoolsAndNulls) {
   EXPECT_EQ(*json, R"({"i":42,"neg":-7,"plus":3,"f":1.5,"e":0.0001,"dot":0.5,"trail":2,"lead":7,)"
                    R"("hex":31,"oct":15,"t":true,"F":false,"n":null,"e2":null,"inf":"-Infinity",)"
                    R"("nan":"NaN","s":"hello world","yes":"yes","ver":"1.2.3"})");
+}
+
+// Found by study_file_fuzz: an alias inside its own anchor made yaml-cpp build a cycle that the
+// conversion followed until the stack overflowed; aliases of aliases can expand exponentially.
+TEST(YamlToJsonTest, RecursiveAndExplodingAliasesAreErrorsNotCrashes) {
+  absl::StatusOr<std::string> cycle = YamlToJson("display_name: &n [{name: *n, goal: MINIMIZE}]\n");
+  EXPECT_THAT(cycle.status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("nested deeper than 64 levels (an alias inside its own "
+                                 "anchor?)")));
+  std::string laughs = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
+  for (char c = 'b'; c <= 'h'; ++c) {
+    const std::string name(1, c), previous(1, static_cast<char>(c - 1));
+    absl::StrAppend(&laughs, name, ": &", name, " [");
+    for (int i = 0; i < 10; ++i) absl::StrAppend(&laughs, i > 0 ? ", " : "", "*", previous);
+    absl::StrAppend(&laughs, "]\n");
+  }
+  EXPECT_THAT(YamlToJson(laughs).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("expands to more than 100000 values")));
+  // A study file with anchors and aliases used as intended still converts.
+  EXPECT_TRUE(YamlToJson("x: &v [1, 2]\ny: *v\n").ok());
 }
 
 TEST(YamlToJsonTest, QuotedAndTaggedScalarsStayStrings) {
@@ -1011,9 +1034,10 @@ TEST_F(CliTrialsListTest, TableHoldsEveryPage) {
 
 TEST_F(CliServerTest, TrialsListShowsRequestedAgainstUsedMemoryAndCpu) {
   // The template's resources are each trial's request; the usage comes with its completion.
-  const std::string study = CreateStudy("sized", absl::StrCat(kTrialStudySpec, R"pb(
-    trial_template { resources { cpu_cores: 2 memory_bytes: 536870912 } }
-  )pb"));
+  const std::string study =
+      CreateStudy("sized", absl::StrCat(kTrialStudySpec, R"pb(
+                    trial_template { resources { cpu_cores: 2 memory_bytes: 536870912 } }
+                  )pb"));
   std::vector<v1::Trial> active = Suggest(study, 2);
   ASSERT_EQ(active.size(), 2u);
   v1::CompleteTrialRequest done;

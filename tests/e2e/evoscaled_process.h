@@ -29,7 +29,8 @@ inline std::string BinDir() { return EVOSCALE_BIN_DIR; }
 class TempDir {
  public:
   TempDir() {
-    std::string tmpl = std::string(getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp") + "/evoscale-test.XXXXXX";
+    std::string tmpl =
+        std::string(getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp") + "/evoscale-test.XXXXXX";
     path_ = mkdtemp(tmpl.data());
   }
   ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
@@ -82,7 +83,8 @@ class EvoscaledProcess {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     absl::StatusOr<std::string> line;
     while ((line = (*p)->ReadLine(std::chrono::duration_cast<std::chrono::seconds>(
-                deadline - std::chrono::steady_clock::now()))).ok()) {
+                deadline - std::chrono::steady_clock::now())))
+               .ok()) {
       result.output += *line + "\n";
     }
     if (absl::IsNotFound(line.status())) {  // EOF: whatever came without a newline too
@@ -99,8 +101,7 @@ class EvoscaledProcess {
   static absl::StatusOr<std::unique_ptr<EvoscaledProcess>> Start(
       const std::string& db, const std::vector<std::string>& extra = {},
       bool merge_stderr = false) {
-    std::vector<std::string> args = {"--db", db, "--grpc", "127.0.0.1:0", "--http",
-                                     "127.0.0.1:0"};
+    std::vector<std::string> args = {"--db", db, "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"};
     args.insert(args.end(), extra.begin(), extra.end());
     absl::StatusOr<std::unique_ptr<EvoscaledProcess>> p = Spawn(args, merge_stderr);
     if (!p.ok()) return p.status();
@@ -108,6 +109,7 @@ class EvoscaledProcess {
     for (int skipped = 0; merge_stderr && line.ok() && skipped < 20 &&
                           line->find("\"listening\"") == std::string::npos;
          ++skipped) {
+      (*p)->early_output_ += *line + "\n";
       line = (*p)->ReadLine(std::chrono::seconds(30));
     }
     if (!line.ok()) {
@@ -166,6 +168,8 @@ class EvoscaledProcess {
     return status;
   }
 
+  // With merge_stderr: the log lines before "listening".
+  const std::string& early_output() const { return early_output_; }
   const std::string& grpc_address() const { return grpc_; }
   const std::string& http_address() const { return http_; }
   pid_t pid() const { return pid_; }
@@ -178,12 +182,12 @@ class EvoscaledProcess {
  private:
   EvoscaledProcess(pid_t pid, int fd) : pid_(pid), fd_(fd) {}
 
-
   pid_t pid_;
   const int fd_;        // the read end of its output
   std::string buffer_;  // read from fd_, not yet returned by ReadLine()
   std::string grpc_;
   std::string http_;
+  std::string early_output_;
 };
 
 }  // namespace evoscale::testing

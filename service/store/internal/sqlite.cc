@@ -1,9 +1,41 @@
 #include "service/store/internal/sqlite.h"
 
+#include <sys/statvfs.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "nlohmann/json.hpp"
+#include "service/store/internal/wal_check.h"
 
 namespace evoscale::service::internal {
+
+namespace {
+
+// " (Read-only file system); ..." or " (No space left on device: N KiB free); ..." when the
+// database's file system is read-only or (nearly) full, with `code` set to match; else "".
+std::string DiskTrouble(sqlite3* db, absl::StatusCode* code) {
+  const char* file = sqlite3_db_filename(db, "main");
+  struct statvfs fs;
+  if (file == nullptr || *file == '\0' || statvfs(file, &fs) != 0) return "";
+  if ((fs.f_flag & ST_RDONLY) != 0) {
+    *code = absl::StatusCode::kFailedPrecondition;
+    return " (Read-only file system); nothing of this write was stored: make the database "
+           "writable again";
+  }
+  const uint64_t free_bytes = uint64_t(fs.f_bavail) * fs.f_frsize;
+  if (free_bytes < (uint64_t{1} << 20)) {
+    *code = absl::StatusCode::kResourceExhausted;
+    return absl::StrCat(" (No space left on device: ", free_bytes >> 10,
+                        " KiB free); nothing of this write was stored: free disk space and retry");
+  }
+  return "";
+}
+
+}  // namespace
 
 absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what) {
   const char* msg = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
@@ -28,7 +60,19 @@ absl::Status SqliteError(sqlite3* db, int rc, absl::string_view what) {
     default:
       break;
   }
-  return absl::Status(code, absl::StrCat("sqlite: ", what, ": ", msg));
+  // For the errors the operating system may have caused, its reason (a full or read-only
+  // disk) and what to do about it, read from the file system itself: SQLite keeps no errno
+  // for a full disk, and by the time it reports a failed write errno may be another call's.
+  std::string reason;
+  const int primary = rc & 0xff;
+  if (db != nullptr && (primary == SQLITE_IOERR || primary == SQLITE_FULL ||
+                        primary == SQLITE_CANTOPEN || primary == SQLITE_READONLY)) {
+    reason = DiskTrouble(db, &code);
+    if (reason.empty() && primary == SQLITE_FULL) {
+      reason = "; nothing of this write was stored: free disk space and retry";
+    }
+  }
+  return absl::Status(code, absl::StrCat("sqlite: ", what, ": ", msg, reason));
 }
 
 std::string ColumnBlob(sqlite3_stmt* s, int i) {
@@ -98,8 +142,8 @@ absl::Status Setup(sqlite3* db, Durability durability, absl::Span<const char* co
   const int latest = static_cast<int>(migrations.size());
   if (version < 0) return SqliteError(db, sqlite3_errcode(db), "read schema version");
   if (version > latest) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "schema version %d is newer than this binary's %d", version, latest));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("schema version %d is newer than this binary's %d", version, latest));
   }
   for (int v = version; v < latest; ++v) {
     st = Exec(db, "BEGIN IMMEDIATE");
@@ -116,16 +160,62 @@ absl::Status Setup(sqlite3* db, Durability durability, absl::Span<const char* co
   return absl::OkStatus();
 }
 
+void LogWal(const std::string& path, const std::string& what, const std::string& detail) {
+  const nlohmann::ordered_json line = {
+      {"event", "store"}, {"what", what}, {"database", path}, {"detail", detail}};
+  std::fprintf(stderr, "%s\n",
+               line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+}
+
+absl::Status CheckWal(const std::string& path, bool accept_damaged_wal) {
+  const std::string wal_path = path + "-wal";
+  absl::StatusOr<WalReport> wal = InspectWal(wal_path);
+  if (!wal.ok()) {
+    return absl::Status(wal.status().code(),
+                        absl::StrCat("database \"", path, "\": ", wal.status().message()));
+  }
+  if (wal->partial_bytes > 0) {
+    LogWal(path, "WAL ends in a partial frame",
+           absl::StrCat(wal->partial_bytes, " bytes of \"", wal_path,
+                        "\" were cut short (a crash or power loss while writing, or a "
+                        "truncated file); SQLite replays the commits before them"));
+  }
+  if (wal->lost_commits == 0 && !(wal->header_damaged && wal->frames > 0)) {
+    return absl::OkStatus();
+  }
+  const std::string where =
+      wal->header_damaged ? "its header (SQLite would ignore every frame)"
+                          : absl::StrCat("frame ", wal->damaged_frame + 1, " of ", wal->frames);
+  const std::string lost =
+      wal->header_damaged
+          ? "none of its commits can be replayed"
+          : absl::StrCat(wal->lost_commits, " commit", wal->lost_commits == 1 ? "" : "s",
+                         " after the damage cannot be replayed");
+  const std::string what =
+      absl::StrCat("the write-ahead log \"", wal_path, "\" is damaged at ", where, ": ", lost);
+  if (accept_damaged_wal) {
+    LogWal(path, "damaged WAL accepted",
+           absl::StrCat(what, "; opening the database as of the last commit before the damage"));
+    return absl::OkStatus();
+  }
+  return absl::DataLossError(absl::StrCat(
+      "database \"", path, "\": ", what,
+      ", so writes that were acknowledged would be lost. Nothing was changed. Restore a backup "
+      "(evoscale admin backup), or start evoscaled with --accept-damaged-wal to open the "
+      "database as of the last commit before the damage"));
+}
+
 }  // namespace
 
 absl::StatusOr<sqlite3*> OpenDatabase(const std::string& path, Durability durability,
-                                      absl::Span<const char* const> migrations) {
+                                      absl::Span<const char* const> migrations,
+                                      bool accept_damaged_wal) {
+  if (absl::Status st = CheckWal(path, accept_damaged_wal); !st.ok()) return st;
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
-  absl::Status st = rc == SQLITE_OK ? Setup(db, durability, migrations)
-                                    : SqliteError(db, rc, "open");
+  int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  absl::Status st =
+      rc == SQLITE_OK ? Setup(db, durability, migrations) : SqliteError(db, rc, "open");
   if (!st.ok()) {
     sqlite3_close(db);
     return absl::Status(st.code(), absl::StrCat("database \"", path, "\": ", st.message()));

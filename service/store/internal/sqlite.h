@@ -58,8 +58,11 @@ absl::Status StepDone(sqlite3* db, sqlite3_stmt* s, absl::string_view what);
 // Opens `path` (creating it), sets WAL mode, the durability and foreign keys, and applies
 // `migrations[v]` for each schema version v from the file's PRAGMA user_version up to
 // migrations.size(), each in its own transaction. The caller owns the returned connection.
+// First its WAL is inspected (wal_check.h): damage that would make SQLite's recovery drop
+// commits is DATA_LOSS, naming what to do, unless `accept_damaged_wal`; a torn tail is logged.
 absl::StatusOr<sqlite3*> OpenDatabase(const std::string& path, Durability durability,
-                                      absl::Span<const char* const> migrations);
+                                      absl::Span<const char* const> migrations,
+                                      bool accept_damaged_wal = false);
 
 // Reads PRAGMA user_version; -1 on error.
 int SchemaVersion(sqlite3* db);

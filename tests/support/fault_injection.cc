@@ -1,0 +1,146 @@
+// evoscale_fault_injection: an LD_PRELOAD library that makes the disk fail under a real
+// process (for what cannot be made to fail for real here: fsync, a disk turning read-only
+// while files are open for writing). It wraps write, pwrite, pwrite64, fsync and fdatasync;
+// each call on a file whose path contains a configured substring fails with the configured
+// errno. statvfs of such a path reports what a real fault would show: a read-only file system
+// for a `write EROFS` rule, no free space for `write ENOSPC`. The configuration is the file named
+// by EVOSCALE_FAULTS, re-read on every call, one rule per line:
+//   write EROFS /db-dir/      writes to files under /db-dir/ fail with EROFS
+//   fsync EIO evoscale.db     fsync and fdatasync of evoscale.db* fail with EIO
+// Known errnos: ENOSPC, EROFS, EIO, EDQUOT. An empty or missing file injects nothing.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace {
+
+// Whether a call of kind `call` ("write" or "fsync") on `path` should fail; sets *error.
+bool InjectPath(const char* call, const char* path, int* error) {
+  const char* config = std::getenv("EVOSCALE_FAULTS");
+  if (config == nullptr) return false;
+  const int saved = errno;
+  FILE* f = std::fopen(config, "re");
+  errno = saved;
+  if (f == nullptr) return false;
+  bool hit = false;
+  char line[512], kind[32], name[32], needle[400];
+  while (!hit && std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::sscanf(line, "%31s %31s %399s", kind, name, needle) != 3) continue;
+    const bool applies = std::strcmp(kind, call) == 0 && std::strstr(path, needle) != nullptr;
+    if (!applies) continue;
+    static const struct {
+      const char* name;
+      int value;
+    } kErrnos[] = {{"ENOSPC", ENOSPC}, {"EROFS", EROFS}, {"EIO", EIO}, {"EDQUOT", EDQUOT}};
+    for (const auto& e : kErrnos) {
+      if (std::strcmp(name, e.name) == 0) {
+        *error = e.value;
+        hit = true;
+      }
+    }
+  }
+  std::fclose(f);
+  errno = saved;
+  return hit;
+}
+
+bool Inject(const char* call, int fd, int* error) {
+  if (std::getenv("EVOSCALE_FAULTS") == nullptr) return false;
+  char link[64], path[PATH_MAX];
+  std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  const ssize_t n = readlink(link, path, sizeof path - 1);
+  if (n <= 0) return false;
+  path[n] = '\0';
+  return InjectPath(call, path, error);
+}
+
+// What statvfs of a faulty path shows.
+void Disguise(const char* path, struct statvfs* buf) {
+  int error = 0;
+  if (!InjectPath("write", path, &error)) return;
+  if (error == EROFS) buf->f_flag |= ST_RDONLY;
+  if (error == ENOSPC || error == EDQUOT) buf->f_bavail = buf->f_bfree = 0;
+}
+
+template <typename Fn>
+Fn Next(const char* name) {
+  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+}
+
+}  // namespace
+
+extern "C" {
+
+ssize_t write(int fd, const void* buf, size_t count) {
+  static auto next = Next<ssize_t (*)(int, const void*, size_t)>("write");
+  int error = 0;
+  if (fd > STDERR_FILENO && Inject("write", fd, &error)) {
+    errno = error;
+    return -1;
+  }
+  return next(fd, buf, count);
+}
+
+ssize_t pwrite(int fd, const void* buf, size_t count, off_t offset) {
+  static auto next = Next<ssize_t (*)(int, const void*, size_t, off_t)>("pwrite");
+  int error = 0;
+  if (Inject("write", fd, &error)) {
+    errno = error;
+    return -1;
+  }
+  return next(fd, buf, count, offset);
+}
+
+ssize_t pwrite64(int fd, const void* buf, size_t count, off64_t offset) {
+  static auto next = Next<ssize_t (*)(int, const void*, size_t, off64_t)>("pwrite64");
+  int error = 0;
+  if (Inject("write", fd, &error)) {
+    errno = error;
+    return -1;
+  }
+  return next(fd, buf, count, offset);
+}
+
+int statvfs(const char* path, struct statvfs* buf) {
+  static auto next = Next<int (*)(const char*, struct statvfs*)>("statvfs");
+  const int rc = next(path, buf);
+  if (rc == 0) Disguise(path, buf);
+  return rc;
+}
+
+int statvfs64(const char* path, struct statvfs64* buf) {
+  static auto next = Next<int (*)(const char*, struct statvfs64*)>("statvfs64");
+  const int rc = next(path, buf);
+  // The same layout on 64-bit Linux.
+  if (rc == 0) Disguise(path, reinterpret_cast<struct statvfs*>(buf));
+  return rc;
+}
+
+int fsync(int fd) {
+  static auto next = Next<int (*)(int)>("fsync");
+  int error = 0;
+  if (Inject("fsync", fd, &error)) {
+    errno = error;
+    return -1;
+  }
+  return next(fd);
+}
+
+int fdatasync(int fd) {
+  static auto next = Next<int (*)(int)>("fdatasync");
+  int error = 0;
+  if (Inject("fsync", fd, &error)) {
+    errno = error;
+    return -1;
+  }
+  return next(fd);
+}
+
+}  // extern "C"
