@@ -1,5 +1,7 @@
 #include "service/metrics.h"
 
+#include <sqlite3.h>
+
 #include "absl/strings/str_cat.h"
 #include "prometheus/text_serializer.h"
 #include "service/autoscaler/autoscaler_core.h"
@@ -59,7 +61,13 @@ ServiceMetrics::ServiceMetrics()
       studies_waiting_(prometheus::BuildGauge()
                            .Name("evoscale_studies_waiting")
                            .Help("Active managed studies whose next trial waits for capacity")
-                           .Register(*registry_)) {}
+                           .Register(*registry_)),
+      sqlite_memory_(prometheus::BuildGauge()
+                         .Name("evoscale_sqlite_memory_bytes")
+                         .Help("Heap memory SQLite holds in this process (page caches, "
+                               "statements), over both databases")
+                         .Register(*registry_)
+                         .Add({})) {}
 
 void ServiceMetrics::AttachScheduler(Scheduler* scheduler) {
   absl::MutexLock lock(&scheduler_mu_);
@@ -70,8 +78,7 @@ void ServiceMetrics::SetTrialEnforcement(const std::string& mode) {
   enforcement_.Add({{"mode", mode}}).Set(1);
 }
 
-void ServiceMetrics::RecordRpc(const std::string& method, const std::string& code,
-                               double seconds) {
+void ServiceMetrics::RecordRpc(const std::string& method, const std::string& code, double seconds) {
   prometheus::Histogram* h;
   prometheus::Counter* c;
   {
@@ -98,8 +105,8 @@ std::string ServiceMetrics::Scrape(StudyCore* core, AutoscalerCore* autoscaler) 
     if (scheduler_ != nullptr) {
       const v1::ResourceRequest capacity = scheduler_->capacity();
       const v1::ResourceRequest requested = scheduler_->requested();
-      for (const auto& [family, r] : {std::pair{&capacity_, &capacity},
-                                      std::pair{&capacity_requested_, &requested}}) {
+      for (const auto& [family, r] :
+           {std::pair{&capacity_, &capacity}, std::pair{&capacity_requested_, &requested}}) {
         family->Add({{"resource", "cpu_cores"}}).Set(r->cpu_cores());
         family->Add({{"resource", "memory_bytes"}}).Set(static_cast<double>(r->memory_bytes()));
         family->Add({{"resource", "gpus"}}).Set(r->gpus());
@@ -120,6 +127,7 @@ std::string ServiceMetrics::Scrape(StudyCore* core, AutoscalerCore* autoscaler) 
           .Set(static_cast<double>(counts.studies_by_state[state]));
     }
     store_.Add({{"op", "write"}}).Set(static_cast<double>(counts.store_writes));
+    sqlite_memory_.Set(static_cast<double>(sqlite3_memory_used()));
     store_.Add({{"op", "commit"}}).Set(static_cast<double>(counts.store_commits));
   }
   if (autoscaler != nullptr) {
@@ -132,9 +140,9 @@ std::string ServiceMetrics::Scrape(StudyCore* core, AutoscalerCore* autoscaler) 
                        {"gpu_memory_bytes", r.gpu_memory_bytes()}};
       for (const auto& [name, b] : resources) {
         if (!r.has_gpu_memory_bytes() && std::string(name) == "gpu_memory_bytes") continue;
-        for (const auto& [bound, value] : {std::pair{"target", b.target()},
-                                           std::pair{"lower_bound", b.lower_bound()},
-                                           std::pair{"upper_bound", b.upper_bound()}}) {
+        for (const auto& [bound, value] :
+             {std::pair{"target", b.target()}, std::pair{"lower_bound", b.lower_bound()},
+              std::pair{"upper_bound", b.upper_bound()}}) {
           recommendation_.Add({{"workload", r.workload()}, {"resource", name}, {"bound", bound}})
               .Set(value);
         }

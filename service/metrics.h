@@ -35,6 +35,7 @@ class ServiceMetrics {
   //   evoscale_recommended_replicas{workload}
   //   evoscale_telemetry_samples_total{result}  result: accepted or the rejection reason
   //   evoscale_store_operations_total{op}  op: write, commit (writes / commits = group commit)
+  //   evoscale_sqlite_memory_bytes          SQLite's heap (page caches, statements)
   std::string Scrape(StudyCore* core, AutoscalerCore* autoscaler = nullptr);
 
   // evoscale_trial_enforcement{mode} 1: how managed trials are contained (set once).
@@ -62,6 +63,7 @@ class ServiceMetrics {
   prometheus::Family<prometheus::Gauge>& capacity_;
   prometheus::Family<prometheus::Gauge>& capacity_requested_;
   prometheus::Family<prometheus::Gauge>& studies_waiting_;
+  prometheus::Gauge& sqlite_memory_;
 
   absl::Mutex scheduler_mu_;
   Scheduler* scheduler_ ABSL_GUARDED_BY(scheduler_mu_) = nullptr;

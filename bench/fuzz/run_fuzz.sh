@@ -20,17 +20,19 @@ run_one() {
   local t="$1" bin="$BUILD/fuzz/$1"
   [ -x "$bin" ] || { echo "$t: not built (needs clang and libclang-rt-14-dev)"; return 1; }
   mkdir -p "$OUT/$t"
-  local rc=0
+  local rc=0 start
+  start=$(date +%s)
   "$bin" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$OUT/$t-" "$OUT/$t" "$ROOT/tests/fuzz/corpus/$t" >"$OUT/$t.log" 2>&1 || rc=$?
-  local runs cov corpus outcome
+  local runs cov corpus outcome elapsed
+  elapsed=$(( $(date +%s) - start ))
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$OUT/$t.log" | tail -1)
   cov=$(grep -o 'cov: [0-9]*' "$OUT/$t.log" | tail -1 | cut -d' ' -f2)
   corpus=$(find "$OUT/$t" -type f | wc -l)
   outcome=$([ "$rc" -eq 0 ] && echo "no finding" ||
             grep -m1 -o 'ERROR: [A-Za-z]*: [a-z-]*\|SUMMARY: .*' "$OUT/$t.log" || echo "exit $rc")
-  printf '%-18s %6ss %12s runs %8s exec/s  cov %5s  corpus %5s  %s\n' "$t" "$SECONDS_EACH" \
-    "${runs:-?}" "$(( ${runs:-0} / SECONDS_EACH ))" "${cov:-?}" "$corpus" "$outcome"
+  printf '%-18s %6ss %12s runs %8s exec/s  cov %5s  corpus %5s  %s\n' "$t" "$elapsed" \
+    "${runs:-?}" "$(( ${runs:-0} / (elapsed > 0 ? elapsed : 1) ))" "${cov:-?}" "$corpus" "$outcome"
 }
 
 export -f run_one

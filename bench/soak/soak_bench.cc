@@ -24,6 +24,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -54,6 +55,7 @@
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
 #include "tests/e2e/evoscaled_process.h"
+#include "tests/e2e/http_get.h"
 
 ABSL_FLAG(int, clients, 64,
           "client threads, each with its own channel: 1/8 stream telemetry, 1/8 watch the "
@@ -121,16 +123,44 @@ nlohmann::ordered_json Rounded(double v, int decimals = 4) {
   return std::round(v * scale) / scale;
 }
 
-// The resident set of process `pid` in MiB (VmRSS); nullopt when unreadable.
-std::optional<double> RssMib(pid_t pid) {
+// The resident set of a process in MiB: all of it (VmRSS), its anonymous memory (RssAnon:
+// the heap, what a leak grows) and its file-backed pages (RssFile: SQLite's memory-mapped
+// database files, which grow with the data stored).
+struct Rss {
+  double total = 0, anon = 0, file = 0;
+};
+
+// Process `pid`'s Rss; nullopt when unreadable.
+std::optional<Rss> ReadRss(pid_t pid) {
   std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  Rss rss;
+  int found = 0;
   for (std::string line; std::getline(in, line);) {
-    if (!absl::StartsWith(line, "VmRSS:")) continue;
+    double* into = absl::StartsWith(line, "VmRSS:")     ? &rss.total
+                   : absl::StartsWith(line, "RssAnon:") ? &rss.anon
+                   : absl::StartsWith(line, "RssFile:") ? &rss.file
+                                                        : nullptr;
+    if (into == nullptr) continue;
     const std::vector<absl::string_view> fields =
         absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
     int64_t kib = 0;
     if (fields.size() < 2 || !absl::SimpleAtoi(fields[1], &kib)) return std::nullopt;
-    return static_cast<double>(kib) / 1024;
+    *into = static_cast<double>(kib) / 1024;
+    ++found;
+  }
+  if (found != 3) return std::nullopt;
+  return rss;
+}
+
+// evoscale_sqlite_memory_bytes from evoscaled's /metrics, in MiB; nullopt when unreadable.
+std::optional<double> SqliteMib(const std::string& http_address) {
+  const evoscale::testing::HttpResult r = evoscale::testing::HttpGet(http_address, "/metrics");
+  if (r.status != 200) return std::nullopt;
+  constexpr absl::string_view kName = "evoscale_sqlite_memory_bytes ";
+  for (absl::string_view line : absl::StrSplit(r.body, '\n')) {
+    double bytes = 0;
+    if (absl::ConsumePrefix(&line, kName) && absl::SimpleAtod(line, &bytes))
+      return bytes / (1 << 20);
   }
   return std::nullopt;
 }
@@ -620,8 +650,10 @@ struct Window {
   double end_s = 0;  // since the clients started
   double seconds = 0;
   std::optional<double> rss_mib;
-  Latencies latencies;  // of the calls that succeeded, sorted
-  int64_t errors = 0;   // so far
+  std::optional<double> rss_anon_mib, rss_file_mib;
+  std::optional<double> sqlite_mib;  // SQLite's heap (part of the anonymous RSS), from /metrics
+  Latencies latencies;               // of the calls that succeeded, sorted
+  int64_t errors = 0;                // so far
 
   int64_t ops() const {
     int64_t n = 0;
@@ -638,14 +670,18 @@ void PrintProgress(const Window& w) {
                     "/", Figure(PercentileMs(w.latencies[c], 0.99), 2));
   }
   absl::StrAppend(&line, " ms p50/p99 | rss ",
-                  w.rss_mib ? absl::StrFormat("%.1f MiB", *w.rss_mib) : "-", " | errors ",
-                  w.errors);
+                  w.rss_mib
+                      ? absl::StrFormat("%.1f MiB (anon %.1f, file %.1f)", *w.rss_mib,
+                                        w.rss_anon_mib.value_or(NAN), w.rss_file_mib.value_or(NAN))
+                      : "-",
+                  " | errors ", w.errors);
   std::fprintf(stderr, "%s\n", line.c_str());
 }
 
 struct LoadConfig {
   std::string address;
-  pid_t server_pid = 0;  // for RSS; 0: none
+  std::string http_address;  // for SQLite's memory in /metrics; empty: not read
+  pid_t server_pid = 0;      // for RSS; 0: none
   int clients = 0;
   double duration_s = 0;
   double sample_s = 0;
@@ -681,7 +717,14 @@ std::vector<Window> RunLoad(const LoadConfig& cfg, const Roles& roles, const Tar
                                               std::chrono::duration<double>(window.end_s)));
     for (LatencyLog& log : logs) log.TakeInto(&window.latencies);
     for (std::vector<int64_t>& l : window.latencies) std::sort(l.begin(), l.end());
-    if (cfg.server_pid > 0) window.rss_mib = RssMib(cfg.server_pid);
+    if (!cfg.http_address.empty()) window.sqlite_mib = SqliteMib(cfg.http_address);
+    if (cfg.server_pid > 0) {
+      if (std::optional<Rss> rss = ReadRss(cfg.server_pid)) {
+        window.rss_mib = rss->total;
+        window.rss_anon_mib = rss->anon;
+        window.rss_file_mib = rss->file;
+      }
+    }
     window.errors = errors->total();
     PrintProgress(window);
     windows.push_back(std::move(window));
@@ -755,6 +798,7 @@ struct Summary {
   // The RSS at a third of the run and at its end, when both were read.
   struct RssSpan {
     double from_s, from_mib, to_s, to_mib;
+    double from_anon_mib, to_anon_mib;
   };
   std::optional<RssSpan> rss_span;
   size_t ask_tell_studies = 0;
@@ -762,7 +806,8 @@ struct Summary {
   int64_t ask_tell_rotations = 0;  // studies that reached kTrialsPerStudy and were replaced
   std::string managed_study;
   std::map<std::string, int64_t> managed_states;
-  std::string server_exit;  // empty with --server
+  std::string server_exit;     // empty with --server
+  std::string database_files;  // the child's database sizes at the end; empty with --server
   std::map<std::string, ErrorLog::Kind> errors;
   int64_t error_count = 0;
 };
@@ -781,7 +826,12 @@ void Summarize(Summary* s) {
   if (n >= 2 && s->windows[n / 3].rss_mib && s->windows[n - 1].rss_mib) {
     const Window& from = s->windows[n / 3];
     const Window& to = s->windows[n - 1];
-    s->rss_span = Summary::RssSpan{from.end_s, *from.rss_mib, to.end_s, *to.rss_mib};
+    s->rss_span = Summary::RssSpan{from.end_s,
+                                   *from.rss_mib,
+                                   to.end_s,
+                                   *to.rss_mib,
+                                   from.rss_anon_mib.value_or(NAN),
+                                   to.rss_anon_mib.value_or(NAN)};
   }
 }
 
@@ -791,11 +841,15 @@ void PrintSummary(const Summary& s) {
       "watchers) for %.0f s against %s\n",
       s.roles.ask_tell + s.roles.telemetry + s.roles.watch, s.roles.ask_tell, s.ask_tell_studies,
       s.roles.telemetry, s.roles.watch, s.duration_s, s.server.c_str());
-  std::printf("%7s %9s %9s", "t_s", "rss_mib", "ops/s");
+  std::printf("%7s %9s %9s %9s %9s %9s", "t_s", "rss_mib", "anon_mib", "sqlite", "file_mib",
+              "ops/s");
   for (const char* name : kClassNames) std::printf(" %13s", absl::StrCat(name, "_p99").c_str());
   std::printf(" %7s\n", "errors");
   for (const Window& w : s.windows) {
-    std::printf("%7.0f %9s %9.0f", w.end_s, Figure(w.rss_mib.value_or(NAN), 1).c_str(),
+    std::printf("%7.0f %9s %9s %9s %9s %9.0f", w.end_s, Figure(w.rss_mib.value_or(NAN), 1).c_str(),
+                Figure(w.rss_anon_mib.value_or(NAN), 1).c_str(),
+                Figure(w.sqlite_mib.value_or(NAN), 1).c_str(),
+                Figure(w.rss_file_mib.value_or(NAN), 1).c_str(),
                 static_cast<double>(w.ops()) / w.seconds);
     for (const std::vector<int64_t>& l : w.latencies) {
       std::printf(" %13s", Figure(PercentileMs(l, 0.99)).c_str());
@@ -817,6 +871,8 @@ void PrintSummary(const Summary& s) {
     std::printf("RSS: %.1f MiB at %.0f s -> %.1f MiB at %.0f s: %+.1f MiB (%+.1f%%)\n", r.from_mib,
                 r.from_s, r.to_mib, r.to_s, r.to_mib - r.from_mib,
                 100 * (r.to_mib / r.from_mib - 1));
+    std::printf("  anonymous (heap): %.1f -> %.1f MiB: %+.1f MiB; the rest is file-backed\n",
+                r.from_anon_mib, r.to_anon_mib, r.to_anon_mib - r.from_anon_mib);
   } else {
     std::printf(
         "RSS: no growth figure: not read at a third of the run and at its end (with "
@@ -831,6 +887,9 @@ void PrintSummary(const Summary& s) {
               s.ask_tell_completed, s.ask_tell_rotations, kTrialsPerStudy, s.managed_study.c_str(),
               managed.empty() ? " none" : managed.c_str());
   if (!s.server_exit.empty()) std::printf("evoscaled: %s\n", s.server_exit.c_str());
+  if (!s.database_files.empty()) {
+    std::printf("databases at the end: %s\n", s.database_files.c_str());
+  }
   std::printf("errors: %" PRId64 "\n", s.error_count);
   for (const auto& [kind, k] : s.errors) {
     std::printf("  %s: %" PRId64 " (first: %s)\n", kind.c_str(), k.count, k.first_message.c_str());
@@ -838,7 +897,7 @@ void PrintSummary(const Summary& s) {
 }
 
 void WriteCsv(const Summary& s, std::ostream& out) {
-  out << "t_s,seconds,rss_mib,ops,ops_per_s,errors";
+  out << "t_s,seconds,rss_mib,rss_anon_mib,sqlite_mib,rss_file_mib,ops,ops_per_s,errors";
   for (const char* name : kClassNames) {
     out << "," << name << "_count," << name << "_p50_ms," << name << "_p99_ms";
   }
@@ -849,7 +908,8 @@ void WriteCsv(const Summary& s, std::ostream& out) {
   };
   for (const Window& w : s.windows) {
     out << field(w.end_s, 1) << "," << field(w.seconds, 3) << ","
-        << field(w.rss_mib.value_or(NAN), 2) << "," << w.ops() << ","
+        << field(w.rss_mib.value_or(NAN), 2) << "," << field(w.rss_anon_mib.value_or(NAN), 2) << ","
+        << field(w.rss_file_mib.value_or(NAN), 2) << "," << w.ops() << ","
         << field(static_cast<double>(w.ops()) / w.seconds, 1) << "," << w.errors;
     for (const std::vector<int64_t>& l : w.latencies) {
       out << "," << l.size() << "," << field(PercentileMs(l, 0.5), 4) << ","
@@ -866,6 +926,9 @@ nlohmann::ordered_json ToJson(const Summary& s) {
         {"t_s", Rounded(w.end_s, 1)},
         {"seconds", Rounded(w.seconds, 3)},
         {"rss_mib", Rounded(w.rss_mib.value_or(NAN), 2)},
+        {"rss_anon_mib", Rounded(w.rss_anon_mib.value_or(NAN), 2)},
+        {"sqlite_mib", Rounded(w.sqlite_mib.value_or(NAN), 2)},
+        {"rss_file_mib", Rounded(w.rss_file_mib.value_or(NAN), 2)},
         {"ops", w.ops()},
         {"ops_per_s", Rounded(static_cast<double>(w.ops()) / w.seconds, 1)},
         {"errors", w.errors}};
@@ -894,7 +957,10 @@ nlohmann::ordered_json ToJson(const Summary& s) {
            {"from_mib", Rounded(r.from_mib, 2)},
            {"to_t_s", Rounded(r.to_s, 1)},
            {"to_mib", Rounded(r.to_mib, 2)},
-           {"growth_mib", Rounded(r.to_mib - r.from_mib, 2)}};
+           {"growth_mib", Rounded(r.to_mib - r.from_mib, 2)},
+           {"anon_from_mib", Rounded(r.from_anon_mib, 2)},
+           {"anon_to_mib", Rounded(r.to_anon_mib, 2)},
+           {"anon_growth_mib", Rounded(r.to_anon_mib - r.from_anon_mib, 2)}};
   }
   nlohmann::ordered_json errors = nlohmann::ordered_json::object();
   for (const auto& [kind, k] : s.errors) {
@@ -911,6 +977,7 @@ nlohmann::ordered_json ToJson(const Summary& s) {
           {"rss", std::move(rss)},
           {"ask_tell_trials_completed", s.ask_tell_completed},
           {"ask_tell_studies_replaced", s.ask_tell_rotations},
+          {"database_files", s.database_files},
           {"managed_study", s.managed_study},
           {"managed_trials", s.managed_states},
           {"server_exit", s.server_exit},
@@ -983,6 +1050,7 @@ int Run() {
   }
   cfg.address = server->address;
   cfg.server_pid = server->pid;
+  if (server->child) cfg.http_address = server->child->http_address();
 
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (int i = 0; i < cfg.clients; ++i) {
@@ -1016,6 +1084,23 @@ int Run() {
   summary.ask_tell_completed = targets->ring->completed();
   summary.ask_tell_rotations = targets->ring->rotations();
   summary.managed_states = ManagedTrialStates(*stub, targets->managed_study, &errors);
+  if (server->dir) {
+    // What the databases hold at the end (with their WALs): the file-backed part of the RSS
+    // is their pages, memory-mapped.
+    for (const auto& [name, prefix] :
+         {std::pair{"studies", "soak.db"}, std::pair{"telemetry", "soak.telemetry.db"}}) {
+      uintmax_t bytes = 0;
+      std::error_code ec;
+      for (const auto& entry : std::filesystem::directory_iterator(server->dir->path(), ec)) {
+        const std::string file = entry.path().filename().string();
+        if (absl::StartsWith(file, prefix) && !absl::EndsWith(file, ".lock")) {
+          bytes += entry.file_size(ec);
+        }
+      }
+      absl::StrAppend(&summary.database_files, summary.database_files.empty() ? "" : ", ", name,
+                      " ", absl::StrFormat("%.1f", static_cast<double>(bytes) / (1 << 20)), " MiB");
+    }
+  }
   if (server->child) {
     const int status = server->child->Stop(SIGTERM);
     summary.server_exit = DescribeExit(status);

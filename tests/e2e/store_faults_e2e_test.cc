@@ -297,9 +297,34 @@ TEST_F(StoreFaultTest, DamagedWalIsRefusedUntilAccepted) {
   ASSERT_TRUE(Create(99).ok());
 }
 
-// A WAL cut short in the middle of a frame (a crash or power loss while writing, or a truncated
-// copy): evoscaled starts, logs it, and serves the commits before the cut, each study whole.
-TEST_F(StoreFaultTest, TruncatedWalStartsWithTheCommitsBeforeTheCutAndSaysSo) {
+// A crash (or power loss) while a commit is being written leaves a torn frame at the WAL's end:
+// that commit was never acknowledged. evoscaled starts, logs the torn tail, and every
+// acknowledged write is there.
+TEST_F(StoreFaultTest, TornWalTailStartsWithEverythingAcknowledgedAndSaysSo) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  std::vector<std::string> acknowledged;
+  ASSERT_TRUE(CreateUntilFailure(40, &acknowledged).ok());
+  server_->Stop(SIGKILL);
+  const std::string wal_path = db_ + "-wal";
+  const std::string wal = ReadAll(wal_path);
+  ASSERT_GT(wal.size(), 32u);
+  const size_t frame = 24 + Be32(wal, 8);
+  ASSERT_GE(wal.size(), 32 + frame);
+  // Half of a frame more: the start of a commit that never finished.
+  std::ofstream(wal_path, std::ios::binary | std::ios::app)
+      << wal.substr(wal.size() - frame, frame / 2);
+  ASSERT_NO_FATAL_FAILURE(Start());
+  EXPECT_THAT(server_->early_output(), HasSubstr("WAL ends in a partial frame"));
+  ExpectAllListed(acknowledged);
+  EXPECT_EQ(Listed().size(), acknowledged.size());
+  ASSERT_TRUE(Create(99).ok());
+}
+
+// The limit: a WAL cut into acknowledged commits (a truncated copy, not a crash: a crash cannot
+// cut a commit that was acknowledged) looks like a crash that came earlier; the commits in the
+// cut part are gone, and nothing in the remaining files can tell. evoscaled starts with the
+// commits before the cut, each study whole, logs the torn tail, and numbers on after them.
+TEST_F(StoreFaultTest, WalCutIntoAcknowledgedCommitsStartsWithTheCommitsBeforeTheCut) {
   ASSERT_NO_FATAL_FAILURE(Start());
   std::vector<std::string> acknowledged;
   ASSERT_TRUE(CreateUntilFailure(40, &acknowledged).ok());
@@ -311,9 +336,11 @@ TEST_F(StoreFaultTest, TruncatedWalStartsWithTheCommitsBeforeTheCutAndSaysSo) {
   ASSERT_NO_FATAL_FAILURE(Start());
   EXPECT_THAT(server_->early_output(), HasSubstr("WAL ends in a partial frame"));
   const std::set<std::string> listed = Listed();
-  // At most the commit whose frames were cut is missing; every study before it is there.
+  // The cut reached into the last commit only: every study before it is there.
   EXPECT_GE(listed.size() + 1, acknowledged.size());
-  for (size_t i = 0; i + 1 < listed.size(); ++i) EXPECT_TRUE(listed.contains(acknowledged[i]));
+  for (size_t i = 0; i + 1 < acknowledged.size(); ++i) {
+    EXPECT_TRUE(listed.contains(acknowledged[i])) << acknowledged[i];
+  }
   ASSERT_TRUE(Create(99).ok());
 }
 

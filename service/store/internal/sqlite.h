@@ -9,8 +9,8 @@
 #include <string>
 #include <thread>
 
-#include "absl/status/status.h"
 #include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -73,18 +73,31 @@ int SchemaVersion(sqlite3* db);
 // writers. Thread-safe; stops (after a last checkpoint) when destroyed.
 class Checkpointer {
  public:
-  static absl::StatusOr<std::unique_ptr<Checkpointer>> Start(const std::string& path,
-                                                            absl::Duration interval);
+  // Under steady writes a passive checkpoint may never find the log both copied and idle, so
+  // SQLite would never start it over and the WAL would grow without bound. Once the log holds more than `max_log_frames` frames (64 MiB of 4 KiB pages by
+  // default), a TRUNCATE checkpoint waits for a gap between writes (writers wait meanwhile,
+  // for as long as copying the frames left takes), copies the rest and empties the file.
+  static constexpr int kDefaultMaxLogFrames = 16384;
+  static absl::StatusOr<std::unique_ptr<Checkpointer>> Start(
+      const std::string& path, absl::Duration interval, int max_log_frames = kDefaultMaxLogFrames);
   ~Checkpointer();
 
+  // TRUNCATE checkpoints done so far.
+  int64_t truncations() {
+    absl::MutexLock lock(&mu_);
+    return truncations_;
+  }
+
  private:
-  Checkpointer(sqlite3* db, absl::Duration interval);
+  Checkpointer(sqlite3* db, absl::Duration interval, int max_log_frames);
   void Loop();
 
   sqlite3* const db_;  // owned, used only by the thread
   const absl::Duration interval_;
+  const int max_log_frames_;
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t truncations_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 

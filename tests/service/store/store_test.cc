@@ -1,11 +1,11 @@
 // Tests of service/store.h on real SQLite files in a temp dir.
 #include "service/store/store.h"
 
+#include <sqlite3.h>
 #include <unistd.h>
 
-#include <sqlite3.h>
-
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -19,6 +19,7 @@
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "service/store/internal/sqlite.h"
 #include "service/store/telemetry_store.h"
 #include "tests/support/test_support.h"
 
@@ -271,7 +272,7 @@ TEST_F(StoreTest, QueuedBatchesCommitTogetherInTicketOrderAndABadOneFailsAlone) 
   WriteBatch first, bad, last;
   first.PutTrial(1, DemoTrial(1, v1::Trial::ACTIVE), 0);
   bad.PutTrial(1, DemoTrial(2, v1::Trial::ACTIVE), 0);
-  bad.PutTrial(99, DemoTrial(1, v1::Trial::ACTIVE), 0);  // breaks the foreign key
+  bad.PutTrial(99, DemoTrial(1, v1::Trial::ACTIVE), 0);     // breaks the foreign key
   last.PutTrial(1, DemoTrial(1, v1::Trial::SUCCEEDED), 1);  // overwrites `first`
   absl::StatusOr<uint64_t> t1 = store->Enqueue(first);
   absl::StatusOr<uint64_t> t2 = store->Enqueue(bad);
@@ -316,8 +317,7 @@ TEST_F(StoreTest, PowerLossStoreStopsAfterAFailedWriteAndKeepsWhatCommitted) {
     // The service has already shown these writes, so any failure stops the store.
     EXPECT_THAT(store.WaitDurable(*tb),
                 StatusIs(StatusCode::kUnavailable,
-                         AllOf(HasSubstr("FOREIGN KEY constraint failed"),
-                               HasSubstr("restart"))));
+                         AllOf(HasSubstr("FOREIGN KEY constraint failed"), HasSubstr("restart"))));
     EXPECT_THAT(store.WaitDurable(*tg), StatusIs(StatusCode::kUnavailable, HasSubstr("restart")));
     WriteBatch later;
     later.PutStudy(2, DemoStudy());
@@ -399,11 +399,12 @@ TEST_F(StoreTest, GarbageFileIsDataLossNamingThePath) {
 
 TEST_F(StoreTest, NewerSchemaIsFailedPrecondition) {
   ExecSql(path_, "PRAGMA user_version=99");
-  EXPECT_THAT(
-      Store::Open(path_, Durability::kPowerLoss).status(),
-      StatusIs(StatusCode::kFailedPrecondition,
-               Eq(absl::StrCat("database \"", path_, "\": schema version 99 is newer than this "
-                               "binary's ", Store::kSchemaVersion))));
+  EXPECT_THAT(Store::Open(path_, Durability::kPowerLoss).status(),
+              StatusIs(StatusCode::kFailedPrecondition,
+                       Eq(absl::StrCat("database \"", path_,
+                                       "\": schema version 99 is newer than this "
+                                       "binary's ",
+                                       Store::kSchemaVersion))));
 }
 
 TEST_F(StoreTest, MissingDirectoryIsFailedPreconditionNamingThePath) {
@@ -422,8 +423,11 @@ TEST_F(StoreTest, SecondOpenOfTheSameDatabaseFailsNamingTheHolderUntilTheFirstCl
   ASSERT_TRUE(first->Write(batch).ok());
   EXPECT_THAT(Store::Open(path_, Durability::kPowerLoss).status(),
               StatusIs(StatusCode::kFailedPrecondition,
-                       Eq(absl::StrCat("database \"", path_, "\" is in use by another evoscaled "
-                                       "(pid ", getpid(), ", lock \"", path_, ".lock\"): one "
+                       Eq(absl::StrCat("database \"", path_,
+                                       "\" is in use by another evoscaled "
+                                       "(pid ",
+                                       getpid(), ", lock \"", path_,
+                                       ".lock\"): one "
                                        "evoscaled serves a database; stop that one or give "
                                        "another --db"))));
   // The refused open wrote nothing: the first store's data and its lock are as they were.
@@ -441,11 +445,50 @@ TEST_F(StoreTest, TelemetryStoreTakesItsOwnLock) {
   absl::StatusOr<std::unique_ptr<TelemetryStore>> first =
       TelemetryStore::Open(telemetry, Durability::kProcessCrash);
   ASSERT_TRUE(first.ok()) << first.status();
-  EXPECT_THAT(TelemetryStore::Open(telemetry, Durability::kProcessCrash).status(),
-              StatusIs(StatusCode::kFailedPrecondition,
-                       HasSubstr(absl::StrCat("database \"", telemetry,
-                                              "\" is in use by another evoscaled (pid ",
-                                              getpid()))));
+  EXPECT_THAT(
+      TelemetryStore::Open(telemetry, Durability::kProcessCrash).status(),
+      StatusIs(StatusCode::kFailedPrecondition,
+               HasSubstr(absl::StrCat("database \"", telemetry,
+                                      "\" is in use by another evoscaled (pid ", getpid()))));
+}
+
+// Found by the soak bench (the studies WAL reached 14 GB in 10 minutes): the checkpointer's
+// connection had never read the database, so it did not know it was in WAL mode and every
+// checkpoint did nothing. Now a log longer than the checkpointer's limit is copied into the
+// database and emptied (TRUNCATE).
+TEST(CheckpointerTest, ALogLongerThanTheLimitIsCopiedAndEmptied) {
+  ScopedTempDir dir;
+  const std::string path = dir.path() + "/wal.db";
+  constexpr const char* kMigrations[] = {"CREATE TABLE t(v BLOB NOT NULL);"};
+  absl::StatusOr<sqlite3*> db =
+      internal::OpenDatabase(path, Durability::kProcessCrash, kMigrations);
+  ASSERT_TRUE(db.ok()) << db.status();
+  ASSERT_TRUE(internal::Exec(*db, "PRAGMA wal_autocheckpoint=0").ok());
+  for (int i = 0; i < 200; ++i) {  // 200 commits of a 4 KiB row each: well over 64 frames
+    ASSERT_TRUE(internal::Exec(*db, "INSERT INTO t(v) VALUES(zeroblob(4096))").ok());
+  }
+  const std::string wal = path + "-wal";
+  ASSERT_GT(std::filesystem::file_size(wal), 64u * 4096);
+  absl::StatusOr<std::unique_ptr<internal::Checkpointer>> checkpointer =
+      internal::Checkpointer::Start(path, absl::Milliseconds(10), /*max_log_frames=*/64);
+  ASSERT_TRUE(checkpointer.ok()) << checkpointer.status();
+  EXPECT_TRUE(::evoscale::testing::AwaitCondition(
+      [&] {
+        return (*checkpointer)->truncations() >= 1 && std::filesystem::file_size(wal) == 0;
+      },
+      absl::Seconds(30)))
+      << std::filesystem::file_size(wal) << " bytes of WAL left, "
+      << (*checkpointer)->truncations() << " truncations";
+  // Every row is in the database file now, and writes go on.
+  ASSERT_TRUE(internal::Exec(*db, "INSERT INTO t(v) VALUES(zeroblob(16))").ok());
+  int64_t rows = 0;
+  ASSERT_TRUE(internal::ForEachRow(*db, "SELECT count(*) FROM t", "count", [&](sqlite3_stmt* s) {
+                rows = sqlite3_column_int64(s, 0);
+                return absl::OkStatus();
+              }).ok());
+  EXPECT_EQ(rows, 201);
+  checkpointer->reset();
+  sqlite3_close(*db);
 }
 
 }  // namespace
