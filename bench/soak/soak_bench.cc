@@ -671,8 +671,9 @@ void PrintProgress(const Window& w) {
   }
   absl::StrAppend(&line, " ms p50/p99 | rss ",
                   w.rss_mib
-                      ? absl::StrFormat("%.1f MiB (anon %.1f, file %.1f)", *w.rss_mib,
-                                        w.rss_anon_mib.value_or(NAN), w.rss_file_mib.value_or(NAN))
+                      ? absl::StrFormat("%.1f MiB (anon %.1f of which sqlite %.1f, file %.1f)",
+                                        *w.rss_mib, w.rss_anon_mib.value_or(NAN),
+                                        w.sqlite_mib.value_or(NAN), w.rss_file_mib.value_or(NAN))
                       : "-",
                   " | errors ", w.errors);
   std::fprintf(stderr, "%s\n", line.c_str());
@@ -909,8 +910,9 @@ void WriteCsv(const Summary& s, std::ostream& out) {
   for (const Window& w : s.windows) {
     out << field(w.end_s, 1) << "," << field(w.seconds, 3) << ","
         << field(w.rss_mib.value_or(NAN), 2) << "," << field(w.rss_anon_mib.value_or(NAN), 2) << ","
-        << field(w.rss_file_mib.value_or(NAN), 2) << "," << w.ops() << ","
-        << field(static_cast<double>(w.ops()) / w.seconds, 1) << "," << w.errors;
+        << field(w.sqlite_mib.value_or(NAN), 2) << "," << field(w.rss_file_mib.value_or(NAN), 2)
+        << "," << w.ops() << "," << field(static_cast<double>(w.ops()) / w.seconds, 1) << ","
+        << w.errors;
     for (const std::vector<int64_t>& l : w.latencies) {
       out << "," << l.size() << "," << field(PercentileMs(l, 0.5), 4) << ","
           << field(PercentileMs(l, 0.99), 4);
