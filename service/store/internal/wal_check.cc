@@ -3,8 +3,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -49,30 +49,41 @@ absl::StatusOr<WalReport> InspectWal(const std::string& wal_path) {
     return absl::FailedPreconditionError(
         absl::StrCat("\"", wal_path, "\": cannot be read: ", std::strerror(errno)));
   }
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (bytes.size() < kHeader) return report;  // SQLite treats a short WAL as empty
-  const auto* data = reinterpret_cast<const unsigned char*>(bytes.data());
-  const uint32_t magic = Be32(data);
+  // One frame at a time: a WAL can be far larger than the memory it would take to hold it.
+  in.seekg(0, std::ios::end);
+  const uint64_t size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  if (size < kHeader) return report;  // SQLite treats a short WAL as empty
+  unsigned char header[kHeader];
+  if (!in.read(reinterpret_cast<char*>(header), kHeader)) {
+    return absl::FailedPreconditionError(absl::StrCat("\"", wal_path, "\": cannot be read"));
+  }
+  const uint32_t magic = Be32(header);
   if ((magic & 0xFFFFFFFEu) != 0x377F0682u) {
     report.header_damaged = true;
     return report;
   }
   const bool big_endian = (magic & 1) != 0;
-  const uint32_t page_size = Be32(data + 8);
-  const uint32_t salt1 = Be32(data + 16), salt2 = Be32(data + 20);
+  const uint32_t page_size = Be32(header + 8);
+  const uint32_t salt1 = Be32(header + 16), salt2 = Be32(header + 20);
   Checksum sum;
-  sum.Add(data, 24, big_endian);
+  sum.Add(header, 24, big_endian);
   const bool page_size_ok =
       page_size >= 512 && page_size <= 65536 && (page_size & (page_size - 1)) == 0;
-  if (!page_size_ok || sum.s0 != Be32(data + 24) || sum.s1 != Be32(data + 28)) {
+  if (!page_size_ok || sum.s0 != Be32(header + 24) || sum.s1 != Be32(header + 28)) {
     report.header_damaged = true;
   }
   const size_t frame = kFrameHeader + (page_size_ok ? page_size : 4096);
-  report.frames = static_cast<int64_t>((bytes.size() - kHeader) / frame);
-  report.partial_bytes = static_cast<int64_t>((bytes.size() - kHeader) % frame);
+  report.frames = static_cast<int64_t>((size - kHeader) / frame);
+  report.partial_bytes = static_cast<int64_t>((size - kHeader) % frame);
   bool valid = !report.header_damaged;
+  std::vector<unsigned char> buffer(frame);
+  unsigned char* f = buffer.data();
   for (int64_t i = 0; i < report.frames; ++i) {
-    const unsigned char* f = data + kHeader + static_cast<size_t>(i) * frame;
+    if (!in.read(reinterpret_cast<char*>(f), static_cast<std::streamsize>(frame))) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("\"", wal_path, "\": cannot be read at frame ", i + 1));
+    }
     const bool ours = Be32(f + 8) == salt1 && Be32(f + 12) == salt2;
     const bool commit = Be32(f + 4) != 0;
     if (!ours) {
