@@ -129,10 +129,6 @@ void Server::Wait() {
   mu_.Await(absl::Condition(&shut_down_));
 }
 
-std::string Server::TelemetryPathFor(const std::string& db_path) {
-  return service::TelemetryPathFor(db_path);
-}
-
 Server::~Server() {
   Shutdown();
   if (grpc_) grpc_->Wait();

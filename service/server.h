@@ -61,8 +61,6 @@ class Server {
   AutoscalerCore* autoscaler() { return autoscaler_.get(); }
   Scheduler* scheduler() { return scheduler_.get(); }
 
-  static std::string TelemetryPathFor(const std::string& db_path);
-
  private:
   Server() = default;
   std::unique_ptr<TokenAuth> auth_;

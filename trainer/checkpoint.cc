@@ -162,7 +162,7 @@ absl::StatusOr<CheckpointManifest> ReadManifest(const std::string& path) {
   if (m.chain.empty() || m.shards <= 0 || m.dim <= 0) return bad("chain/shards/dim");
   for (const std::string& name : m.chain) {
     // Folder names of this directory only (CheckpointName's form), never a path elsewhere.
-    if (name.size() != 17 || name.rfind("ckpt-", 0) != 0 ||
+    if (name.size() != CheckpointName(0).size() || name.rfind("ckpt-", 0) != 0 ||
         !std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       return bad("chain");
     }

@@ -26,6 +26,7 @@ namespace {
 using ::evoscale::testing::AwaitCondition;
 using ::evoscale::testing::BinDir;
 using ::evoscale::testing::EvoscaledProcess;
+using ::evoscale::testing::ReadFile;
 using ::evoscale::testing::TempDir;
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
@@ -40,13 +41,6 @@ std::string Quote(const std::string& s) {
   std::string q = "'";
   for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return q + "'";
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 class CliE2eTest : public ::testing::Test {

@@ -18,7 +18,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <memory>
 #include <set>
 #include <string>
@@ -29,12 +28,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/evoscaled_process.h"
+#include "tests/support/test_support.h"
 
 namespace evoscale {
 namespace {
 
 using ::evoscale::testing::EvoscaledProcess;
 using ::evoscale::testing::ExitedProcess;
+using ::evoscale::testing::ReadFile;
 using ::evoscale::testing::TempDir;
 using ::testing::HasSubstr;
 
@@ -56,11 +57,6 @@ v1::Study SmallStudy(int i) {
   p->mutable_double_spec()->set_min(1e-4);
   p->mutable_double_spec()->set_max(1);
   return study;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 uint32_t Be32(const std::string& s, size_t at) {
@@ -133,6 +129,14 @@ class StoreFaultTest : public ::testing::Test {
       EXPECT_EQ(got.spec().parameters_size(), 1) << s.name();
     }
     return names;
+  }
+
+  // Starts evoscaled, acknowledges a burst of 40 studies and kills it (-9): its WAL then holds
+  // the burst's last commits, not yet copied into the database.
+  void BurstThenKill(std::vector<std::string>* acknowledged) {
+    ASSERT_NO_FATAL_FAILURE(Start());
+    ASSERT_TRUE(CreateUntilFailure(40, acknowledged).ok());
+    server_->Stop(SIGKILL);
   }
 
   // Creates studies until one fails; returns the names acknowledged and that failure.
@@ -262,12 +266,10 @@ TEST_F(StoreFaultTest, FailedFsyncStopsWritesAndARestartKeepsEverythingAcknowled
 // SQLite's recovery drop every commit after it, silently: evoscaled refuses to start, naming
 // the damage and what to do, and changes nothing; --accept-damaged-wal opens what comes before.
 TEST_F(StoreFaultTest, DamagedWalIsRefusedUntilAccepted) {
-  ASSERT_NO_FATAL_FAILURE(Start());
   std::vector<std::string> acknowledged;
-  ASSERT_TRUE(CreateUntilFailure(40, &acknowledged).ok());
-  server_->Stop(SIGKILL);
+  ASSERT_NO_FATAL_FAILURE(BurstThenKill(&acknowledged));
   const std::string wal_path = db_ + "-wal";
-  std::string wal = ReadAll(wal_path);
+  std::string wal = ReadFile(wal_path);
   ASSERT_GT(wal.size(), 32u);
   const uint32_t page = Be32(wal, 8);
   const size_t frame = 24 + page;
@@ -279,7 +281,7 @@ TEST_F(StoreFaultTest, DamagedWalIsRefusedUntilAccepted) {
   ASSERT_GE(commits, 2) << "the WAL should hold the burst's commits";
   wal[32 + 24 + 100] ^= 0x5A;  // a byte of the first frame's page
   std::ofstream(wal_path, std::ios::binary | std::ios::trunc) << wal;
-  const std::string db_before = ReadAll(db_);
+  const std::string db_before = ReadFile(db_);
 
   ExitedProcess refused =
       EvoscaledProcess::RunToExit({"--db", db_, "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"});
@@ -287,8 +289,8 @@ TEST_F(StoreFaultTest, DamagedWalIsRefusedUntilAccepted) {
   EXPECT_THAT(refused.output, HasSubstr(absl::StrCat("\"", wal_path, "\" is damaged at frame 1")));
   EXPECT_THAT(refused.output, HasSubstr("cannot be replayed"));
   EXPECT_THAT(refused.output, HasSubstr("--accept-damaged-wal"));
-  EXPECT_EQ(ReadAll(wal_path), wal);
-  EXPECT_EQ(ReadAll(db_), db_before);
+  EXPECT_EQ(ReadFile(wal_path), wal);
+  EXPECT_EQ(ReadFile(db_), db_before);
 
   ASSERT_NO_FATAL_FAILURE(Start({"--accept-damaged-wal"}));
   // What it serves is consistent: every listed study is whole, and new ones follow.
@@ -301,12 +303,10 @@ TEST_F(StoreFaultTest, DamagedWalIsRefusedUntilAccepted) {
 // that commit was never acknowledged. evoscaled starts, logs the torn tail, and every
 // acknowledged write is there.
 TEST_F(StoreFaultTest, TornWalTailStartsWithEverythingAcknowledgedAndSaysSo) {
-  ASSERT_NO_FATAL_FAILURE(Start());
   std::vector<std::string> acknowledged;
-  ASSERT_TRUE(CreateUntilFailure(40, &acknowledged).ok());
-  server_->Stop(SIGKILL);
+  ASSERT_NO_FATAL_FAILURE(BurstThenKill(&acknowledged));
   const std::string wal_path = db_ + "-wal";
-  const std::string wal = ReadAll(wal_path);
+  const std::string wal = ReadFile(wal_path);
   ASSERT_GT(wal.size(), 32u);
   const size_t frame = 24 + Be32(wal, 8);
   ASSERT_GE(wal.size(), 32 + frame);
@@ -325,10 +325,8 @@ TEST_F(StoreFaultTest, TornWalTailStartsWithEverythingAcknowledgedAndSaysSo) {
 // cut part are gone, and nothing in the remaining files can tell. evoscaled starts with the
 // commits before the cut, each study whole, logs the torn tail, and numbers on after them.
 TEST_F(StoreFaultTest, WalCutIntoAcknowledgedCommitsStartsWithTheCommitsBeforeTheCut) {
-  ASSERT_NO_FATAL_FAILURE(Start());
   std::vector<std::string> acknowledged;
-  ASSERT_TRUE(CreateUntilFailure(40, &acknowledged).ok());
-  server_->Stop(SIGKILL);
+  ASSERT_NO_FATAL_FAILURE(BurstThenKill(&acknowledged));
   const std::string wal_path = db_ + "-wal";
   const auto size = std::filesystem::file_size(wal_path);
   ASSERT_GT(size, 32u + 24u);

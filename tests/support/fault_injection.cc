@@ -74,38 +74,34 @@ Fn Next(const char* name) {
   return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
 }
 
+// `next(fd, args...)`, unless a rule of kind `call` applies to fd's file: then -1 and its errno.
+template <typename Fn, typename... Args>
+auto Faulty(const char* call, Fn next, int fd, Args... args) -> decltype(next(fd, args...)) {
+  int error = 0;
+  if (Inject(call, fd, &error)) {
+    errno = error;
+    return -1;
+  }
+  return next(fd, args...);
+}
+
 }  // namespace
 
 extern "C" {
 
 ssize_t write(int fd, const void* buf, size_t count) {
   static auto next = Next<ssize_t (*)(int, const void*, size_t)>("write");
-  int error = 0;
-  if (fd > STDERR_FILENO && Inject("write", fd, &error)) {
-    errno = error;
-    return -1;
-  }
-  return next(fd, buf, count);
+  return fd > STDERR_FILENO ? Faulty("write", next, fd, buf, count) : next(fd, buf, count);
 }
 
 ssize_t pwrite(int fd, const void* buf, size_t count, off_t offset) {
   static auto next = Next<ssize_t (*)(int, const void*, size_t, off_t)>("pwrite");
-  int error = 0;
-  if (Inject("write", fd, &error)) {
-    errno = error;
-    return -1;
-  }
-  return next(fd, buf, count, offset);
+  return Faulty("write", next, fd, buf, count, offset);
 }
 
 ssize_t pwrite64(int fd, const void* buf, size_t count, off64_t offset) {
   static auto next = Next<ssize_t (*)(int, const void*, size_t, off64_t)>("pwrite64");
-  int error = 0;
-  if (Inject("write", fd, &error)) {
-    errno = error;
-    return -1;
-  }
-  return next(fd, buf, count, offset);
+  return Faulty("write", next, fd, buf, count, offset);
 }
 
 int statvfs(const char* path, struct statvfs* buf) {
@@ -125,22 +121,12 @@ int statvfs64(const char* path, struct statvfs64* buf) {
 
 int fsync(int fd) {
   static auto next = Next<int (*)(int)>("fsync");
-  int error = 0;
-  if (Inject("fsync", fd, &error)) {
-    errno = error;
-    return -1;
-  }
-  return next(fd);
+  return Faulty("fsync", next, fd);
 }
 
 int fdatasync(int fd) {
   static auto next = Next<int (*)(int)>("fdatasync");
-  int error = 0;
-  if (Inject("fsync", fd, &error)) {
-    errno = error;
-    return -1;
-  }
-  return next(fd);
+  return Faulty("fsync", next, fd);
 }
 
 }  // extern "C"

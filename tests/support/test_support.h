@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <system_error>
 
@@ -85,6 +86,12 @@ inline bool AwaitCondition(absl::FunctionRef<bool()> condition,
     if (absl::Now() >= deadline) return false;
     absl::SleepFor(poll);
   }
+}
+
+// The whole file at `path`, bytes as they are; empty when it cannot be read.
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 }  // namespace evoscale::testing
