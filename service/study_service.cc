@@ -38,10 +38,12 @@ EVOSCALE_RPC(ListTrials, ListTrialsRequest, ListTrialsResponse, Role::kReader)
 EVOSCALE_RPC(AddTrialMeasurement, AddTrialMeasurementRequest, Trial, Role::kWriter)
 EVOSCALE_RPC(CompleteTrial, CompleteTrialRequest, Trial, Role::kWriter)
 EVOSCALE_RPC(CheckTrialEarlyStoppingState, CheckTrialEarlyStoppingStateRequest,
-             CheckTrialEarlyStoppingStateResponse, Role::kReader)
+             CheckTrialEarlyStoppingStateResponse, Role::kWriter)  // a stop decision is kept
 EVOSCALE_RPC(StopTrial, StopTrialRequest, Trial, Role::kWriter)
 EVOSCALE_RPC(ListOptimalTrials, ListOptimalTrialsRequest, ListOptimalTrialsResponse,
              Role::kReader)
+EVOSCALE_RPC(DeleteTrial, DeleteTrialRequest, DeleteTrialResponse, Role::kAdmin)
+EVOSCALE_RPC(UpdateMetadata, UpdateMetadataRequest, UpdateMetadataResponse, Role::kWriter)
 
 #undef EVOSCALE_RPC
 

@@ -55,6 +55,12 @@ class StudyServiceImpl final : public v1::StudyService::CallbackService {
   grpc::ServerUnaryReactor* ListOptimalTrials(grpc::CallbackServerContext* ctx,
                                               const v1::ListOptimalTrialsRequest* req,
                                               v1::ListOptimalTrialsResponse* resp) override;
+  grpc::ServerUnaryReactor* DeleteTrial(grpc::CallbackServerContext* ctx,
+                                        const v1::DeleteTrialRequest* req,
+                                        v1::DeleteTrialResponse* resp) override;
+  grpc::ServerUnaryReactor* UpdateMetadata(grpc::CallbackServerContext* ctx,
+                                           const v1::UpdateMetadataRequest* req,
+                                           v1::UpdateMetadataResponse* resp) override;
 
  private:
   StudyCore* const core_;

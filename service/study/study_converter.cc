@@ -704,6 +704,7 @@ search::Trial ToSearchTrial(const v1::Trial& trial) {
       t.status = search::TrialStatus::kInfeasible;
       break;
     case v1::Trial::FAILED:
+    case v1::Trial::STOPPED:  // a shortened run: never the best, ranked with the failures
       t.status = search::TrialStatus::kFailed;
       break;
     default:

@@ -6,12 +6,15 @@
 #include <utility>
 
 #include "absl/functional/function_ref.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "google/protobuf/util/time_util.h"
 #include "search/designers.h"
 #include "search/early_stopping.h"
@@ -25,9 +28,10 @@ using ::absl::StrCat;
 using ::google::protobuf::util::TimeUtil;
 
 struct StudyCore::StudyState {
-  explicit StudyState(int64_t id) : id(id) {}
-
+  StudyState(int64_t id, std::string display_name)
+      : id(id), display_name(std::move(display_name)) {}
   const int64_t id;
+  const std::string display_name;  // a copy of study.display_name, which never changes
   absl::Mutex mu;
   bool deleted ABSL_GUARDED_BY(mu) = false;
   v1::Study study ABSL_GUARDED_BY(mu);  // spec and state; counters filled on read
@@ -46,12 +50,21 @@ struct StudyCore::StudyState {
   size_t fed_to_designer ABSL_GUARDED_BY(mu) = 0;
   std::set<int64_t> active ABSL_GUARDED_BY(mu);     // ACTIVE and STOPPING
   std::set<int64_t> requested ABSL_GUARDED_BY(mu);  // REQUESTED
+  // Deleted trials stay in `trials` as tombstones (id and name only, STATE_UNSPECIFIED), so
+  // ids stay dense and are never reused.
+  int64_t deleted_trials ABSL_GUARDED_BY(mu) = 0;
+
+  static bool IsTombstone(const v1::Trial& t) { return t.state() == v1::Trial::STATE_UNSPECIFIED; }
+  // Trials that count: all but the deleted ones (max_trials counts these).
+  int64_t live_trials() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return static_cast<int64_t>(trials.size()) - deleted_trials;
+  }
 
   v1::Trial& trial(int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return trials[id - 1]; }
 
   v1::Study StudyWithCounts() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     v1::Study s = study;
-    s.set_trial_count(static_cast<int64_t>(trials.size()));
+    s.set_trial_count(live_trials());
     s.set_completed_trial_count(static_cast<int64_t>(completed_order.size()));
     return s;
   }
@@ -62,11 +75,22 @@ struct StudyCore::StudyState {
     if (id == static_cast<int64_t>(trials.size()) + 1) {
       trials.push_back(t);
       completion_seq.push_back(0);
+      if (IsTombstone(t)) ++deleted_trials;
     } else {
+      if (IsTombstone(t) && !IsTombstone(trials[id - 1])) ++deleted_trials;
       trials[id - 1] = t;
     }
     active.erase(id);
     requested.erase(id);
+    if (IsTombstone(t)) {
+      // A deleted trial leaves the designer's history: it is rebuilt without it.
+      if (completion_seq[id - 1] != 0) {
+        completion_seq[id - 1] = 0;
+        std::erase(completed_order, id);
+        RebuildDesigner().IgnoreError();  // the spec was valid when the study was made
+      }
+      return;
+    }
     switch (t.state()) {
       case v1::Trial::ACTIVE:
       case v1::Trial::STOPPING:
@@ -142,7 +166,59 @@ absl::Time FromProto(const google::protobuf::Timestamp& t) {
 }
 
 bool IsFinal(v1::Trial::State s) {
-  return s == v1::Trial::SUCCEEDED || s == v1::Trial::INFEASIBLE || s == v1::Trial::FAILED;
+  return s == v1::Trial::SUCCEEDED || s == v1::Trial::INFEASIBLE || s == v1::Trial::FAILED ||
+         s == v1::Trial::STOPPED;
+}
+
+inline constexpr int kMaxMetadataKeys = 1000;
+inline constexpr size_t kMaxMetadataValueBytes = 64 * 1024;
+
+absl::Status ValidateMetadataKey(absl::string_view key, absl::string_view path) {
+  if (key.empty() || key.size() > kMaxNameLength) {
+    return InvalidArgumentError(absl::StrFormat("%s: key \"%s\" must be 1 to %d bytes", path,
+                                                absl::CEscape(key.substr(0, 64)),
+                                                kMaxNameLength));
+  }
+  return absl::OkStatus();
+}
+
+// Study and trial metadata: keys of 1..256 bytes, values up to 64 KiB, at most 1000 keys.
+absl::Status ValidateMetadata(const google::protobuf::Map<std::string, std::string>& m,
+                              absl::string_view path) {
+  if (m.size() > kMaxMetadataKeys) {
+    return InvalidArgumentError(
+        absl::StrFormat("%s: %d keys; at most %d", path, m.size(), kMaxMetadataKeys));
+  }
+  for (const auto& [key, value] : m) {
+    if (absl::Status st = ValidateMetadataKey(key, path); !st.ok()) return st;
+    if (value.size() > kMaxMetadataValueBytes) {
+      return InvalidArgumentError(absl::StrFormat("%s[\"%s\"]: value of %d bytes; at most %d",
+                                                  path, key, value.size(),
+                                                  kMaxMetadataValueBytes));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Where two specs first differ, e.g. "max_trials is modified" (for ALREADY_EXISTS). The
+// differencer's lines read "modified: PATH: OLD -> NEW"; the values may be long, the path is
+// what a user needs.
+std::string FirstDifference(const v1::StudySpec& existing, const v1::StudySpec& wanted) {
+  std::string report;
+  {
+    google::protobuf::util::MessageDifferencer d;
+    d.ReportDifferencesToString(&report);
+    d.Compare(existing, wanted);
+  }
+  absl::string_view line = report;
+  line = line.substr(0, line.find('\n'));
+  const size_t colon = line.find(": ");
+  if (colon == absl::string_view::npos) return "the specs differ";
+  absl::string_view kind = line.substr(0, colon);
+  absl::string_view path = line.substr(colon + 2);
+  path = path.substr(0, std::min(path.find(": "), path.find(" ")));
+  if (path.size() > 200) path = path.substr(0, 200);
+  return absl::StrCat(path, " is ", kind);
 }
 
 // Ids are canonical decimal: digits only, no sign, spaces or leading zeros, so one study has
@@ -262,7 +338,7 @@ absl::Status StudyCore::Load() {
   absl::MutexLock lock(&mu_);
   next_study_id_ = *next_id;
   for (StoredStudy& s : *stored) {
-    auto state = std::make_shared<StudyState>(s.id);
+    auto state = std::make_shared<StudyState>(s.id, s.study.display_name());
     absl::MutexLock study_lock(&state->mu);
     absl::StatusOr<search::ProblemStatement> problem = ToProblem(s.study.spec());
     if (!problem.ok()) {
@@ -325,7 +401,8 @@ absl::StatusOr<std::pair<std::shared_ptr<StudyCore::StudyState>, int64_t>> Study
   auto& [state, trial_id] = *found;                                              \
   absl::MutexLock lock(&state->mu);                                              \
   if (state->deleted) return NotFoundStudy(state->id);                           \
-  if (trial_id > static_cast<int64_t>(state->trials.size())) {                   \
+  if (trial_id > static_cast<int64_t>(state->trials.size()) ||                  \
+      StudyState::IsTombstone(state->trial(trial_id))) {                         \
     return absl::NotFoundError(absl::StrFormat("trial \"%s\" not found", name)); \
   }
 
@@ -338,8 +415,25 @@ absl::StatusOr<v1::Study> StudyCore::Apply(const v1::CreateStudyRequest& req) {
   if (!problem.ok()) {
     return absl::Status(problem.status().code(), StrCat("study.", problem.status().message()));
   }
+  if (absl::Status st = ValidateMetadata(in.metadata(), "study.metadata"); !st.ok()) return st;
   absl::MutexLock lock(&mu_);
-  auto state = std::make_shared<StudyState>(next_study_id_);
+  // Get-or-create by display name (Vizier's semantics): creators hold mu_, so of many
+  // concurrent creators of one name the first creates the study and the others find it.
+  if (!in.display_name().empty()) {
+    for (const auto& [id, other] : studies_) {
+      if (other->display_name != in.display_name()) continue;
+      absl::MutexLock other_lock(&other->mu);
+      if (other->deleted) continue;
+      if (google::protobuf::util::MessageDifferencer::Equals(other->study.spec(), in.spec())) {
+        return other->StudyWithCounts();
+      }
+      return absl::AlreadyExistsError(absl::StrFormat(
+          "study.display_name: \"%s\" is study \"%s\", whose spec differs (%s); use that "
+          "spec, or another display_name",
+          in.display_name(), other->study.name(), FirstDifference(other->study.spec(), in.spec())));
+    }
+  }
+  auto state = std::make_shared<StudyState>(next_study_id_, in.display_name());
   absl::MutexLock study_lock(&state->mu);
   state->problem = *std::move(problem);
   if (absl::Status st = state->RebuildDesigner(); !st.ok()) {
@@ -354,6 +448,7 @@ absl::StatusOr<v1::Study> StudyCore::Apply(const v1::CreateStudyRequest& req) {
   study.set_name(StrCat("studies/", state->id));
   study.set_display_name(in.display_name());
   *study.mutable_spec() = in.spec();
+  *study.mutable_metadata() = in.metadata();
   study.set_state(v1::Study::ACTIVE);
   *study.mutable_create_time() = ToProto(clock_->Now());
   WriteBatch batch;
@@ -385,6 +480,9 @@ absl::StatusOr<v1::ListStudiesResponse> StudyCore::Apply(const v1::ListStudiesRe
       if (static_cast<int>(page.size()) == *page_size) {
         more = true;
         break;
+      }
+      if (!req.display_name().empty() && it->second->display_name != req.display_name()) {
+        continue;
       }
       page.push_back(it->second);
     }
@@ -486,9 +584,10 @@ absl::Status StudyCore::StudyState::SuggestNew(const std::string& client, int co
                                                Handout* out) {
   const int64_t max_trials = study.spec().max_trials();
   const int64_t stored = static_cast<int64_t>(trials.size());
+  const int64_t live = live_trials();
   int64_t room = count - static_cast<int64_t>(out->trials.size());
-  if (max_trials > 0) room = std::min(room, max_trials - stored);
-  out->exhausted = max_trials > 0 && stored >= max_trials;
+  if (max_trials > 0) room = std::min(room, max_trials - live);
+  out->exhausted = max_trials > 0 && live >= max_trials;
   if (room <= 0 || study.state() != v1::Study::ACTIVE) return absl::OkStatus();
   SyncDesigner();
   out->designer_used = true;
@@ -592,7 +691,10 @@ absl::StatusOr<v1::Trial> StudyCore::Apply(const v1::CreateTrialRequest& req) {
     }
   }
   const int64_t max_trials = s.study.spec().max_trials();
-  if (max_trials > 0 && static_cast<int64_t>(s.trials.size()) >= max_trials) {
+  if (absl::Status st = ValidateMetadata(req.trial().metadata(), "trial.metadata"); !st.ok()) {
+    return st;
+  }
+  if (max_trials > 0 && s.live_trials() >= max_trials) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "study \"%s\" already holds max_trials=%d trials", s.study.name(), max_trials));
   }
@@ -602,6 +704,7 @@ absl::StatusOr<v1::Trial> StudyCore::Apply(const v1::CreateTrialRequest& req) {
   t.set_name(StrCat(s.study.name(), "/trials/", t.id()));
   SetParameters(*params, &t);
   t.set_client_id(req.trial().client_id());
+  *t.mutable_metadata() = req.trial().metadata();
   *t.mutable_resources() = s.study.spec().trial_template().resources();
   int64_t seq = 0;
   if (completed) {
@@ -642,6 +745,7 @@ absl::StatusOr<v1::ListTrialsResponse> StudyCore::Apply(const v1::ListTrialsRequ
   const int64_t n = static_cast<int64_t>(s.trials.size());
   for (int64_t id = *start + 1; id <= n; ++id) {
     const v1::Trial& t = s.trial(id);
+    if (StudyState::IsTombstone(t)) continue;
     if (req.state() != v1::Trial::STATE_UNSPECIFIED && t.state() != req.state()) continue;
     if (resp.trials_size() == *page_size) {
       resp.set_next_page_token(StrCat(resp.trials(resp.trials_size() - 1).id()));
@@ -720,7 +824,8 @@ absl::StatusOr<v1::Trial> StudyCore::Apply(const v1::CompleteTrialRequest& req) 
     if (absl::Status st = RequireMetrics(state->problem, fm, "final_measurement"); !st.ok()) {
       return st;
     }
-    n.set_state(v1::Trial::SUCCEEDED);
+    // A trial stopped early ends STOPPED: its final measurement is that of a shortened run.
+    n.set_state(t.state() == v1::Trial::STOPPING ? v1::Trial::STOPPED : v1::Trial::SUCCEEDED);
     *n.mutable_final_measurement() = std::move(fm);
   }
   if (req.has_usage()) *n.mutable_usage() = req.usage();
@@ -777,6 +882,16 @@ absl::StatusOr<v1::CheckTrialEarlyStoppingStateResponse> StudyCore::Apply(
   }
   resp.set_should_stop(search::ShouldStop(state->early_stopping, PrimaryMetric(state->problem),
                                           ToSearchTrial(t), others));
+  if (resp.should_stop()) {
+    // As Vizier: the decision is kept (the trial is STOPPING), so the client's CompleteTrial
+    // ends it STOPPED and later checks answer the same.
+    v1::Trial n = t;
+    n.set_state(v1::Trial::STOPPING);
+    WriteBatch batch;
+    batch.PutTrial(state->id, n, 0);
+    if (absl::Status st = Commit(std::move(batch)); !st.ok()) return st;
+    state->Apply(n, 0);
+  }
   return resp;
 }
 
@@ -796,6 +911,59 @@ absl::StatusOr<v1::Trial> StudyCore::Apply(const v1::StopTrialRequest& req) {
   if (absl::Status st = Commit(std::move(batch)); !st.ok()) return st;
   state->Apply(n, 0);
   return n;
+}
+
+absl::Status StudyCore::Apply(const v1::DeleteTrialRequest& req) {
+  EVOSCALE_LOCK_TRIAL(req.name(), "name");
+  v1::Trial tombstone;
+  tombstone.set_id(trial_id);
+  tombstone.set_name(state->trial(trial_id).name());
+  WriteBatch batch;
+  batch.PutTrial(state->id, tombstone, 0);
+  if (absl::Status st = Commit(std::move(batch)); !st.ok()) return st;
+  state->Apply(tombstone, 0);
+  return absl::OkStatus();
+}
+
+namespace {
+// Applies an UpdateMetadataRequest's removals and then its settings to `m`.
+absl::Status UpdateMap(const v1::UpdateMetadataRequest& req,
+                       google::protobuf::Map<std::string, std::string>* m) {
+  for (const std::string& key : req.remove()) {
+    if (absl::Status st = ValidateMetadataKey(key, "remove"); !st.ok()) return st;
+    m->erase(key);
+  }
+  for (const auto& [key, value] : req.set()) (*m)[key] = value;
+  return ValidateMetadata(*m, "set");
+}
+}  // namespace
+
+absl::StatusOr<v1::UpdateMetadataResponse> StudyCore::Apply(const v1::UpdateMetadataRequest& req) {
+  v1::UpdateMetadataResponse resp;
+  if (!absl::StrContains(req.name(), "/trials/")) {
+    auto found = FindStudy(req.name(), "name");
+    if (!found.ok()) return found.status();
+    StudyState& s = **found;
+    absl::MutexLock lock(&s.mu);
+    if (s.deleted) return NotFoundStudy(s.id);
+    v1::Study next = s.study;
+    if (absl::Status st = UpdateMap(req, next.mutable_metadata()); !st.ok()) return st;
+    WriteBatch batch;
+    batch.PutStudy(s.id, next);
+    if (absl::Status st = Commit(std::move(batch)); !st.ok()) return st;
+    s.study = std::move(next);
+    *resp.mutable_metadata() = s.study.metadata();
+    return resp;
+  }
+  EVOSCALE_LOCK_TRIAL(req.name(), "name");
+  v1::Trial n = state->trial(trial_id);
+  if (absl::Status st = UpdateMap(req, n.mutable_metadata()); !st.ok()) return st;
+  WriteBatch batch;
+  batch.PutTrial(state->id, n, state->completion_seq[trial_id - 1]);
+  if (absl::Status st = Commit(std::move(batch)); !st.ok()) return st;
+  state->Apply(n, 0);
+  *resp.mutable_metadata() = n.metadata();
+  return resp;
 }
 
 absl::StatusOr<v1::ListOptimalTrialsResponse> StudyCore::Apply(
@@ -865,7 +1033,9 @@ TrialCounts StudyCore::Counts() {
     absl::MutexLock lock(&s->mu);
     if (s->deleted) continue;
     ++c.studies_by_state[s->study.state()];
-    for (const v1::Trial& t : s->trials) ++c.by_state[t.state()];
+    for (const v1::Trial& t : s->trials) {
+      if (!StudyState::IsTombstone(t)) ++c.by_state[t.state()];
+    }
   }
   c.store_writes = static_cast<int64_t>(store_->last_ticket());
   c.store_commits = store_->commits();

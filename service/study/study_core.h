@@ -82,6 +82,8 @@ class StudyCore {
       const v1::CheckTrialEarlyStoppingStateRequest& req);
   absl::StatusOr<v1::Trial> Apply(const v1::StopTrialRequest& req);
   absl::StatusOr<v1::ListOptimalTrialsResponse> Apply(const v1::ListOptimalTrialsRequest& req);
+  absl::Status Apply(const v1::DeleteTrialRequest& req);
+  absl::StatusOr<v1::UpdateMetadataResponse> Apply(const v1::UpdateMetadataRequest& req);
   absl::StatusOr<v1::Trial> Apply(const RerunTrialRequest& req);
 
  public:

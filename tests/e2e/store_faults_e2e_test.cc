@@ -47,7 +47,8 @@ std::unique_ptr<grpc::ClientContext> Ctx() {
 
 v1::Study SmallStudy(int i) {
   v1::Study study;
-  study.set_display_name(absl::StrCat("fault-", i, "-", std::string(200, 'x')));
+  static int serial = 0;  // get-or-create: a name used before would not write a new study
+  study.set_display_name(absl::StrCat("fault-", i, "-", ++serial, "-", std::string(200, 'x')));
   v1::StudySpec* spec = study.mutable_spec();
   auto* m = spec->add_metrics();
   m->set_name("loss");

@@ -35,7 +35,8 @@ using ::testing::SizeIs;
 
 v1::Study ExampleStudy(int max_trials, v1::AlgorithmSpec::Algorithm algorithm) {
   v1::Study study;
-  study.set_display_name("e2e");
+  static int serial = 0;  // get-or-create: each study of a test is a new one
+  study.set_display_name(absl::StrCat("e2e-", ++serial));
   v1::StudySpec* spec = study.mutable_spec();
   auto* m = spec->add_metrics();
   m->set_name("loss");

@@ -19,6 +19,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -52,6 +53,7 @@ using ::evoscale::service::testing::StatusIs;
 using ::evoscale::service::testing::StudyClient;
 using ::google::protobuf::util::MessageDifferencer;
 using ::grpc::StatusCode;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::Eq;
 using ::testing::HasSubstr;
@@ -1613,9 +1615,255 @@ TEST_F(StudyServiceTest, StopTrialMakesItStoppingAndEarlyStoppingSaysStop) {
   ASSERT_THAT(client_->Call(&Stub::CheckTrialEarlyStoppingState, check, &should), GrpcOk());
   EXPECT_FALSE(should.should_stop());
 
-  // A STOPPING trial still takes measurements and completes.
+  // A STOPPING trial still takes measurements and completes, in its own state.
   ASSERT_THAT(client_->AddMeasurement(r.trials(0).name(), Loss(0.3, 2)), GrpcOk());
-  EXPECT_EQ(client_->MustComplete(r.trials(0).name(), Loss(0.3, 2)).state(), v1::Trial::SUCCEEDED);
+  EXPECT_EQ(client_->MustComplete(r.trials(0).name(), Loss(0.3, 2)).state(), v1::Trial::STOPPED);
+}
+
+TEST_F(StudyServiceTest, StoppedTrialKeepsItsLastMeasurementAndIsNeverOptimal) {
+  const std::string study = client_->MustCreateStudy(ValidSpec()).name();
+  v1::SuggestTrialsResponse r = client_->MustSuggest(study, 2, "w");
+  ASSERT_EQ(r.trials_size(), 2);
+  const std::string early = r.trials(0).name();
+  ASSERT_THAT(client_->AddMeasurement(early, Loss(0.4, 1)), GrpcOk());
+  ASSERT_THAT(client_->AddMeasurement(early, Loss(0.1, 2)), GrpcOk());
+  v1::StopTrialRequest stop;
+  stop.set_name(early);
+  v1::Trial ignored;
+  ASSERT_THAT(client_->Call(&Stub::StopTrial, stop, &ignored), GrpcOk());
+  // Completed without a final measurement: the last one is final.
+  v1::CompleteTrialRequest complete;
+  complete.set_name(early);
+  v1::Trial stopped;
+  ASSERT_THAT(client_->Call(&Stub::CompleteTrial, complete, &stopped), GrpcOk());
+  EXPECT_EQ(stopped.state(), v1::Trial::STOPPED);
+  EXPECT_EQ(stopped.final_measurement().metrics().at("loss"), 0.1);
+  EXPECT_EQ(stopped.measurements_size(), 2);
+  // A STOPPED trial is final: no second completion, no measurement, no stop.
+  EXPECT_THAT(client_->Call(&Stub::CompleteTrial, complete, &ignored),
+              GrpcStatusIs(StatusCode::FAILED_PRECONDITION, HasSubstr("already STOPPED")));
+  EXPECT_THAT(client_->AddMeasurement(early, Loss(0.1, 3)),
+              GrpcStatusIs(StatusCode::FAILED_PRECONDITION, HasSubstr("is STOPPED")));
+  // Its loss (0.1) beats the finished trial's (0.5), yet only the finished one is optimal.
+  client_->MustComplete(r.trials(1).name(), Loss(0.5));
+  v1::ListOptimalTrialsRequest optimal;
+  optimal.set_parent(study);
+  v1::ListOptimalTrialsResponse best;
+  ASSERT_THAT(client_->Call(&Stub::ListOptimalTrials, optimal, &best), GrpcOk());
+  EXPECT_THAT(Ids(best.optimal_trials()), ElementsAre(r.trials(1).id()));
+  v1::ListTrialsRequest list;
+  list.set_parent(study);
+  list.set_state(v1::Trial::STOPPED);
+  v1::ListTrialsResponse listed;
+  ASSERT_THAT(client_->Call(&Stub::ListTrials, list, &listed), GrpcOk());
+  EXPECT_THAT(Ids(listed.trials()), ElementsAre(r.trials(0).id()));
+  EXPECT_EQ(client_->MustGetStudy(study).completed_trial_count(), 2);
+
+  ASSERT_NO_FATAL_FAILURE(RestartServer());
+  v1::GetTrialRequest get;
+  get.set_name(early);
+  v1::Trial after;
+  ASSERT_THAT(client_->Call(&Stub::GetTrial, get, &after), GrpcOk());
+  EXPECT_EQ(after.state(), v1::Trial::STOPPED);
+  ASSERT_THAT(client_->Call(&Stub::ListOptimalTrials, optimal, &best), GrpcOk());
+  EXPECT_THAT(Ids(best.optimal_trials()), ElementsAre(r.trials(1).id()));
+}
+
+TEST_F(StudyServiceTest, EarlyStoppingDecisionIsKeptAndEndsTheTrialStopped) {
+  v1::StudySpec spec = ValidSpec();
+  spec.mutable_early_stopping()->set_policy(v1::EarlyStoppingSpec::MEDIAN);
+  spec.mutable_early_stopping()->set_min_trials(2);
+  const std::string study = client_->MustCreateStudy(spec).name();
+  v1::SuggestTrialsResponse r = client_->MustSuggest(study, 3, "w");
+  ASSERT_EQ(r.trials_size(), 3);
+  // Two good finished curves, then a third far worse at the same steps.
+  for (int i = 0; i < 2; ++i) {
+    for (int step = 1; step <= 3; ++step) {
+      ASSERT_THAT(client_->AddMeasurement(r.trials(i).name(), Loss(0.1 * (4 - step), step)),
+                  GrpcOk());
+    }
+    client_->MustComplete(r.trials(i).name(), Loss(0.1));
+  }
+  const std::string bad = r.trials(2).name();
+  for (int step = 1; step <= 3; ++step) {
+    ASSERT_THAT(client_->AddMeasurement(bad, Loss(5.0, step)), GrpcOk());
+  }
+  v1::CheckTrialEarlyStoppingStateRequest check;
+  check.set_trial_name(bad);
+  v1::CheckTrialEarlyStoppingStateResponse should;
+  ASSERT_THAT(client_->Call(&Stub::CheckTrialEarlyStoppingState, check, &should), GrpcOk());
+  ASSERT_TRUE(should.should_stop());
+  v1::GetTrialRequest get;
+  get.set_name(bad);
+  v1::Trial now;
+  ASSERT_THAT(client_->Call(&Stub::GetTrial, get, &now), GrpcOk());
+  EXPECT_EQ(now.state(), v1::Trial::STOPPING);
+  EXPECT_EQ(client_->MustComplete(bad, Loss(5.0, 3)).state(), v1::Trial::STOPPED);
+}
+
+TEST_F(StudyServiceTest, CreateStudyIsGetOrCreateByDisplayName) {
+  const v1::Study first = client_->MustCreateStudy(ValidSpec(), "ctr-sweep");
+  client_->MustSuggest(first.name(), 1, "w");
+  // The same spec: the same study, as it stands now (one trial), not a new one.
+  const v1::Study again = client_->MustCreateStudy(ValidSpec(), "ctr-sweep");
+  EXPECT_EQ(again.name(), first.name());
+  EXPECT_EQ(again.trial_count(), 1);
+  // Another spec under the same name: ALREADY_EXISTS naming the study and the difference.
+  v1::StudySpec other = ValidSpec();
+  other.set_max_trials(40);
+  const std::string before = Dump();
+  v1::Study ignored;
+  EXPECT_THAT(client_->CreateStudy(other, &ignored, "ctr-sweep"),
+              GrpcStatusIs(StatusCode::ALREADY_EXISTS,
+                           AllOf(HasSubstr("study.display_name: \"ctr-sweep\""),
+                                 HasSubstr(first.name()), HasSubstr("max_trials"))));
+  EXPECT_EQ(Dump(), before);
+  // Other names, and the empty name, always create.
+  const std::string second = client_->MustCreateStudy(other, "ctr-sweep-2").name();
+  EXPECT_NE(client_->MustCreateStudy(ValidSpec()).name(), client_->MustCreateStudy(ValidSpec()).name());
+
+  v1::ListStudiesRequest list;
+  list.set_display_name("ctr-sweep");
+  v1::ListStudiesResponse listed;
+  ASSERT_THAT(client_->Call(&Stub::ListStudies, list, &listed), GrpcOk());
+  ASSERT_EQ(listed.studies_size(), 1);
+  EXPECT_EQ(listed.studies(0).name(), first.name());
+  list.set_display_name("ctr-sweep-2");
+  ASSERT_THAT(client_->Call(&Stub::ListStudies, list, &listed), GrpcOk());
+  ASSERT_EQ(listed.studies_size(), 1);
+  EXPECT_EQ(listed.studies(0).name(), second);
+
+  // Survives a restart; a deleted study's name is free again.
+  ASSERT_NO_FATAL_FAILURE(RestartServer());
+  EXPECT_EQ(client_->MustCreateStudy(ValidSpec(), "ctr-sweep").name(), first.name());
+  v1::DeleteStudyRequest del;
+  del.set_name(first.name());
+  v1::DeleteStudyResponse deleted;
+  ASSERT_THAT(client_->Call(&Stub::DeleteStudy, del, &deleted), GrpcOk());
+  const v1::Study fresh = client_->MustCreateStudy(other, "ctr-sweep");
+  EXPECT_NE(fresh.name(), first.name());
+  EXPECT_EQ(fresh.spec().max_trials(), 40);
+}
+
+TEST_F(StudyServiceTest, TenConcurrentCreatorsOfOneNameGetOneStudy) {
+  std::vector<std::string> names(10);
+  std::vector<std::thread> creators;
+  const std::string address = absl::StrCat("127.0.0.1:", server_->grpc_port());
+  for (size_t i = 0; i < names.size(); ++i) {
+    creators.emplace_back([&, i] {
+      StudyClient own(address, "");  // a channel of its own, as a separate worker has
+      names[i] = own.MustCreateStudy(ValidSpec(), "shared").name();
+    });
+  }
+  for (std::thread& t : creators) t.join();
+  EXPECT_THAT(std::set<std::string>(names.begin(), names.end()), ElementsAre(names[0]));
+  v1::ListStudiesRequest list;
+  list.set_display_name("shared");
+  v1::ListStudiesResponse listed;
+  ASSERT_THAT(client_->Call(&Stub::ListStudies, list, &listed), GrpcOk());
+  EXPECT_EQ(listed.studies_size(), 1);
+  EXPECT_EQ(client_->MustListStudies().studies_size(), 1);
+}
+
+TEST_F(StudyServiceTest, MetadataOfStudiesAndTrialsIsSetRemovedAndKept) {
+  v1::CreateStudyRequest create;
+  *create.mutable_study()->mutable_spec() = ValidSpec();
+  (*create.mutable_study()->mutable_metadata())["git"] = "abc123";
+  v1::Study study;
+  ASSERT_THAT(client_->Call(&Stub::CreateStudy, create, &study), GrpcOk());
+  EXPECT_EQ(study.metadata().at("git"), "abc123");
+
+  v1::UpdateMetadataRequest update;
+  update.set_name(study.name());
+  (*update.mutable_set())["owner"] = "ranking-team";
+  update.add_remove("git");
+  update.add_remove("absent");  // no error
+  v1::UpdateMetadataResponse md;
+  ASSERT_THAT(client_->Call(&Stub::UpdateMetadata, update, &md), GrpcOk());
+  const std::map<std::string, std::string> after_update(md.metadata().begin(),
+                                                        md.metadata().end());
+  const std::map<std::string, std::string> want = {{"owner", "ranking-team"}};
+  EXPECT_EQ(after_update, want);
+
+  const std::string trial = client_->MustSuggest(study.name(), 1, "w").trials(0).name();
+  v1::UpdateMetadataRequest tu;
+  tu.set_name(trial);
+  (*tu.mutable_set())["log"] = "gs://bucket/run-1";
+  ASSERT_THAT(client_->Call(&Stub::UpdateMetadata, tu, &md), GrpcOk());
+  client_->MustComplete(trial, Loss(0.2));
+
+  // Bad input names the field and changes nothing.
+  const std::string before = Dump();
+  v1::UpdateMetadataRequest bad;
+  bad.set_name(trial);
+  (*bad.mutable_set())[""] = "x";
+  EXPECT_THAT(client_->Call(&Stub::UpdateMetadata, bad, &md),
+              GrpcStatusIs(StatusCode::INVALID_ARGUMENT, HasSubstr("set: key \"\" must be 1 to")));
+  bad.clear_set();
+  (*bad.mutable_set())["big"] = std::string(64 * 1024 + 1, 'x');
+  EXPECT_THAT(client_->Call(&Stub::UpdateMetadata, bad, &md),
+              GrpcStatusIs(StatusCode::INVALID_ARGUMENT, HasSubstr("set[\"big\"]: value of 65537")));
+  bad.set_name(study.name() + "/trials/99");
+  EXPECT_THAT(client_->Call(&Stub::UpdateMetadata, bad, &md),
+              GrpcStatusIs(StatusCode::NOT_FOUND, HasSubstr("trials/99")));
+  bad.set_name("studies/x");
+  EXPECT_THAT(client_->Call(&Stub::UpdateMetadata, bad, &md),
+              GrpcStatusIs(StatusCode::INVALID_ARGUMENT, HasSubstr("name: malformed study name")));
+  EXPECT_EQ(Dump(), before);
+
+  ASSERT_NO_FATAL_FAILURE(RestartServer());
+  EXPECT_EQ(client_->MustGetStudy(study.name()).metadata().at("owner"), "ranking-team");
+  v1::GetTrialRequest get;
+  get.set_name(trial);
+  v1::Trial t;
+  ASSERT_THAT(client_->Call(&Stub::GetTrial, get, &t), GrpcOk());
+  EXPECT_EQ(t.metadata().at("log"), "gs://bucket/run-1");
+  EXPECT_EQ(t.state(), v1::Trial::SUCCEEDED);  // metadata did not disturb the completion
+  EXPECT_EQ(client_->MustGetStudy(study.name()).completed_trial_count(), 1);
+}
+
+TEST_F(StudyServiceTest, DeleteTrialRemovesItFromEveryViewAndFreesItsBudget) {
+  v1::StudySpec spec = ValidSpec();
+  spec.set_max_trials(3);
+  const std::string study = client_->MustCreateStudy(spec).name();
+  v1::SuggestTrialsResponse r = client_->MustSuggest(study, 3, "w");
+  ASSERT_EQ(r.trials_size(), 3);
+  client_->MustComplete(r.trials(0).name(), Loss(0.01));  // the best, then deleted
+  client_->MustComplete(r.trials(1).name(), Loss(0.5));
+  v1::DeleteTrialRequest del;
+  del.set_name(r.trials(0).name());
+  v1::DeleteTrialResponse gone;
+  ASSERT_THAT(client_->Call(&Stub::DeleteTrial, del, &gone), GrpcOk());
+  EXPECT_THAT(client_->Call(&Stub::DeleteTrial, del, &gone),
+              GrpcStatusIs(StatusCode::NOT_FOUND, HasSubstr(r.trials(0).name())));
+
+  auto check = [&] {
+    v1::GetTrialRequest get;
+    get.set_name(r.trials(0).name());
+    v1::Trial t;
+    EXPECT_THAT(client_->Call(&Stub::GetTrial, get, &t),
+                GrpcStatusIs(StatusCode::NOT_FOUND, HasSubstr("not found")));
+    v1::ListTrialsRequest list;
+    list.set_parent(study);
+    v1::ListTrialsResponse listed;
+    ASSERT_THAT(client_->Call(&Stub::ListTrials, list, &listed), GrpcOk());
+    EXPECT_THAT(Ids(listed.trials()), ElementsAre(2, 3));
+    v1::ListOptimalTrialsRequest optimal;
+    optimal.set_parent(study);
+    v1::ListOptimalTrialsResponse best;
+    ASSERT_THAT(client_->Call(&Stub::ListOptimalTrials, optimal, &best), GrpcOk());
+    EXPECT_THAT(Ids(best.optimal_trials()), ElementsAre(2));
+    const v1::Study s = client_->MustGetStudy(study);
+    EXPECT_EQ(s.trial_count(), 2);
+    EXPECT_EQ(s.completed_trial_count(), 1);
+  };
+  check();
+  ASSERT_NO_FATAL_FAILURE(RestartServer());
+  check();
+  // max_trials counts the trials that remain: one more fits, with a new id (never reused).
+  v1::SuggestTrialsResponse more = client_->MustSuggest(study, 2, "w2");
+  ASSERT_EQ(more.trials_size(), 1);
+  EXPECT_EQ(more.trials(0).id(), 4);
 }
 
 TEST_F(StudyServiceTest, ListTrialsPagesReturnEveryTrialOnce) {

@@ -237,7 +237,7 @@ TEST_F(SchedulerTest, StopTrialStopsTheProcessAndItsLastMeasurementIsFinal) {
   const std::string study = trial.substr(0, trial.find("/trials/"));
   AwaitStudy(study, [](const v1::Study& s) { return s.completed_trial_count() == 1; });
   const v1::Trial t = Trial(trial);
-  EXPECT_EQ(t.state(), v1::Trial::SUCCEEDED);
+  EXPECT_EQ(t.state(), v1::Trial::STOPPED);
   EXPECT_EQ(t.final_measurement().step(), 4);
   const double x = t.parameters(0).double_value();
   EXPECT_DOUBLE_EQ(t.final_measurement().metrics().at("loss"), (x - 0.3) * (x - 0.3));
@@ -543,7 +543,7 @@ TEST_F(SchedulerTest, ATrialLeftStoppingByARestartIsFinishedAfterItAndNotRunAgai
   ASSERT_NO_FATAL_FAILURE(Start());
   AwaitStudy(study, [](const v1::Study& s) { return s.completed_trial_count() == 1; });
   const v1::Trial t = Trial(trial);
-  EXPECT_EQ(t.state(), v1::Trial::SUCCEEDED) << t.ShortDebugString();
+  EXPECT_EQ(t.state(), v1::Trial::STOPPED) << t.ShortDebugString();
   EXPECT_EQ(t.final_measurement().step(), 3);
   EXPECT_EQ(ReadLines(runs).size(), 1u);  // it did not run again
 }

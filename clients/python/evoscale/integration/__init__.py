@@ -1,0 +1,1 @@
+"""Bridges to other tuning libraries (evoscale.integration.optuna: EvoscaleSampler)."""
