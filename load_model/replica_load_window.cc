@@ -12,10 +12,12 @@ std::optional<LoadSample> ReplicaLoadWindow::Add(
     if (samples_ > 0) closed = Close(cpu_request);
     start_ = start;
     instances_.clear();
+    reports_.clear();
     gpu_utilization_ = cpu_ = qps_ = latency_ = 0;
     samples_ = gpu_samples_ = latency_samples_ = 0;
   }
   instances_.insert(s.instance);
+  reports_.emplace(s.instance, s.timestamp);
   ++samples_;
   cpu_ += s.cpu_cores;
   qps_ += s.qps;
@@ -32,6 +34,7 @@ std::optional<LoadSample> ReplicaLoadWindow::Add(
 
 LoadSample ReplicaLoadWindow::Close(absl::FunctionRef<double(absl::Time)> cpu_request) const {
   const int n = static_cast<int>(instances_.size());
+  const double reports = static_cast<double>(reports_.size());
   LoadSample ls;
   ls.time = absl::UnixEpoch() + absl::Seconds(start_ + width_);
   ls.replicas = n;
@@ -39,9 +42,9 @@ LoadSample ReplicaLoadWindow::Close(absl::FunctionRef<double(absl::Time)> cpu_re
     ls.utilization = gpu_utilization_ / gpu_samples_;
   } else {
     const double request = cpu_request(ls.time);
-    ls.utilization = request > 0 ? cpu_ / samples_ / request : 0;
+    ls.utilization = request > 0 ? cpu_ / reports / request : 0;
   }
-  ls.qps = qps_ / samples_ * n;
+  ls.qps = qps_ / reports * n;
   ls.latency_ms = latency_samples_ > 0 ? latency_ / latency_samples_ : -1;
   return ls;
 }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include "absl/functional/function_ref.h"
 #include "absl/time/time.h"
@@ -14,12 +15,13 @@
 
 namespace evoscale::load_model {
 
-// One instance's sample, as the window needs it.
+// One instance's sample, as the window needs it. An instance of several containers sends one
+// sample per container, all with the same timestamp.
 struct InstanceSample {
   int64_t instance = 0;
   double timestamp = 0;        // unix seconds
   double cpu_cores = 0;
-  double qps = 0;              // this instance's requests per second
+  double qps = 0;              // requests per second (this container's share of its instance's)
   double gpu_utilization = 0;  // 0..1; 0: none reported
   double latency_ms = 0;       // 0: none reported
 };
@@ -33,8 +35,9 @@ class ReplicaLoadWindow {
   // Adds `s`. When `s` opens a later window, the open one is closed first and returned:
   //  - replicas: the distinct instances that reported in it;
   //  - utilization: the mean GPU utilisation when any sample had one, else the mean CPU per
-  //    instance over `cpu_request(end)` (0 when that request is 0): CPU-bound serving;
-  //  - qps: the instances' mean QPS summed over instances (the offered load);
+  //    instance (its containers' samples at one time summed) over `cpu_request(end)`, the
+  //    instance's request (0 when that request is 0): CPU-bound serving;
+  //  - qps: the instances' mean QPS (summed likewise) summed over instances (the offered load);
   //  - latency_ms: the mean of the reported latencies, -1 when none.
   std::optional<LoadSample> Add(const InstanceSample& s,
                                 absl::FunctionRef<double(absl::Time)> cpu_request);
@@ -45,6 +48,9 @@ class ReplicaLoadWindow {
   const double width_;
   double start_ = -1;  // the open window's start; -1: none yet
   std::set<int64_t> instances_;
+  // The (instance, timestamp) pairs seen: one per instance per report, however many
+  // containers it has. Sums per instance are divided by their count.
+  std::set<std::pair<int64_t, double>> reports_;
   double gpu_utilization_ = 0, cpu_ = 0, qps_ = 0, latency_ = 0;  // sums
   int samples_ = 0, gpu_samples_ = 0, latency_samples_ = 0;
 };

@@ -16,7 +16,7 @@ PACKAGES=(
   libgrpc++-dev libgrpc-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
   libabsl-dev libboost-dev libsqlite3-dev sqlite3 libeigen3-dev prometheus-cpp-dev
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
-  python3
+  python3 openssl libssl-dev
   python3-venv python3-pip python3-setuptools python3-grpcio python3-protobuf python3-optuna
   python3-pandas python3-pytest python3-yaml
   clang libclang-rt-14-dev

@@ -34,9 +34,20 @@ void DefineFlags(CLI::App& app, ServerOptions& options, std::string& durability,
                  "HTTP address for /healthz, /metrics, /api/v1 (default 127.0.0.1:8080)")
       ->type_name("HOST:PORT");
   app.add_option("--auth-tokens", options.auth_tokens_path,
-                 "file of \"TOKEN ROLE\" lines (admin|writer|reader); required to listen on a "
-                 "non-loopback address")
+                 "file of \"TOKEN ROLE\" lines (admin|writer|reader); required, with TLS, to "
+                 "listen on a non-loopback address")
       ->type_name("FILE");
+  app.add_option("--tls-cert", options.tls_cert_path,
+                 "PEM certificate (chain) for TLS on --grpc and --http; with --tls-key")
+      ->type_name("FILE");
+  app.add_option("--tls-key", options.tls_key_path, "PEM private key of --tls-cert")
+      ->type_name("FILE");
+  app.add_option("--tls-client-ca", options.tls_client_ca_path,
+                 "mutual TLS: clients must show a certificate this PEM CA signed")
+      ->type_name("FILE");
+  app.add_flag("--insecure-plaintext", options.insecure_plaintext,
+               "serve tokens in plaintext beyond loopback (refused without it when there is no "
+               "TLS); for networks something else encrypts");
   app.add_option("--durability", durability,
                  "process (default): an acknowledged write survives the process being killed; "
                  "power: it also survives power loss (fsync on every commit)")
@@ -59,6 +70,12 @@ void DefineFlags(CLI::App& app, ServerOptions& options, std::string& durability,
                  "trial starts when its request fits beside those running (default: this "
                  "machine's cores, 80% of its memory, --gpus); gpus= sets --gpus")
       ->type_name("cpu=N,memory=SIZE,gpus=N");
+  app.add_option("--katib-grpc", options.katib_grpc_address,
+                 "serve Katib's Suggestion API (api.v1.beta1.Suggestion, algorithms "
+                 "evoscale-genetic, -regularized-evolution, -nsga2, -random) and gRPC health "
+                 "here, e.g. 0.0.0.0:6789 as Katib's suggestion image (default: off); plaintext, "
+                 "no tokens, as Katib dials")
+      ->type_name("HOST:PORT");
 }
 
 // `address` as given ("127.0.0.1:0") with the port it got.
@@ -113,11 +130,14 @@ int main(int argc, char** argv) {
   if (!server.ok()) return Fail(std::string(server.status().message()));
   // One structured line that scripts and tests read to find the ports. A database path that
   // is not UTF-8 is shown with U+FFFD in place of its bad bytes, so the line is always JSON.
-  const nlohmann::ordered_json listening = {
+  nlohmann::ordered_json listening = {
       {"event", "listening"},
       {"grpc", WithPort(options.grpc_address, (*server)->grpc_port())},
       {"http", WithPort(options.http_address, (*server)->http_port())},
       {"db", options.db_path}};
+  if (!options.katib_grpc_address.empty()) {
+    listening["katib"] = WithPort(options.katib_grpc_address, (*server)->katib_grpc_port());
+  }
   std::cout << listening.dump(/*indent=*/-1, /*indent_char=*/' ', /*ensure_ascii=*/false,
                               nlohmann::json::error_handler_t::replace)
             << std::endl;

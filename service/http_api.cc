@@ -19,12 +19,12 @@ namespace internal {
 std::string_view WebAsset(std::string_view file);
 }  // namespace internal
 
-namespace {
-
-int HttpCode(absl::StatusCode code) {
+int HttpStatusFor(absl::StatusCode code) {
   switch (code) {
     case absl::StatusCode::kOk:
       return 200;
+    case absl::StatusCode::kCancelled:
+      return 499;
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kFailedPrecondition:
     case absl::StatusCode::kOutOfRange:
@@ -35,17 +35,26 @@ int HttpCode(absl::StatusCode code) {
       return 403;
     case absl::StatusCode::kNotFound:
       return 404;
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kAborted:
+      return 409;
     case absl::StatusCode::kResourceExhausted:
       return 429;
+    case absl::StatusCode::kUnimplemented:
+      return 501;
     case absl::StatusCode::kUnavailable:
       return 503;
-    default:
+    case absl::StatusCode::kDeadlineExceeded:
+      return 504;
+    default:  // UNKNOWN, INTERNAL, DATA_LOSS
       return 500;
   }
 }
 
+namespace {
+
 HttpResponse Error(const absl::Status& st) {
-  return {HttpCode(st.code()), "application/json",
+  return {HttpStatusFor(st.code()), "application/json",
           nlohmann::ordered_json{{"error",
                                   {{"code", absl::StatusCodeToString(st.code())},
                                    {"message", std::string(st.message())}}}}
@@ -106,8 +115,11 @@ HttpResponse HandleHttp(StudyCore* core, AutoscalerCore* autoscaler, ServiceMetr
   }
   if (path == "/healthz") return {200, "text/plain", "ok\n"};
   if (method != "GET" && method != "HEAD") {
-    return Error(
-        absl::InvalidArgumentError(absl::StrCat("method ", method, ": only GET is served")));
+    HttpResponse r = Error(absl::InvalidArgumentError(
+        absl::StrCat("method ", method, ": only GET and HEAD are served")));
+    r.status = 405;
+    r.allow = "GET, HEAD";
+    return r;
   }
   if (std::optional<HttpResponse> file = WebFile(path)) return *std::move(file);
   if (absl::Status st = auth->Check(authorization, Role::kReader); !st.ok()) return Error(st);
@@ -141,6 +153,8 @@ HttpResponse HandleHttp(StudyCore* core, AutoscalerCore* autoscaler, ServiceMetr
         req.set_page_size(n);
       } else if (k == "page_token") {
         req.set_page_token(v);
+      } else if (k == "display_name") {
+        req.set_display_name(v);
       }
     }
     return Json(core->Call(req));
@@ -171,7 +185,7 @@ HttpResponse HandleHttp(StudyCore* core, AutoscalerCore* autoscaler, ServiceMetr
             s == v1::Trial::STATE_UNSPECIFIED) {
           return Error(absl::InvalidArgumentError(absl::StrCat(
               "state: unknown trial state \"", v,
-              "\" (want requested, active, stopping, succeeded, infeasible or failed)")));
+              "\" (want requested, active, stopping, succeeded, infeasible, failed or stopped)")));
         }
         req.set_state(s);
       }

@@ -3,7 +3,9 @@
 #include <boost/asio.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/beast/core.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <boost/beast/version.hpp>
 #include <chrono>
 #include <string_view>
@@ -31,15 +33,39 @@ struct HttpServer::Impl {
   asio::io_context io;
   tcp::acceptor acceptor{io};
   std::vector<std::thread> threads;
+  // With TLS: the server's certificate and key (and the CA its clients' certificates must
+  // chain to, for mutual TLS); null: plaintext.
+  std::unique_ptr<asio::ssl::context> tls;
 
   asio::awaitable<void> Session(tcp::socket socket) {
-    beast::tcp_stream stream(std::move(socket));
+    beast::tcp_stream tcp(std::move(socket));
+    if (tls == nullptr) {
+      co_await Serve(tcp);
+      beast::error_code ignored;
+      tcp.socket().shutdown(tcp::socket::shutdown_send, ignored);
+      co_return;
+    }
+    beast::ssl_stream<beast::tcp_stream> stream(std::move(tcp), *tls);
+    beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(30));
+    beast::error_code ec;
+    // A client without the CA, or (mutual TLS) without a certificate, ends here.
+    co_await stream.async_handshake(asio::ssl::stream_base::server,
+                                    asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return;
+    co_await Serve(stream);
+    beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(5));
+    co_await stream.async_shutdown(asio::redirect_error(asio::use_awaitable, ec));
+  }
+
+  // Reads requests and answers them on `stream` (plain TCP or TLS) until the client is done.
+  template <typename Stream>
+  asio::awaitable<void> Serve(Stream& stream) {
     beast::flat_buffer buffer;
     for (;;) {
       http::request_parser<http::string_body> parser;
       parser.header_limit(16 * 1024);
       parser.body_limit(64 * 1024);
-      stream.expires_after(std::chrono::seconds(30));
+      beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(30));
       beast::error_code ec;
       co_await http::async_read(stream, buffer, parser,
                                 asio::redirect_error(asio::use_awaitable, ec));
@@ -54,6 +80,7 @@ struct HttpServer::Impl {
       res.set(http::field::server, "evoscaled");
       res.set(http::field::content_type, r.content_type);
       if (r.status == 401) res.set(http::field::www_authenticate, "Bearer");
+      if (!r.allow.empty()) res.set(http::field::allow, r.allow);
       if (!r.cache_control.empty()) res.set(http::field::cache_control, r.cache_control);
       res.keep_alive(req.keep_alive());
       if (req.method() != http::verb::head) res.body() = std::move(r.body);
@@ -61,8 +88,6 @@ struct HttpServer::Impl {
       co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
       if (ec || !res.keep_alive()) break;
     }
-    beast::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
   }
 
   asio::awaitable<void> Accept() {
@@ -85,8 +110,26 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string&
                                                               StudyCore* core,
                                                               AutoscalerCore* autoscaler,
                                                               ServiceMetrics* metrics,
-                                                              const TokenAuth* auth, int threads) {
+                                                              const TokenAuth* auth, int threads,
+                                                              const TlsConfig& tls) {
   auto impl = std::make_unique<Impl>();
+  if (tls.enabled()) {
+    impl->tls = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+    boost::system::error_code ec;
+    impl->tls->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                               asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                               asio::ssl::context::no_tlsv1_1,
+                           ec);
+    impl->tls->use_certificate_chain(asio::buffer(tls.cert_pem), ec);
+    if (ec) return absl::InvalidArgumentError(absl::StrCat("--tls-cert: ", ec.message()));
+    impl->tls->use_private_key(asio::buffer(tls.key_pem), asio::ssl::context::pem, ec);
+    if (ec) return absl::InvalidArgumentError(absl::StrCat("--tls-key: ", ec.message()));
+    if (!tls.client_ca_pem.empty()) {
+      impl->tls->add_certificate_authority(asio::buffer(tls.client_ca_pem), ec);
+      if (ec) return absl::InvalidArgumentError(absl::StrCat("--tls-client-ca: ", ec.message()));
+      impl->tls->set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
+    }
+  }
   impl->core = core;
   impl->autoscaler = autoscaler;
   impl->metrics = metrics;

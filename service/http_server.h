@@ -21,7 +21,12 @@ struct HttpResponse {
   std::string content_type = "application/json";
   std::string body;
   std::string cache_control;  // sent as Cache-Control when not empty
+  std::string allow;          // sent as Allow when not empty (405 answers)
 };
+
+// The HTTP status of a status code, as Google's APIs map them (google/rpc/code.proto):
+// ALREADY_EXISTS and ABORTED 409, DEADLINE_EXCEEDED 504, UNIMPLEMENTED 501, ...
+int HttpStatusFor(absl::StatusCode code);
 
 // Routes one GET request (target = path and query). Exposed for tests. Thread-safe.
 // The dashboard's files need no token (the page asks for one); /metrics and /api/ do.
@@ -30,7 +35,15 @@ HttpResponse HandleHttp(StudyCore* core, AutoscalerCore* autoscaler, ServiceMetr
                         const std::string& method, const std::string& target,
                         const std::string& authorization);
 
-// Serves HTTP/1.1 on its own threads until destroyed. Thread-safe.
+// TLS for a listener: PEM texts (not paths). No certificate: plaintext.
+struct TlsConfig {
+  std::string cert_pem;       // the server's certificate chain
+  std::string key_pem;        // its private key
+  std::string client_ca_pem;  // not empty: mutual TLS, clients must show a certificate it signed
+  bool enabled() const { return !cert_pem.empty(); }
+};
+
+// Serves HTTP/1.1 (HTTPS with `tls`) on its own threads until destroyed. Thread-safe.
 class HttpServer {
  public:
   // Binds `address` ("HOST:PORT"; port 0 picks a free one) and starts serving.
@@ -38,7 +51,8 @@ class HttpServer {
                                                            StudyCore* core,
                                                            AutoscalerCore* autoscaler,
                                                            ServiceMetrics* metrics,
-                                                           const TokenAuth* auth, int threads);
+                                                           const TokenAuth* auth, int threads,
+                                                           const TlsConfig& tls = {});
   ~HttpServer();  // stops accepting, closes connections, joins the threads
 
   int port() const { return port_; }

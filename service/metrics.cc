@@ -2,9 +2,14 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "prometheus/text_serializer.h"
 #include "service/autoscaler/autoscaler_core.h"
+#include "service/common/kubernetes_name.h"
 #include "service/scheduler/scheduler.h"
 #include "service/study/study_core.h"
 
@@ -28,19 +33,30 @@ ServiceMetrics::ServiceMetrics()
                    .Name("evoscale_studies")
                    .Help("Studies by state")
                    .Register(*registry_)),
-      recommendation_(prometheus::BuildGauge()
-                          .Name("evoscale_recommendation")
-                          .Help("Recommended container resources by workload, resource and bound")
-                          .Register(*registry_)),
+      recommendation_cpu_(prometheus::BuildGauge()
+                              .Name("evoscale_recommendation_cpu_cores")
+                              .Help("Recommended CPU request of a workload's container, in "
+                                    "cores, by bound")
+                              .Register(*registry_)),
+      recommendation_memory_(prometheus::BuildGauge()
+                                 .Name("evoscale_recommendation_memory_bytes")
+                                 .Help("Recommended memory request of a workload's container, "
+                                       "in bytes, by bound")
+                                 .Register(*registry_)),
+      recommendation_gpu_memory_(prometheus::BuildGauge()
+                                     .Name("evoscale_recommendation_gpu_memory_bytes")
+                                     .Help("Recommended GPU memory of a workload's container, in "
+                                           "bytes, by bound (containers that report it)")
+                                     .Register(*registry_)),
       replicas_(prometheus::BuildGauge()
                     .Name("evoscale_recommended_replicas")
                     .Help("Recommended replica count by workload")
                     .Register(*registry_)),
-      samples_(prometheus::BuildGauge()
+      samples_(prometheus::BuildCounter()
                    .Name("evoscale_telemetry_samples_total")
                    .Help("Telemetry samples since start, accepted or rejected by reason")
                    .Register(*registry_)),
-      store_(prometheus::BuildGauge()
+      store_(prometheus::BuildCounter()
                  .Name("evoscale_store_operations_total")
                  .Help("Study store since start: writes (one per mutating call) and commits "
                        "(transactions; several writes share one under group commit)")
@@ -50,14 +66,10 @@ ServiceMetrics::ServiceMetrics()
                        .Help("How managed trials' limits are enforced (1 for the mode in "
                              "force): a cgroup, or sampling /proc and why")
                        .Register(*registry_)),
-      capacity_(prometheus::BuildGauge()
-                    .Name("evoscale_capacity")
-                    .Help("What managed trials may request together (--capacity)")
-                    .Register(*registry_)),
-      capacity_requested_(prometheus::BuildGauge()
-                              .Name("evoscale_capacity_requested")
-                              .Help("The requests of the running managed trials, summed")
-                              .Register(*registry_)),
+      capacity_(AddResourceGauges("evoscale_capacity",
+                                  "What managed trials may request together (--capacity)")),
+      capacity_requested_(AddResourceGauges("evoscale_capacity_requested",
+                                            "The requests of the running managed trials, summed")),
       studies_waiting_(prometheus::BuildGauge()
                            .Name("evoscale_studies_waiting")
                            .Help("Active managed studies whose next trial waits for capacity")
@@ -68,6 +80,18 @@ ServiceMetrics::ServiceMetrics()
                                "statements), over both databases")
                          .Register(*registry_)
                          .Add({})) {}
+
+ServiceMetrics::ResourceGauges ServiceMetrics::AddResourceGauges(const std::string& prefix,
+                                                                 const std::string& help) {
+  auto gauge = [&](const char* unit, const char* what) -> prometheus::Family<prometheus::Gauge>& {
+    return prometheus::BuildGauge()
+        .Name(absl::StrCat(prefix, "_", unit))
+        .Help(absl::StrCat(help, ": ", what))
+        .Register(*registry_);
+  };
+  return {gauge("cpu_cores", "CPU cores"), gauge("memory_bytes", "memory in bytes"),
+          gauge("gpus", "GPUs")};
+}
 
 void ServiceMetrics::AttachScheduler(Scheduler* scheduler) {
   absl::MutexLock lock(&scheduler_mu_);
@@ -99,17 +123,64 @@ void ServiceMetrics::RecordRpc(const std::string& method, const std::string& cod
   c->Increment();
 }
 
+namespace {
+
+// Advances `counter` to `total`, a count kept elsewhere that only grows.
+void AdvanceTo(prometheus::Counter& counter, double total) {
+  const double delta = total - counter.Value();
+  if (delta > 0) counter.Increment(delta);
+}
+
+}  // namespace
+
+void ServiceMetrics::ScrapeRecommendations(AutoscalerCore& autoscaler) {
+  std::vector<std::pair<prometheus::Family<prometheus::Gauge>*, prometheus::Gauge*>> set;
+  for (const v1::Recommendation& r : autoscaler.AllRecommendations()) {
+    const auto [ns, name] = KubernetesNamespaceAndName(r.workload());
+    for (const v1::ContainerRecommendation& c : r.containers()) {
+      prometheus::Labels labels = {{"namespace", ns}, {"workload", name}};
+      if (!c.name().empty()) labels["container"] = c.name();
+      const struct {
+        prometheus::Family<prometheus::Gauge>* family;
+        const v1::ResourceBounds* bounds;
+      } resources[] = {{&recommendation_cpu_, &c.cpu_cores()},
+                       {&recommendation_memory_, &c.memory_bytes()},
+                       {c.has_gpu_memory_bytes() ? &recommendation_gpu_memory_ : nullptr,
+                        &c.gpu_memory_bytes()}};
+      for (const auto& [family, b] : resources) {
+        if (family == nullptr) continue;
+        for (const auto& [bound, value] :
+             {std::pair{"target", b->target()}, std::pair{"lower_bound", b->lower_bound()},
+              std::pair{"upper_bound", b->upper_bound()}}) {
+          labels["bound"] = bound;
+          prometheus::Gauge& g = family->Add(labels);
+          g.Set(value);
+          set.emplace_back(family, &g);
+        }
+      }
+    }
+    replicas_.Add({{"namespace", ns}, {"workload", name}}).Set(r.replicas());
+  }
+  // A container that left the recommendation leaves the gauges (else its last value stays).
+  std::sort(set.begin(), set.end());
+  for (const auto& old : recommendation_gauges_) {
+    if (!std::binary_search(set.begin(), set.end(), old)) old.first->Remove(old.second);
+  }
+  recommendation_gauges_ = std::move(set);
+}
+
 std::string ServiceMetrics::Scrape(StudyCore* core, AutoscalerCore* autoscaler) {
+  absl::MutexLock scrape_lock(&scrape_mu_);
   {
     absl::MutexLock lock(&scheduler_mu_);  // held: the scheduler cannot go away meanwhile
     if (scheduler_ != nullptr) {
       const v1::ResourceRequest capacity = scheduler_->capacity();
       const v1::ResourceRequest requested = scheduler_->requested();
-      for (const auto& [family, r] :
+      for (const auto& [gauges, r] :
            {std::pair{&capacity_, &capacity}, std::pair{&capacity_requested_, &requested}}) {
-        family->Add({{"resource", "cpu_cores"}}).Set(r->cpu_cores());
-        family->Add({{"resource", "memory_bytes"}}).Set(static_cast<double>(r->memory_bytes()));
-        family->Add({{"resource", "gpus"}}).Set(r->gpus());
+        gauges->cpu_cores.Add({}).Set(r->cpu_cores());
+        gauges->memory_bytes.Add({}).Set(static_cast<double>(r->memory_bytes()));
+        gauges->gpus.Add({}).Set(r->gpus());
       }
       studies_waiting_.Add({}).Set(scheduler_->waiting_studies());
     }
@@ -126,32 +197,16 @@ std::string ServiceMetrics::Scrape(StudyCore* core, AutoscalerCore* autoscaler) 
       studies_.Add({{"state", v1::Study::State_Name(state)}})
           .Set(static_cast<double>(counts.studies_by_state[state]));
     }
-    store_.Add({{"op", "write"}}).Set(static_cast<double>(counts.store_writes));
+    AdvanceTo(store_.Add({{"op", "write"}}), static_cast<double>(counts.store_writes));
+    AdvanceTo(store_.Add({{"op", "commit"}}), static_cast<double>(counts.store_commits));
     sqlite_memory_.Set(static_cast<double>(sqlite3_memory_used()));
-    store_.Add({{"op", "commit"}}).Set(static_cast<double>(counts.store_commits));
   }
   if (autoscaler != nullptr) {
-    for (const v1::Recommendation& r : autoscaler->AllRecommendations()) {
-      const struct {
-        const char* name;
-        const v1::ResourceBounds& b;
-      } resources[] = {{"cpu_cores", r.cpu_cores()},
-                       {"memory_bytes", r.memory_bytes()},
-                       {"gpu_memory_bytes", r.gpu_memory_bytes()}};
-      for (const auto& [name, b] : resources) {
-        if (!r.has_gpu_memory_bytes() && std::string(name) == "gpu_memory_bytes") continue;
-        for (const auto& [bound, value] :
-             {std::pair{"target", b.target()}, std::pair{"lower_bound", b.lower_bound()},
-              std::pair{"upper_bound", b.upper_bound()}}) {
-          recommendation_.Add({{"workload", r.workload()}, {"resource", name}, {"bound", bound}})
-              .Set(value);
-        }
-      }
-      replicas_.Add({{"workload", r.workload()}}).Set(r.replicas());
-    }
-    samples_.Add({{"result", "accepted"}}).Set(static_cast<double>(autoscaler->accepted_total()));
+    ScrapeRecommendations(*autoscaler);
+    AdvanceTo(samples_.Add({{"result", "accepted"}}),
+              static_cast<double>(autoscaler->accepted_total()));
     for (const auto& [reason, n] : autoscaler->rejected_by_reason_total()) {
-      samples_.Add({{"result", reason}}).Set(static_cast<double>(n));
+      AdvanceTo(samples_.Add({{"result", reason}}), static_cast<double>(n));
     }
   }
   return prometheus::TextSerializer().Serialize(registry_->Collect());

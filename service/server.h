@@ -1,5 +1,6 @@
 // evoscaled assembled: the store, the study core, the gRPC server (StudyService, health,
-// reflection) and the HTTP server. Used by evoscaled's main() and by in-process tests.
+// reflection), the HTTP server and, when asked, Katib's Suggestion API on a gRPC server of its
+// own. Used by evoscaled's main() and by in-process tests.
 #ifndef EVOSCALE_SERVICE_SERVER_H_
 #define EVOSCALE_SERVICE_SERVER_H_
 
@@ -14,6 +15,8 @@
 #include "service/autoscaler_service.h"
 #include "service/common/clock.h"
 #include "service/http_server.h"
+#include "service/katib/katib_suggestion.h"
+#include "service/katib_service.h"
 #include "service/metrics.h"
 #include "service/scheduler/scheduler.h"
 #include "service/store/store.h"
@@ -30,6 +33,16 @@ struct ServerOptions {
   // Telemetry lives in a file of its own; empty: beside db_path ("x.db" -> "x.telemetry.db").
   std::string telemetry_db_path;
   std::string auth_tokens_path;  // empty: no auth, loopback addresses only
+  // TLS on the gRPC and HTTP listeners (PEM files): the certificate and its key, and for
+  // mutual TLS the CA clients' certificates must chain to. Beyond loopback evoscaled needs
+  // tokens and TLS, unless insecure_plaintext (it then says so on stderr).
+  std::string tls_cert_path;
+  std::string tls_key_path;
+  std::string tls_client_ca_path;
+  bool insecure_plaintext = false;
+  // Katib's Suggestion API (api.v1.beta1.Suggestion) and gRPC health, on a gRPC server of its
+  // own; empty: off. Katib dials it in plaintext and sends no token, so it takes none.
+  std::string katib_grpc_address;
   Durability durability = Durability::kProcessCrash;
   // Open a database whose WAL is damaged as of its last commit before the damage, dropping the
   // commits after it (otherwise evoscaled refuses to start; see internal::OpenDatabase).
@@ -57,12 +70,15 @@ class Server {
 
   int grpc_port() const { return grpc_port_; }
   int http_port() const { return http_port_; }
+  int katib_grpc_port() const { return katib_grpc_port_; }  // 0 when --katib-grpc is off
   StudyCore* core() { return core_.get(); }
   AutoscalerCore* autoscaler() { return autoscaler_.get(); }
   Scheduler* scheduler() { return scheduler_.get(); }
 
  private:
   Server() = default;
+  // Starts Katib's Suggestion API on options.katib_grpc_address (after the study core).
+  absl::Status StartKatib(const ServerOptions& options);
   std::unique_ptr<TokenAuth> auth_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<StudyCore> core_;
@@ -75,8 +91,13 @@ class Server {
   std::unique_ptr<AdminServiceImpl> admin_service_;
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<HttpServer> http_;
+  // With --katib-grpc: the Katib Suggestion API and its server (stopped before core_ goes).
+  std::unique_ptr<KatibSuggestion> katib_;
+  std::unique_ptr<KatibSuggestionServiceImpl> katib_service_;
+  std::unique_ptr<grpc::Server> katib_grpc_;
   int grpc_port_ = 0;
   int http_port_ = 0;
+  int katib_grpc_port_ = 0;
   absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -324,7 +324,7 @@
               h('select', {
                 id: 'trial-state',
                 onchange: (e) => { st.filter = e.target.value; st.tokens = ['']; st.index = 0; go(); },
-              }, ['', 'REQUESTED', 'ACTIVE', 'STOPPING', 'SUCCEEDED', 'INFEASIBLE', 'FAILED'].map((s) =>
+              }, ['', 'REQUESTED', 'ACTIVE', 'STOPPING', 'SUCCEEDED', 'STOPPED', 'INFEASIBLE', 'FAILED'].map((s) =>
                 h('option', { value: s }, s || 'all')))),
             h('button', { id: 'trials-prev', type: 'button', disabled: true,
               onclick: () => { if (st.index > 0) { st.index--; go(); } } }, '← Previous'),

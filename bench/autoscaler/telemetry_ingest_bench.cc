@@ -4,6 +4,7 @@
 //   telemetry_ingest_bench [--samples N] [--batch N] [--instances N] [--durability process|power]
 //                          [--runs N]
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -12,6 +13,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/time/clock.h"
 #include "evoscale/v1/autoscaler.grpc.pb.h"
+#include "google/protobuf/util/time_util.h"
 #include "tests/e2e/evoscaled_process.h"
 
 namespace {
@@ -52,11 +54,12 @@ double RunOnce(const Options& o, int run) {
       auto* s = cur.add_samples();
       s->set_workload("bench/ranker");
       s->set_instance("pod-" + std::to_string(i));
-      s->set_timestamp(start + k * 10.0);
+      *s->mutable_time() = google::protobuf::util::TimeUtil::NanosecondsToTimestamp(
+          std::llround((start + k * 10.0) * 1e9));
       s->set_cpu_cores(0.5 + 0.001 * ((k * 7 + i) % 500));
       s->set_memory_bytes(1e9 + 1e6 * ((k + i) % 100));
       s->set_qps(100 + (k % 60));
-      s->set_latency_ms(20);
+      s->set_latency_seconds(0.020);
       if (cur.samples_size() == o.batch) {
         batches.push_back(std::move(cur));
         cur.Clear();

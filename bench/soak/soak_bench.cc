@@ -52,6 +52,7 @@
 #include "absl/time/time.h"
 #include "evoscale/v1/autoscaler.grpc.pb.h"
 #include "evoscale/v1/study.grpc.pb.h"
+#include "google/protobuf/util/time_util.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
 #include "tests/e2e/evoscaled_process.h"
@@ -72,6 +73,7 @@ ABSL_FLAG(std::string, json, "", "write a JSON summary here");
 namespace {
 
 namespace v1 = ::evoscale::v1;
+using ::google::protobuf::util::TimeUtil;
 using Clock = std::chrono::steady_clock;
 
 constexpr auto kRpcDeadline = std::chrono::seconds(30);
@@ -556,11 +558,11 @@ void AddSamples(const std::string& workload, double from, double to, v1::Telemet
       v1::TelemetrySample* s = batch->add_samples();
       s->set_workload(workload);
       s->set_instance(absl::StrCat("pod-", i));
-      s->set_timestamp(t);
+      *s->mutable_time() = TimeUtil::NanosecondsToTimestamp(std::llround(t * 1e9));
       s->set_cpu_cores(1.0 + 0.5 * wave);
       s->set_memory_bytes((1.5 + 0.25 * wave) * (1 << 30));
       s->set_qps(200 + 100 * wave);
-      s->set_latency_ms(25 + 10 * wave);
+      s->set_latency_seconds(0.025 + 0.010 * wave);
     }
   }
 }

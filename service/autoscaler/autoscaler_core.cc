@@ -8,9 +8,11 @@
 #include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "google/protobuf/util/time_util.h"
 #include "load_model/replica_load_window.h"
 #include "service/autoscaler/internal/recommenders.h"
 
@@ -21,56 +23,106 @@ using ::absl::StrCat;
 using ::absl::StrFormat;
 
 namespace {
+
+using ::google::protobuf::util::TimeUtil;
+
 double ToUnixSecondsDouble(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoch()); }
+double ToUnixSecondsDouble(const google::protobuf::Timestamp& t) {
+  return static_cast<double>(t.seconds()) + t.nanos() * 1e-9;
+}
+google::protobuf::Timestamp ToTimestamp(double unix_seconds) {
+  return TimeUtil::NanosecondsToTimestamp(std::llround(unix_seconds * 1e9));
+}
+
+// How a series is named in messages: `instance "pod-1"`, `instance "pod-1" container "app"`.
+std::string SeriesName(const std::string& instance, const std::string& container) {
+  return container.empty() ? StrCat("instance \"", instance, "\"")
+                           : StrCat("instance \"", instance, "\" container \"", container, "\"");
+}
+
 }  // namespace
 
 struct AutoscalerCore::WorkloadState {
-  struct Instance {
-    int64_t id = 0;
+  // (instance, container): samples are ordered, and stored, per series.
+  using SeriesKey = std::pair<std::string, std::string>;
+  struct Series {
+    int64_t id = 0;  // the store's instance row
     double last_timestamp = -std::numeric_limits<double>::infinity();
+  };
+  // One container's load models, fed with that container's samples from every instance.
+  struct Container {
+    std::unique_ptr<load_model::ResourceRecommender> resources;  // CPU and memory
+    // GPU memory as "memory"; null until the container reports some.
+    std::unique_ptr<load_model::ResourceRecommender> gpu_memory;
+    double newest_timestamp = 0;
   };
 
   int64_t id = 0;
   v1::Workload workload;
   int64_t sample_count = 0;
-  absl::flat_hash_map<std::string, Instance> instances;
-  std::unique_ptr<load_model::ResourceRecommender> resources;      // CPU and memory
-  std::unique_ptr<load_model::ResourceRecommender> gpu_memory;     // GPU memory as "memory"
+  absl::flat_hash_map<SeriesKey, Series> series;
+  std::map<std::string, Container> containers;  // by name; "" for samples that name none
+  // Instance names as the replica window counts them (its containers are one replica).
+  absl::flat_hash_map<std::string, int64_t> instance_numbers;
   std::unique_ptr<load_model::ReplicaRecommender> replicas;
-  bool has_gpu_memory = false;
   double newest_timestamp = 0;
 
   load_model::ReplicaLoadWindow window{kLoadWindowSeconds};
   load_model::ReplicaRecommendation last_replicas;
   int current_replicas = 0;
 
-  void Feed(const TelemetryRow& r) {
+  Container& ContainerNamed(const std::string& name) {
+    auto [it, inserted] = containers.try_emplace(name);
+    if (inserted) it->second.resources = MakeResourceRecommender(workload);
+    return it->second;
+  }
+
+  // Whether `c` still counts: it has reported within kStaleContainerSeconds of the newest
+  // sample of any container (a renamed or removed container drops out of the sums).
+  bool Live(const Container& c) const {
+    return c.newest_timestamp >= newest_timestamp - kStaleContainerSeconds;
+  }
+
+  // One instance's CPU request at `at`: its live containers' targets, summed.
+  double InstanceCpuTarget(absl::Time at) {
+    double cores = 0;
+    for (auto& [name, c] : containers) {
+      if (Live(c)) cores += c.resources->Recommend(at).cpu_cores.target;
+    }
+    return cores;
+  }
+
+  void Feed(const TelemetryRow& r, const SeriesKey& key) {
     const absl::Time t = absl::FromUnixSeconds(0) + absl::Seconds(r.timestamp);
+    Container& c = ContainerNamed(key.second);
     load_model::UsageSample u;
     u.time = t;
     u.cpu_cores = r.cpu_cores;
     u.memory_bytes = r.memory_bytes;
     u.load = r.qps > 0 ? r.qps : -1;
-    resources->AddSample(u);
-    if (r.oom) resources->RecordOom(t, r.memory_bytes);
+    c.resources->AddSample(u);
+    if (r.oom) c.resources->RecordOom(t, r.memory_bytes);
     if (r.gpu_memory_bytes > 0) {
-      has_gpu_memory = true;
+      if (c.gpu_memory == nullptr) c.gpu_memory = MakeResourceRecommender(workload);
       load_model::UsageSample g;
       g.time = t;
       g.memory_bytes = r.gpu_memory_bytes;
-      gpu_memory->AddSample(g);
+      c.gpu_memory->AddSample(g);
     }
+    c.newest_timestamp = std::max(c.newest_timestamp, r.timestamp);
     newest_timestamp = std::max(newest_timestamp, r.timestamp);
     ++sample_count;
 
-    const load_model::InstanceSample sample{.instance = r.instance_id,
+    const int64_t instance =
+        instance_numbers.try_emplace(key.first, instance_numbers.size()).first->second;
+    const load_model::InstanceSample sample{.instance = instance,
                                             .timestamp = r.timestamp,
                                             .cpu_cores = r.cpu_cores,
                                             .qps = r.qps,
                                             .gpu_utilization = r.gpu_utilization,
                                             .latency_ms = r.latency_ms};
-    std::optional<load_model::LoadSample> closed = window.Add(
-        sample, [this](absl::Time at) { return resources->Recommend(at).cpu_cores.target; });
+    std::optional<load_model::LoadSample> closed =
+        window.Add(sample, [this](absl::Time at) { return InstanceCpuTarget(at); });
     if (closed.has_value()) {
       replicas->AddSample(*closed);
       current_replicas = closed->replicas;
@@ -78,31 +130,57 @@ struct AutoscalerCore::WorkloadState {
     }
   }
 
+  // Per live container, and their sums: what one instance needs.
   v1::Recommendation Recommendation(absl::Time now) {
     v1::Recommendation out;
     out.set_workload(workload.name());
     out.set_policy(std::string(load_model::PolicyName(PolicyOf(workload))));
-    load_model::ResourceRecommendation r = resources->Recommend(now);
     auto set = [](const load_model::ResourceEstimate& e, v1::ResourceBounds* b) {
       b->set_target(e.target);
       b->set_lower_bound(e.lower_bound);
       b->set_upper_bound(e.upper_bound);
     };
-    set(r.cpu_cores, out.mutable_cpu_cores());
-    set(r.memory_bytes, out.mutable_memory_bytes());
-    if (has_gpu_memory) set(gpu_memory->Recommend(now).memory_bytes, out.mutable_gpu_memory_bytes());
+    auto add = [](const load_model::ResourceEstimate& e, v1::ResourceBounds* sum) {
+      sum->set_target(sum->target() + e.target);
+      sum->set_lower_bound(sum->lower_bound() + e.lower_bound);
+      sum->set_upper_bound(sum->upper_bound() + e.upper_bound);
+    };
+    std::vector<std::pair<const std::string*, Container*>> live;
+    for (auto& [name, c] : containers) {
+      if (Live(c)) live.emplace_back(&name, &c);
+    }
+    double days = std::numeric_limits<double>::infinity();
+    std::string explanation;
+    for (const auto& [name, c] : live) {
+      const load_model::ResourceRecommendation r = c->resources->Recommend(now);
+      v1::ContainerRecommendation* container = out.add_containers();
+      container->set_name(*name);
+      set(r.cpu_cores, container->mutable_cpu_cores());
+      set(r.memory_bytes, container->mutable_memory_bytes());
+      add(r.cpu_cores, out.mutable_cpu_cores());
+      add(r.memory_bytes, out.mutable_memory_bytes());
+      if (c->gpu_memory != nullptr) {
+        const load_model::ResourceEstimate gpu = c->gpu_memory->Recommend(now).memory_bytes;
+        set(gpu, container->mutable_gpu_memory_bytes());
+        add(gpu, out.mutable_gpu_memory_bytes());
+      }
+      days = std::min(days, r.confidence);
+      if (r.explanation.empty()) continue;
+      absl::StrAppend(&explanation, explanation.empty() ? "" : "; ");
+      if (live.size() > 1) absl::StrAppend(&explanation, name->empty() ? "(unnamed)" : *name, ": ");
+      absl::StrAppend(&explanation, r.explanation);
+    }
     int replicas = last_replicas.replicas > 0 ? last_replicas.replicas : current_replicas;
     if (workload.min_replicas() > 0) replicas = std::max(replicas, workload.min_replicas());
     if (workload.max_replicas() > 0) replicas = std::min(replicas, workload.max_replicas());
     out.set_replicas(replicas);
     // Confidence in [0, 1]: a week of evidence is full confidence.
-    out.set_confidence(std::min(1.0, r.confidence / 7.0));
-    std::string explanation = r.explanation;
+    out.set_confidence(live.empty() ? 0 : std::min(1.0, days / 7.0));
     if (!last_replicas.explanation.empty()) {
       absl::StrAppend(&explanation, explanation.empty() ? "" : "; ", last_replicas.explanation);
     }
     out.set_explanation(explanation);
-    out.set_timestamp(newest_timestamp);
+    *out.mutable_newest_sample_time() = ToTimestamp(newest_timestamp);
     return out;
   }
 };
@@ -125,8 +203,6 @@ std::unique_ptr<AutoscalerCore::WorkloadState> AutoscalerCore::NewState(int64_t 
   auto s = std::make_unique<WorkloadState>();
   s->id = id;
   s->workload = w;
-  s->resources = MakeResourceRecommender(w);
-  s->gpu_memory = MakeResourceRecommender(w);
   s->replicas = MakeReplicaRecommender(w);
   return s;
 }
@@ -144,21 +220,28 @@ absl::Status AutoscalerCore::Load() {
     next_workload_id_ = std::max(next_workload_id_, w.id + 1);
     workloads_[w.workload.name()] = std::move(state);
   }
-  std::map<int64_t, std::pair<WorkloadState*, WorkloadState::Instance*>> instance_by_id;
   for (const StoredInstance& in : *instances) {
     auto it = by_id.find(in.workload_id);
     if (it == by_id.end()) continue;  // cannot happen: foreign key
-    WorkloadState::Instance& inst = it->second->instances[in.name];
-    inst.id = in.id;
-    instance_by_id[in.id] = {it->second, &inst};
+    it->second->series[{in.name, in.container}].id = in.id;
     next_instance_id_ = std::max(next_instance_id_, in.id + 1);
   }
+  // Every series is in place: the pointers below stay valid while the samples are fed.
+  struct Owner {
+    WorkloadState* state;
+    const WorkloadState::SeriesKey* key;
+    WorkloadState::Series* series;
+  };
+  absl::flat_hash_map<int64_t, Owner> owner_by_id;
+  for (const auto& [name, state] : workloads_) {
+    for (auto& [key, series] : state->series) owner_by_id[series.id] = {state.get(), &key, &series};
+  }
   return store_->ScanSamples([&](const TelemetryRow& r) {
-    auto it = instance_by_id.find(r.instance_id);
-    if (it == instance_by_id.end()) return;
-    auto [state, inst] = it->second;
-    state->Feed(r);
-    inst->last_timestamp = std::max(inst->last_timestamp, r.timestamp);
+    auto it = owner_by_id.find(r.instance_id);
+    if (it == owner_by_id.end()) return;
+    const Owner& o = it->second;
+    o.state->Feed(r, *o.key);
+    o.series->last_timestamp = std::max(o.series->last_timestamp, r.timestamp);
   });
 }
 
@@ -195,8 +278,8 @@ absl::Status AutoscalerCore::ValidateWorkload(const v1::Workload& w) {
     return InvalidArgumentError(StrFormat("workload.min_replicas: %d must be <= max_replicas %d",
                                           w.min_replicas(), w.max_replicas()));
   }
-  if (!(w.latency_slo_ms() >= 0) || !std::isfinite(w.latency_slo_ms())) {
-    return InvalidArgumentError("workload.latency_slo_ms: must be finite and >= 0");
+  if (!(w.latency_slo_seconds() >= 0) || !std::isfinite(w.latency_slo_seconds())) {
+    return InvalidArgumentError("workload.latency_slo_seconds: must be finite and >= 0");
   }
   if (!(w.replica_capacity_qps() >= 0) || !std::isfinite(w.replica_capacity_qps())) {
     return InvalidArgumentError("workload.replica_capacity_qps: must be finite and >= 0");
@@ -225,7 +308,7 @@ absl::StatusOr<v1::Workload> AutoscalerCore::PutWorkload(const v1::PutWorkloadRe
   } else if (PolicyOf(it->second->workload) != PolicyOf(req.workload())) {
     // A new policy starts from the workload's history, as after a restart.
     auto fresh = NewState(id, req.workload());
-    fresh->instances = std::move(it->second->instances);
+    fresh->series = std::move(it->second->series);
     it->second = std::move(fresh);
     ++version_;
   } else {
@@ -269,16 +352,22 @@ struct Rejection {
 
 std::optional<Rejection> CheckSampleFields(const v1::TelemetrySample& s, double now) {
   if (s.instance().empty() || s.instance().size() > kMaxInstanceNameLength) {
-    return Rejection{"bad_field", StrCat("instance: must be 1 to ", kMaxInstanceNameLength,
-                                         " bytes")};
+    return Rejection{"bad_field",
+                     StrCat("instance: must be 1 to ", kMaxInstanceNameLength, " bytes")};
+  }
+  if (s.container().size() > kMaxInstanceNameLength) {
+    return Rejection{"bad_field",
+                     StrCat("container: longer than ", kMaxInstanceNameLength, " bytes")};
   }
   const struct {
     const char* name;
     double value;
-  } fields[] = {{"timestamp", s.timestamp()},   {"cpu_cores", s.cpu_cores()},
-                {"memory_bytes", s.memory_bytes()}, {"gpu_utilization", s.gpu_utilization()},
-                {"gpu_memory_bytes", s.gpu_memory_bytes()}, {"qps", s.qps()},
-                {"latency_ms", s.latency_ms()}};
+  } fields[] = {{"cpu_cores", s.cpu_cores()},
+                {"memory_bytes", s.memory_bytes()},
+                {"gpu_utilization", s.gpu_utilization()},
+                {"gpu_memory_bytes", s.gpu_memory_bytes()},
+                {"qps", s.qps()},
+                {"latency_seconds", s.latency_seconds()}};
   for (const auto& f : fields) {
     if (!std::isfinite(f.value)) {
       return Rejection{"not_finite", StrFormat("%s: %g is not finite", f.name, f.value)};
@@ -287,14 +376,24 @@ std::optional<Rejection> CheckSampleFields(const v1::TelemetrySample& s, double 
       return Rejection{"negative", StrFormat("%s: %g is negative", f.name, f.value)};
     }
   }
-  if (s.timestamp() == 0) return Rejection{"bad_field", "timestamp: must be set (unix seconds)"};
+  if (!s.has_time()) return Rejection{"bad_field", "time: must be set"};
+  const google::protobuf::Timestamp& t = s.time();
+  if (t.seconds() < TimeUtil::kTimestampMinSeconds ||
+      t.seconds() > TimeUtil::kTimestampMaxSeconds || t.nanos() < 0 || t.nanos() > 999999999) {
+    return Rejection{"bad_field", StrFormat("time: seconds %d, nanos %d is not a valid Timestamp",
+                                            t.seconds(), t.nanos())};
+  }
+  if (t.seconds() <= 0) {
+    return Rejection{"bad_field",
+                     StrCat("time: ", TimeUtil::ToString(t), " is not after 1970-01-01")};
+  }
   if (s.gpu_utilization() > 1) {
     return Rejection{"bad_field",
                      StrFormat("gpu_utilization: %g must be in [0, 1]", s.gpu_utilization())};
   }
-  if (s.timestamp() > now + kMaxFutureSkewSeconds) {
-    return Rejection{"future", StrFormat("timestamp: %.3f is %.0f s ahead of the server's clock",
-                                         s.timestamp(), s.timestamp() - now)};
+  if (const double ahead = ToUnixSecondsDouble(t) - now; ahead > kMaxFutureSkewSeconds) {
+    return Rejection{"future", StrFormat("time: %s is %.0f s ahead of the server's clock",
+                                         TimeUtil::ToString(t), ahead)};
   }
   return std::nullopt;
 }
@@ -302,32 +401,33 @@ std::optional<Rejection> CheckSampleFields(const v1::TelemetrySample& s, double 
 TelemetryRow ToRow(const v1::TelemetrySample& s, int64_t instance_id) {
   TelemetryRow r;
   r.instance_id = instance_id;
-  r.timestamp = s.timestamp();
+  r.timestamp = ToUnixSecondsDouble(s.time());
   r.cpu_cores = s.cpu_cores();
   r.memory_bytes = s.memory_bytes();
   r.gpu_utilization = s.gpu_utilization();
   r.gpu_memory_bytes = s.gpu_memory_bytes();
   r.qps = s.qps();
-  r.latency_ms = s.latency_ms();
+  r.latency_ms = s.latency_seconds() * 1000;
   r.oom = s.oom();
   return r;
 }
 
 }  // namespace
 
-// What one batch will do once stored: its accepted rows, the instances it creates, the newest
-// timestamp of each instance it touches, and its rejections.
+// What one batch will do once stored: its accepted rows, the series it creates, the newest
+// timestamp of each series it touches, and its rejections.
 struct AutoscalerCore::IngestPlan {
-  std::vector<TelemetryRow> rows;
-  std::vector<WorkloadState*> row_workload;  // the workload of rows[i]
+  std::vector<TelemetryRow> rows;  // rows[i].instance_id is a key of `touched`
   std::vector<StoredInstance> new_instances;
   struct Touched {
     WorkloadState* workload;
-    std::string name;
+    WorkloadState::SeriesKey key;
     double last_timestamp;
   };
-  absl::flat_hash_map<int64_t, Touched> touched;  // by instance id
-  absl::flat_hash_map<std::pair<WorkloadState*, std::string>, int64_t> new_ids;
+  absl::flat_hash_map<int64_t, Touched> touched;  // by series id
+  absl::flat_hash_map<std::pair<WorkloadState*, WorkloadState::SeriesKey>, int64_t> new_ids;
+  // Containers its samples name that their workloads do not have yet.
+  absl::flat_hash_map<WorkloadState*, absl::flat_hash_set<std::string>> new_containers;
   std::map<std::string, int64_t> rejected;  // by reason
   int64_t next_instance_id = 0;
 };
@@ -337,7 +437,6 @@ AutoscalerCore::IngestPlan AutoscalerCore::PlanIngest(const v1::TelemetryBatch& 
                                                       v1::ReportTelemetryResponse* resp) {
   IngestPlan plan;
   plan.rows.reserve(batch.samples_size());
-  plan.row_workload.reserve(batch.samples_size());
   plan.next_instance_id = next_instance_id_;
   for (int i = 0; i < batch.samples_size(); ++i) {
     const v1::TelemetrySample& s = batch.samples(i);
@@ -358,36 +457,50 @@ AutoscalerCore::IngestPlan AutoscalerCore::PlanIngest(const v1::TelemetryBatch& 
       continue;
     }
     WorkloadState* w = wit->second.get();
-    int64_t instance_id;
+    if (!w->containers.contains(s.container())) {
+      absl::flat_hash_set<std::string>& added = plan.new_containers[w];
+      if (!added.contains(s.container()) &&
+          w->containers.size() + added.size() >= kMaxContainersPerWorkload) {
+        reject("too_many_containers",
+               StrCat("container: \"", s.container(), "\" would be one more than the ",
+                      kMaxContainersPerWorkload, " container names a workload may have"));
+        continue;
+      }
+      added.insert(s.container());
+    }
+    WorkloadState::SeriesKey key{s.instance(), s.container()};
+    int64_t series_id;
     double last = -std::numeric_limits<double>::infinity();
-    if (auto iit = w->instances.find(s.instance()); iit != w->instances.end()) {
-      instance_id = iit->second.id;
-      last = iit->second.last_timestamp;
+    if (auto sit = w->series.find(key); sit != w->series.end()) {
+      series_id = sit->second.id;
+      last = sit->second.last_timestamp;
     } else {
-      auto [nit, inserted] = plan.new_ids.try_emplace({w, s.instance()}, plan.next_instance_id);
+      auto [nit, inserted] = plan.new_ids.try_emplace({w, key}, plan.next_instance_id);
       if (inserted) {
-        plan.new_instances.push_back({plan.next_instance_id, w->id, s.instance()});
+        plan.new_instances.push_back({plan.next_instance_id, w->id, s.instance(), s.container()});
         ++plan.next_instance_id;
       }
-      instance_id = nit->second;
+      series_id = nit->second;
     }
     auto [tit, first_touch] =
-        plan.touched.try_emplace(instance_id, IngestPlan::Touched{w, s.instance(), last});
+        plan.touched.try_emplace(series_id, IngestPlan::Touched{w, std::move(key), last});
     last = tit->second.last_timestamp;
-    if (s.timestamp() == last) {
-      reject("duplicate", StrFormat("timestamp: %.3f repeats the last sample of instance \"%s\"",
-                                    s.timestamp(), s.instance()));
+    const double t = ToUnixSecondsDouble(s.time());
+    if (t == last) {
+      reject("duplicate",
+             StrCat("time: ", TimeUtil::ToString(s.time()), " repeats the last sample of ",
+                    SeriesName(s.instance(), s.container())));
       continue;
     }
-    if (s.timestamp() < last) {
+    if (t < last) {
       reject("out_of_order",
-             StrFormat("timestamp: %.3f is older than the last sample %.3f of instance \"%s\"",
-                       s.timestamp(), last, s.instance()));
+             StrCat("time: ", TimeUtil::ToString(s.time()), " is older than the last sample ",
+                    TimeUtil::ToString(ToTimestamp(last)), " of ",
+                    SeriesName(s.instance(), s.container())));
       continue;
     }
-    tit->second.last_timestamp = s.timestamp();
-    plan.rows.push_back(ToRow(s, instance_id));
-    plan.row_workload.push_back(w);
+    tit->second.last_timestamp = t;
+    plan.rows.push_back(ToRow(s, series_id));
   }
   return plan;
 }
@@ -395,11 +508,14 @@ AutoscalerCore::IngestPlan AutoscalerCore::PlanIngest(const v1::TelemetryBatch& 
 void AutoscalerCore::ApplyIngest(const IngestPlan& plan, v1::ReportTelemetryResponse* resp) {
   next_instance_id_ = plan.next_instance_id;
   for (const auto& [id, t] : plan.touched) {
-    WorkloadState::Instance& inst = t.workload->instances[t.name];
-    inst.id = id;
-    inst.last_timestamp = t.last_timestamp;
+    WorkloadState::Series& series = t.workload->series[t.key];
+    series.id = id;
+    series.last_timestamp = t.last_timestamp;
   }
-  for (size_t i = 0; i < plan.rows.size(); ++i) plan.row_workload[i]->Feed(plan.rows[i]);
+  for (const TelemetryRow& row : plan.rows) {
+    const IngestPlan::Touched& t = plan.touched.at(row.instance_id);
+    t.workload->Feed(row, t.key);
+  }
   int64_t rejected_count = 0;
   for (const auto& [reason, n] : plan.rejected) {
     (*resp->mutable_rejected_by_reason())[reason] += n;

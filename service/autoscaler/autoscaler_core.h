@@ -1,6 +1,8 @@
 // AutoscalerCore: the AutoscalerService's logic, independent of gRPC. Telemetry is validated
 // sample by sample, stored in one transaction per batch, and fed to each workload's load
-// models, which answer recommendations.
+// models, which answer recommendations: one resource model per container (by
+// TelemetrySample.container), one replica model per workload. The API's units (seconds,
+// google.protobuf.Timestamp) become the store's and load_model/'s here.
 #ifndef EVOSCALE_SERVICE_AUTOSCALER_AUTOSCALER_CORE_H_
 #define EVOSCALE_SERVICE_AUTOSCALER_AUTOSCALER_CORE_H_
 
@@ -26,11 +28,17 @@ namespace evoscale::service {
 inline constexpr int kMaxSamplesPerBatch = 100000;
 inline constexpr int kMaxWorkloadNameLength = 253;
 inline constexpr int kMaxInstanceNameLength = 253;
+// Container names per workload (each has its own load models): samples naming more are
+// rejected as "too_many_containers".
+inline constexpr size_t kMaxContainersPerWorkload = 64;
 inline constexpr int kMaxReportedErrors = 10;
 // Samples stamped further ahead of the server's clock than this are rejected.
 inline constexpr double kMaxFutureSkewSeconds = 300;
 // Samples of all instances within one window make one replica-load observation.
 inline constexpr double kLoadWindowSeconds = 60;
+// A container whose newest sample is older than the workload's newest by more than this is
+// left out of the workload's recommendation (renamed or removed from the pod).
+inline constexpr double kStaleContainerSeconds = 86400;
 
 // Thread-safe.
 class AutoscalerCore {

@@ -16,10 +16,12 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <random>
 #include <memory>
 #include <ostream>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -171,7 +173,7 @@ CLI::Validator TrialStateName() {
           return v1::Trial::State_Parse(name, state);
         },
         v1::Trial::STATE_UNSPECIFIED, "trial state",
-        "requested, active, stopping, succeeded, infeasible or failed", text);
+        "requested, active, stopping, succeeded, stopped, infeasible or failed", text);
   });
 }
 
@@ -237,8 +239,8 @@ class Invocation {
     return status.ok() ? absl::OkStatus() : RpcError(rpc_name, status);
   }
 
-  // Prints `message` as one line of protobuf JSON.
-  absl::Status PrintJson(const google::protobuf::Message& message) const {
+  // Prints `message` as -o asks: one line of protobuf JSON, or a YAML document.
+  absl::Status PrintMessage(const google::protobuf::Message& message) const {
     google::protobuf::util::JsonPrintOptions options;
     options.preserve_proto_field_names = true;
     options.always_print_primitive_fields = true;  // scripts see every field, even false/0
@@ -246,7 +248,18 @@ class Invocation {
     google::protobuf::util::Status status =
         google::protobuf::util::MessageToJsonString(message, &json, options);
     if (!status.ok()) return absl::InternalError(status.message().ToString());
-    out_ << json << "\n";
+    return PrintJsonText(json);
+  }
+
+  // Prints JSON text as -o asks (yaml: converted, as a YAML document).
+  absl::Status PrintJsonText(const std::string& json) const {
+    if (global().output != "yaml") {
+      out_ << json << "\n";
+      return absl::OkStatus();
+    }
+    absl::StatusOr<std::string> yaml = JsonToYaml(json);
+    if (!yaml.ok()) return absl::InternalError(yaml.status().message());
+    out_ << "---\n" << *yaml;
     return absl::OkStatus();
   }
 
@@ -267,6 +280,7 @@ struct Command {
   // the fields of `arguments` they fill.
   void (*define)(CLI::App& command, CommandArguments& arguments);
   absl::Status (*run)(const Invocation&);
+  bool short_form = false;  // an older spelling of another command: listed apart in the usage
 };
 
 std::string StudyState(v1::Study::State state) {
@@ -287,7 +301,7 @@ absl::Status PrintStudies(const Invocation& invocation,
 }
 
 absl::Status PrintStudy(const Invocation& invocation, const v1::Study& study) {
-  if (invocation.global().json) return invocation.PrintJson(study);
+  if (invocation.global().structured()) return invocation.PrintMessage(study);
   google::protobuf::RepeatedPtrField<v1::Study> one;
   *one.Add() = study;
   return PrintStudies(invocation, one);
@@ -346,7 +360,7 @@ absl::Status PrintTrials(const Invocation& invocation,
 }
 
 absl::Status PrintTrial(const Invocation& invocation, const v1::Trial& trial) {
-  if (invocation.global().json) return invocation.PrintJson(trial);
+  if (invocation.global().structured()) return invocation.PrintMessage(trial);
   google::protobuf::RepeatedPtrField<v1::Trial> one;
   *one.Add() = trial;
   return PrintTrials(invocation, one);
@@ -439,7 +453,7 @@ absl::Status RunStudyList(const Invocation& invocation) {
       },
       &all);
   if (!listed.ok()) return listed;
-  if (invocation.global().json) return invocation.PrintJson(all);
+  if (invocation.global().structured()) return invocation.PrintMessage(all);
   return PrintStudies(invocation, all.studies());
 }
 
@@ -457,7 +471,7 @@ absl::Status RunStudyGet(const Invocation& invocation) {
       !s.ok()) {
     return s;
   }
-  if (invocation.global().json) return invocation.PrintJson(study);
+  if (invocation.global().structured()) return invocation.PrintMessage(study);
 
   // A readable summary of the study and its search space; --json shows everything.
   const v1::StudySpec& spec = study.spec();
@@ -577,7 +591,7 @@ absl::Status RunStudyDelete(const Invocation& invocation) {
       !s.ok()) {
     return s;
   }
-  if (invocation.global().json) return invocation.PrintJson(response);
+  if (invocation.global().structured()) return invocation.PrintMessage(response);
   invocation.out() << "deleted " << *name << "\n";
   return absl::OkStatus();
 }
@@ -615,7 +629,7 @@ void DefineTrialsList(CLI::App& command, CommandArguments& arguments) {
   command
       .add_option("--state", arguments.trial_state,
                   "only trials in this state: requested, active, stopping, succeeded, "
-                  "infeasible or failed")
+                  "stopped, infeasible or failed")
       ->type_name("STATE")
       ->transform(TrialStateName());
   command.add_option("--page-size", arguments.page_size, "trials per call (default: the server's)")
@@ -642,7 +656,7 @@ absl::Status RunTrialsList(const Invocation& invocation) {
       },
       &all);
   if (!listed.ok()) return listed;
-  if (invocation.global().json) return invocation.PrintJson(all);
+  if (invocation.global().structured()) return invocation.PrintMessage(all);
   return PrintTrials(invocation, all.trials());
 }
 
@@ -653,7 +667,8 @@ void DefineSuggest(CLI::App& command, CommandArguments& arguments) {
       ->check(IntegerIn(1, kMaxPageSize));
   command
       .add_option("--client-id", arguments.client_id,
-                  "the worker the trials are for (default cli-HOSTNAME)")
+                  "the worker the trials are for (default: one of this process's own, "
+                  "cli-HOSTNAME-PID-NONCE)")
       ->type_name("ID")
       ->check(NotEmpty("the id"));
 }
@@ -663,10 +678,7 @@ absl::Status RunSuggest(const Invocation& invocation) {
   absl::StatusOr<std::string> parent = NormalizeStudyName(arguments.study);
   if (!parent.ok()) return parent.status();
   std::string client_id = arguments.client_id;
-  if (client_id.empty()) {
-    client_id =
-        invocation.env().hostname.empty() ? "cli" : absl::StrCat("cli-", invocation.env().hostname);
-  }
+  if (client_id.empty()) client_id = DefaultClientId(invocation.env());
   v1::SuggestTrialsRequest request;
   request.set_parent(*parent);
   request.set_suggestion_count(arguments.count);
@@ -680,7 +692,7 @@ absl::Status RunSuggest(const Invocation& invocation) {
       !s.ok()) {
     return s;
   }
-  if (invocation.global().json) return invocation.PrintJson(response);
+  if (invocation.global().structured()) return invocation.PrintMessage(response);
   if (response.trials().empty()) {
     invocation.out() << "no trials suggested; " << *parent << " is "
                      << v1::Study::State_Name(response.study_state()) << "\n";
@@ -805,7 +817,7 @@ absl::Status RunShouldStop(const Invocation& invocation) {
       !s.ok()) {
     return s;
   }
-  if (invocation.global().json) return invocation.PrintJson(response);
+  if (invocation.global().structured()) return invocation.PrintMessage(response);
   invocation.out() << (response.should_stop() ? "true" : "false") << "\n";
   return absl::OkStatus();
 }
@@ -824,8 +836,61 @@ absl::Status RunOptimal(const Invocation& invocation) {
       !s.ok()) {
     return s;
   }
-  if (invocation.global().json) return invocation.PrintJson(response);
+  if (invocation.global().structured()) return invocation.PrintMessage(response);
   return PrintTrials(invocation, response.optimal_trials());
+}
+
+absl::Status RunTrialGet(const Invocation& invocation) {
+  absl::StatusOr<std::string> name = ValidateTrialName(invocation.arguments().trial);
+  if (!name.ok()) return name.status();
+  v1::GetTrialRequest request;
+  request.set_name(*name);
+  v1::Trial trial;
+  if (absl::Status s = invocation.Call("GetTrial",
+                                       [&](grpc::ClientContext* context) {
+                                         return invocation.stub().GetTrial(context, request,
+                                                                           &trial);
+                                       });
+      !s.ok()) {
+    return s;
+  }
+  if (invocation.global().structured()) return invocation.PrintMessage(trial);
+  google::protobuf::RepeatedPtrField<v1::Trial> one;
+  *one.Add() = trial;
+  if (absl::Status s = PrintTrials(invocation, one); !s.ok()) return s;
+  // Below the row: what the row leaves out.
+  if (!trial.infeasible_reason().empty()) {
+    invocation.out() << "reason: " << trial.infeasible_reason() << "\n";
+  }
+  for (const v1::Measurement& m : trial.measurements()) {
+    invocation.out() << "step " << m.step() << ": " << FormatMetrics(m) << "\n";
+  }
+  std::vector<std::pair<std::string, std::string>> metadata(trial.metadata().begin(),
+                                                            trial.metadata().end());
+  std::sort(metadata.begin(), metadata.end());
+  for (const auto& [key, value] : metadata) {
+    invocation.out() << "metadata " << key << ": " << value << "\n";
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunTrialDelete(const Invocation& invocation) {
+  absl::StatusOr<std::string> name = ValidateTrialName(invocation.arguments().trial);
+  if (!name.ok()) return name.status();
+  v1::DeleteTrialRequest request;
+  request.set_name(*name);
+  v1::DeleteTrialResponse response;
+  if (absl::Status s = invocation.Call("DeleteTrial",
+                                       [&](grpc::ClientContext* context) {
+                                         return invocation.stub().DeleteTrial(context, request,
+                                                                              &response);
+                                       });
+      !s.ok()) {
+    return s;
+  }
+  if (invocation.global().structured()) return invocation.PrintMessage(response);
+  invocation.out() << "deleted " << *name << "\n";
+  return absl::OkStatus();
 }
 
 // ---- Autoscaler commands -------------------------------------------------------------------
@@ -930,7 +995,7 @@ absl::Status RunWorkloadPut(const Invocation& invocation) {
       !s.ok()) {
     return s;
   }
-  if (invocation.global().json) return invocation.PrintJson(out);
+  if (invocation.global().structured()) return invocation.PrintMessage(out);
   invocation.out() << FormatTable({"NAME", "POLICY", "KIND", "SAMPLES"}, {WorkloadRow(out)});
   return absl::OkStatus();
 }
@@ -946,7 +1011,7 @@ absl::Status RunWorkloadList(const Invocation& invocation) {
       !s.ok()) {
     return s;
   }
-  if (invocation.global().json) return invocation.PrintJson(response);
+  if (invocation.global().structured()) return invocation.PrintMessage(response);
   std::vector<std::vector<std::string>> rows;
   for (const v1::Workload& w : response.workloads()) rows.push_back(WorkloadRow(w));
   invocation.out() << FormatTable({"NAME", "POLICY", "KIND", "SAMPLES"}, rows);
@@ -956,7 +1021,7 @@ absl::Status RunWorkloadList(const Invocation& invocation) {
 absl::Status RunWorkloadGet(const Invocation& invocation) {
   absl::StatusOr<v1::Workload> w = GetWorkloadRpc(invocation, invocation.arguments().workload);
   if (!w.ok()) return w.status();
-  if (invocation.global().json) return invocation.PrintJson(*w);
+  if (invocation.global().structured()) return invocation.PrintMessage(*w);
   invocation.out() << FormatTable({"NAME", "POLICY", "KIND", "SAMPLES"}, {WorkloadRow(*w)});
   return absl::OkStatus();
 }
@@ -966,12 +1031,6 @@ void DefineRecommend(CLI::App& command, CommandArguments& arguments) {
       ->type_name("")
       ->required();
   command
-      .add_option("-o,--output", arguments.output,
-                  "table (default; json with --json), json, or yaml: a VerticalPodAutoscaler "
-                  "and a KEDA ScaledObject")
-      ->type_name("FORMAT")
-      ->check(OneOf({"table", "json", "yaml"}, "table, json or yaml"));
-  command
       .add_option("--prometheus-url", arguments.kubernetes.prometheus_url,
                   "where the ScaledObject's trigger reads evoscale's gauges")
       ->type_name("URL");
@@ -979,8 +1038,7 @@ void DefineRecommend(CLI::App& command, CommandArguments& arguments) {
 
 absl::Status RunRecommend(const Invocation& invocation) {
   const CommandArguments& arguments = invocation.arguments();
-  std::string output = arguments.output;
-  if (output.empty()) output = invocation.global().json ? "json" : "table";
+  const std::string& output = invocation.global().output;
   v1::GetRecommendationRequest request;
   request.set_workload(arguments.workload);
   v1::Recommendation rec;
@@ -992,8 +1050,8 @@ absl::Status RunRecommend(const Invocation& invocation) {
       !s.ok()) {
     return s;
   }
-  if (output == "json") return invocation.PrintJson(rec);
-  if (output == "yaml") {
+  if (invocation.global().structured()) return invocation.PrintMessage(rec);
+  if (output == "kubernetes") {
     absl::StatusOr<v1::Workload> w = GetWorkloadRpc(invocation, rec.workload());
     if (!w.ok()) return w.status();
     invocation.out() << RecommendationYaml(*w, rec, arguments.kubernetes);
@@ -1106,8 +1164,9 @@ void DefineTelemetrySend(CLI::App& command, CommandArguments& arguments) {
   command
       .add_option("FILE", arguments.file,
                   "samples: JSON lines (a TelemetrySample each, e.g. {\"workload\":\"default/"
-                  "ranker\",\"instance\":\"pod-1\",\"timestamp\":1700000000,\"cpu_cores\":1.5,"
-                  "\"memory_bytes\":2e9}) or CSV whose header names those fields")
+                  "ranker\",\"instance\":\"pod-1\",\"container\":\"server\",\"time\":"
+                  "1700000000,\"cpu_cores\":1.5,\"memory_bytes\":2e9}; time in unix seconds or "
+                  "RFC 3339) or CSV whose header names those fields")
       ->type_name("")
       ->required();
   command.add_option("--workload", arguments.workload, "the workload of samples that name none")
@@ -1149,8 +1208,8 @@ absl::Status RunTelemetrySend(const Invocation& invocation) {
       !s.ok()) {
     return s;
   }
-  if (invocation.global().json) {
-    if (absl::Status s = invocation.PrintJson(response); !s.ok()) return s;
+  if (invocation.global().structured()) {
+    if (absl::Status s = invocation.PrintMessage(response); !s.ok()) return s;
   } else {
     invocation.out() << "sent " << samples->size() << " samples: " << response.accepted()
                      << " accepted, " << response.rejected() << " rejected\n";
@@ -1187,10 +1246,7 @@ absl::Status RunReplay(const Invocation& invocation) {
   absl::StatusOr<load_model::ReplayReport> report =
       load_model::Replay(invocation.arguments().replay);
   if (!report.ok()) return UsageError(report.status().message());
-  if (invocation.global().json) {
-    invocation.out() << report->ToJson() << "\n";
-    return absl::OkStatus();
-  }
+  if (invocation.global().structured()) return invocation.PrintJsonText(report->ToJson());
   std::vector<std::vector<std::string>> rows;
   if (report->replica_trace) {
     rows = {{"replica_hours", FormatNumber(report->replica_hours)},
@@ -1221,31 +1277,46 @@ const std::vector<Command>& Commands() {
       {"study delete", "STUDY", "Delete a study and its trials.", DefineStudy, RunStudyDelete},
       {"study state", "STUDY active|inactive|completed", "Set a study's state.", DefineStudyState,
        RunStudyState},
-      {"trials list", "STUDY [--state STATE] [--page-size N]",
+      {"study optimal", "STUDY", "List the study's optimal (Pareto-front) trials.", DefineStudy,
+       RunOptimal},
+      {"trial list", "STUDY [--state STATE] [--page-size N]",
        "List a study's trials (all pages), optionally only those in STATE.", DefineTrialsList,
        RunTrialsList},
-      {"suggest", "STUDY [--count N] [--client-id ID]",
-       "Ask for N trials to run (default 1) as client ID (default cli-HOSTNAME).", DefineSuggest,
-       RunSuggest},
-      {"measure", "TRIAL --step N METRIC=VALUE...",
+      {"trial get", "TRIAL", "Show a trial, its measurements and metadata.", DefineTrial,
+       RunTrialGet},
+      {"trial suggest", "STUDY [--count N] [--client-id ID]",
+       "Ask for N trials to run (default 1) as client ID (default: this process's own).",
+       DefineSuggest, RunSuggest},
+      {"trial measure", "TRIAL --step N METRIC=VALUE...",
        "Report an intermediate measurement of a trial.", DefineMeasure, RunMeasure},
-      {"complete", "TRIAL [METRIC=VALUE...] | TRIAL --infeasible REASON",
-       "Complete a trial with final metrics (default: its latest measurement) or as infeasible.",
+      {"trial complete", "TRIAL [METRIC=VALUE...] | TRIAL --infeasible REASON",
+       "Complete a trial with final metrics (default: its latest measurement) or as infeasible; "
+       "a trial asked to stop ends STOPPED.",
        DefineComplete, RunComplete},
-      {"stop", "TRIAL", "Ask for a trial to stop.", DefineTrial, RunStop},
-      {"should-stop", "TRIAL", "Print whether a trial should stop early: true or false.",
+      {"trial stop", "TRIAL", "Ask for a trial to stop.", DefineTrial, RunStop},
+      {"trial should-stop", "TRIAL", "Print whether a trial should stop early: true or false.",
        DefineTrial, RunShouldStop},
-      {"optimal", "STUDY", "List the study's optimal (Pareto-front) trials.", DefineStudy,
-       RunOptimal},
+      {"trial delete", "TRIAL", "Delete a trial (needs the admin role).", DefineTrial,
+       RunTrialDelete},
+      // Short forms kept from earlier releases (scripts use them).
+      {"suggest", "STUDY [--count N] [--client-id ID]", "Short for trial suggest.", DefineSuggest,
+       RunSuggest, /*short_form=*/true},
+      {"measure", "TRIAL --step N METRIC=VALUE...", "Short for trial measure.", DefineMeasure,
+       RunMeasure, true},
+      {"complete", "TRIAL [METRIC=VALUE...] | TRIAL --infeasible REASON",
+       "Short for trial complete.", DefineComplete, RunComplete, true},
+      {"stop", "TRIAL", "Short for trial stop.", DefineTrial, RunStop, true},
+      {"should-stop", "TRIAL", "Short for trial should-stop.", DefineTrial, RunShouldStop, true},
+      {"optimal", "STUDY", "Short for study optimal.", DefineStudy, RunOptimal, true},
       {"workload put",
        "NAME [--policy evoscale|vpa|hpa] [--kind serving|training] [--target-utilization X] "
        "[--min-replicas N] [--max-replicas N]",
        "Create or update an autoscaled workload.", DefineWorkloadPut, RunWorkloadPut},
       {"workload list", "", "List autoscaled workloads.", DefineNothing, RunWorkloadList},
       {"workload get", "NAME", "Show a workload.", DefineWorkload, RunWorkloadGet},
-      {"recommend", "WORKLOAD [-o table|json|yaml] [--prometheus-url URL]",
-       "Show a workload's recommendation; -o yaml prints a VerticalPodAutoscaler and a KEDA "
-       "ScaledObject.",
+      {"recommend", "WORKLOAD [-o table|json|yaml|kubernetes] [--prometheus-url URL]",
+       "Show a workload's recommendation; -o kubernetes prints a VerticalPodAutoscaler and a "
+       "KEDA ScaledObject.",
        DefineRecommend, RunRecommend},
       {"telemetry send", "FILE [--workload NAME]",
        "Send usage samples (JSON lines or CSV) to the autoscaler, e.g. to try it without a "
@@ -1293,7 +1364,20 @@ void DefineGlobalFlags(CLI::App& app, GlobalOptions& global) {
   app.add_option("--token", global.token,
                  "bearer token sent with every call (default $EVOSCALE_TOKEN)")
       ->type_name("TOKEN");
-  app.add_flag("--json", global.json, "print results as protobuf JSON, one message a line");
+  app.add_option("--tls-ca", global.tls_ca,
+                 "connect with TLS, trusting this PEM CA (default $EVOSCALE_TLS_CA)")
+      ->type_name("FILE");
+  app.add_option("--tls-cert", global.tls_cert, "this client's PEM certificate (mutual TLS)")
+      ->type_name("FILE");
+  app.add_option("--tls-key", global.tls_key, "the PEM key of --tls-cert")->type_name("FILE");
+  app.add_option("-o,--output", global.output,
+                 "table (default), json, yaml, or kubernetes (recommend: a VerticalPodAutoscaler "
+                 "and a KEDA ScaledObject)")
+      ->type_name("FORMAT")
+      ->check(OneOf({"table", "json", "yaml", "kubernetes"}, "table, json, yaml or kubernetes"));
+  app.add_flag_callback(
+      "--json", [&global] { global.output = "json"; }, "short for -o json");
+  app.add_flag("--version", global.version, "print the version and exit");
   app.add_option(
          "--timeout", global.timeout_seconds,
          absl::StrCat("deadline of each call (default ", FormatNumber(kDefaultTimeoutSeconds), ")"))
@@ -1307,7 +1391,7 @@ CLI::App* Subcommand(CLI::App& parent, const std::string& name, const std::strin
       parent.get_subcommands([&name](CLI::App* sub) { return sub->get_name() == name; });
   if (!existing.empty()) return existing.front();
   return parent.add_subcommand(name, summary)
-      ->footer("Global flags (--server, --token, --json, --timeout): see evoscale help.");
+      ->footer("Global flags (--server, --token, -o/--json, --timeout): see evoscale help.");
 }
 
 // The subcommand the parse reached: the deepest one given, or `root` when there was none.
@@ -1385,6 +1469,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   CommandLine line;
   if (!env.server.empty()) line.global.server = env.server;
   line.global.token = env.token;
+  line.global.tls_ca = env.tls_ca;
 
   CLI::App root("evoscale: the command-line client of evoscaled", "evoscale");
   root.fallthrough();             // global flags after the command, too; inherited
@@ -1399,6 +1484,12 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
     command.define(*Subcommand(*parent, words.back(), std::string(command.summary)),
                    line.arguments);
   }
+  // The plural nouns are the same groups (kubectl takes both: `get study`, `get studies`).
+  for (const auto& [noun, plural] : {std::pair<const char*, const char*>{"study", "studies"},
+                                     {"trial", "trials"},
+                                     {"workload", "workloads"}}) {
+    Subcommand(root, noun, "")->alias(plural);
+  }
   // `help` ignores what follows it, as the usage covers every command.
   Subcommand(root, "help", "Print the usage of every command.")->fallthrough(false)->allow_extras();
 
@@ -1412,6 +1503,15 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
     return UsageError(ParseErrorMessage(root, error));
   }
   const std::string words = CommandWords(Reached(root));
+  if (line.global.version) {
+    line.help = VersionText();
+    return line;
+  }
+  if (line.global.output == "kubernetes" && words != "recommend") {
+    return UsageError(absl::StrCat(words.empty() ? "" : absl::StrCat(words, ": "),
+                                   "-o kubernetes: only recommend prints Kubernetes objects "
+                                   "(use table, json or yaml)"));
+  }
   if (words == "help") {
     line.help = UsageText();
   } else if (!words.empty() && FindCommand(words) == nullptr) {
@@ -1422,6 +1522,57 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   }
   return line;
 }
+
+namespace {
+
+absl::StatusOr<std::string> ReadPem(const std::string& flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return UsageError(absl::StrCat(flag, " \"", path, "\": ", std::strerror(errno)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (text.str().find("-----BEGIN ") == std::string::npos) {
+    return UsageError(absl::StrCat(flag, " \"", path, "\": not a PEM file"));
+  }
+  return text.str();
+}
+
+// Plaintext, or TLS trusting --tls-ca (with this client's certificate for mutual TLS).
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
+    const GlobalOptions& global) {
+  if (global.tls_ca.empty()) {
+    if (!global.tls_cert.empty() || !global.tls_key.empty()) {
+      return UsageError("--tls-cert and --tls-key need --tls-ca (TLS)");
+    }
+    return grpc::InsecureChannelCredentials();
+  }
+  if (global.tls_cert.empty() != global.tls_key.empty()) {
+    return UsageError("--tls-cert and --tls-key go together: give both");
+  }
+  grpc::SslCredentialsOptions ssl;
+  for (const auto& [flag, path, pem] :
+       {std::tuple{"--tls-ca", &global.tls_ca, &ssl.pem_root_certs},
+        std::tuple{"--tls-cert", &global.tls_cert, &ssl.pem_cert_chain},
+        std::tuple{"--tls-key", &global.tls_key, &ssl.pem_private_key}}) {
+    if (path->empty()) continue;
+    absl::StatusOr<std::string> text = ReadPem(flag, *path);
+    if (!text.ok()) return text.status();
+    *pem = *std::move(text);
+  }
+  return grpc::SslCredentials(ssl);
+}
+
+}  // namespace
+
+std::string DefaultClientId(const Environment& env) {
+  std::string id = "cli";
+  for (const std::string& part : {env.hostname, env.pid > 0 ? absl::StrCat(env.pid) : "",
+                                  env.nonce}) {
+    if (!part.empty()) absl::StrAppend(&id, "-", part);
+  }
+  return id;
+}
+
+std::string VersionText() { return absl::StrCat("evoscale ", EVOSCALE_VERSION, "\n"); }
 
 absl::StatusOr<std::string> NormalizeStudyName(absl::string_view name) {
   absl::string_view id = name;
@@ -1481,11 +1632,18 @@ std::string UsageText() {
   std::string text =
       "usage: evoscale [GLOBAL FLAGS] COMMAND [ARGUMENTS]\n"
       "\n"
-      "Commands:\n";
+      "Commands (the nouns take their plural too: studies, trials, workloads):\n";
+  std::vector<absl::string_view> short_forms;
   for (const Command& command : Commands()) {
+    if (command.short_form) {
+      short_forms.push_back(command.name);
+      continue;
+    }
     absl::StrAppend(&text, "  ", command.name, command.synopsis.empty() ? "" : " ",
                     command.synopsis, "\n      ", command.summary, "\n");
   }
+  absl::StrAppend(&text, "  ", absl::StrJoin(short_forms, ", "),
+                  "\n      Short for trial suggest, ..., and study optimal.\n");
   absl::StrAppend(&text,
                   "  help\n"
                   "      Print this text.\n"
@@ -1499,7 +1657,13 @@ std::string UsageText() {
                   ")\n"
                   "  --token TOKEN       bearer token sent with every call (default "
                   "$EVOSCALE_TOKEN)\n"
-                  "  --json              print results as protobuf JSON, one message a line\n"
+                  "  --tls-ca FILE       connect with TLS trusting this PEM CA (default "
+                  "$EVOSCALE_TLS_CA);\n"
+                  "                      --tls-cert FILE --tls-key FILE: a client certificate\n"
+                  "  -o, --output FORMAT table (default); json (protobuf JSON, one message a\n"
+                  "                      line; --json is short for it); yaml; kubernetes\n"
+                  "                      (recommend only)\n"
+                  "  --version           print the version\n"
                   "  --timeout SECONDS   deadline of each call (default ",
                   FormatNumber(kDefaultTimeoutSeconds),
                   ")\n"
@@ -1530,8 +1694,13 @@ int Run(const std::vector<std::string>& args, const Environment& env, std::ostre
   }
 
   // The channel connects lazily, on the first call; commands check their arguments first.
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateChannel(line->global.server, grpc::InsecureChannelCredentials());
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ChannelCredentials(line->global);
+  if (!credentials.ok()) {
+    err << "evoscale: " << credentials.status().message() << "\n";
+    return kBadUsage;
+  }
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel(line->global.server, *credentials);
   std::unique_ptr<StudyService::Stub> stub = StudyService::NewStub(channel);
   std::unique_ptr<v1::AutoscalerService::Stub> autoscaler = v1::AutoscalerService::NewStub(channel);
   std::unique_ptr<v1::AdminService::Stub> admin = v1::AdminService::NewStub(channel);
@@ -1551,8 +1720,12 @@ int Main(int argc, char** argv, std::ostream& out, std::ostream& err) {
   Environment env;
   env.server = GetEnv("EVOSCALE_SERVER");
   env.token = GetEnv("EVOSCALE_TOKEN");
+  env.tls_ca = GetEnv("EVOSCALE_TLS_CA");
   char hostname[256] = {};
   if (gethostname(hostname, sizeof(hostname) - 1) == 0) env.hostname = hostname;
+  env.pid = getpid();
+  std::random_device random;
+  env.nonce = absl::StrFormat("%08x", random());
   std::vector<std::string> args(argv + (argc > 0 ? 1 : 0), argv + argc);
   return Run(args, env, out, err);
 }

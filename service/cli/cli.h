@@ -1,6 +1,7 @@
 // evoscale: the command-line client of evoscaled's StudyService.
 //
-//   evoscale [--server HOST:PORT] [--token TOKEN] [--json] [--timeout SECONDS] COMMAND ...
+//   evoscale [--server HOST:PORT] [--token TOKEN] [-o table|json|yaml] [--timeout SECONDS]
+//            COMMAND ...
 //
 // Main() is the whole program; main.cc only forwards to it. The pieces below it (command-line
 // parsing with CLI11, name and metric parsing, study files, tables) are pure functions,
@@ -40,18 +41,40 @@ inline constexpr char kDefaultServer[] = "127.0.0.1:50051";
 inline constexpr double kDefaultTimeoutSeconds = 10.0;
 
 // What the program takes from its surroundings. Main() fills it from the process
-// (EVOSCALE_SERVER, EVOSCALE_TOKEN, gethostname()); tests build one by hand.
+// (EVOSCALE_SERVER, EVOSCALE_TOKEN, gethostname(), getpid(), a random nonce); tests build one
+// by hand.
 struct Environment {
   std::string server;    // $EVOSCALE_SERVER; empty = unset
   std::string token;     // $EVOSCALE_TOKEN; empty = unset
-  std::string hostname;  // for the default client id "cli-<hostname>"
+  std::string tls_ca;    // $EVOSCALE_TLS_CA; empty = unset
+  std::string hostname;  // these three make the default client id (DefaultClientId)
+  int64_t pid = 0;
+  std::string nonce;
 };
+
+// The client id a command asks for trials as when --client-id is not given: unique per
+// process, "cli-HOSTNAME-PID-NONCE", so two workers on one host never take each other's
+// trials (a fixed id would hand one worker's ACTIVE trials back to the other).
+std::string DefaultClientId(const Environment& env);
+
+// The version `evoscale --version` prints (the CMake project's).
+std::string VersionText();
 
 // Flags that apply to every command. They may appear anywhere on the command line.
 struct GlobalOptions {
   std::string server = kDefaultServer;  // --server, else $EVOSCALE_SERVER
   std::string token;                    // --token, else $EVOSCALE_TOKEN; empty = send none
-  bool json = false;                    // --json: print messages as protobuf JSON
+  // --tls-ca (else $EVOSCALE_TLS_CA): connect with TLS, trusting this PEM CA; --tls-cert and
+  // --tls-key: this client's certificate, for a server that asks for one (mutual TLS).
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  // -o/--output: "table" (readable text), "json" (protobuf JSON, one message a line; --json
+  // is short for it), "yaml" (the same fields as YAML documents), or "kubernetes" (recommend
+  // only: a VerticalPodAutoscaler and a KEDA ScaledObject).
+  std::string output = "table";
+  bool version = false;  // --version
+  bool structured() const { return output == "json" || output == "yaml"; }
   double timeout_seconds = kDefaultTimeoutSeconds;  // --timeout: deadline of each RPC
 };
 
@@ -84,8 +107,7 @@ struct CommandArguments {
   v1::Workload workload_settings;
   // The flags of `workload put` given on the line: only these change an existing workload.
   std::set<std::string> workload_flags;
-  // recommend -o (empty: table, or json with --json) and --prometheus-url.
-  std::string output;
+  // recommend --prometheus-url (for -o kubernetes).
   KubernetesOptions kubernetes;
   // replay --trace, --path and --policy.
   load_model::ReplayOptions replay;
@@ -154,9 +176,11 @@ absl::StatusOr<v1::Study> ParseStudy(absl::string_view text, StudyFileFormat for
 absl::StatusOr<v1::Study> LoadStudyFile(const std::string& path);
 
 // Parses telemetry samples: JSON lines (a TelemetrySample each, in protobuf JSON), or CSV (no
-// quoting) whose first line names TelemetrySample fields. Blank lines and lines starting with
-// '#' are skipped; a sample without a workload takes `default_workload`. INVALID_ARGUMENT
-// names `source`, the line and the field, e.g. `t.csv:3: cpu_cores: "x" is not a number`.
+// quoting) whose first line names TelemetrySample fields. `time` may be unix seconds or RFC
+// 3339; the earlier fields `timestamp` (unix seconds) and `latency_ms` (milliseconds) are
+// read as `time` and `latency_seconds`. Blank lines and lines starting with '#' are skipped;
+// a sample without a workload takes `default_workload`. INVALID_ARGUMENT names `source`, the
+// line and the field, e.g. `t.csv:3: cpu_cores: "x" is not a number`.
 absl::StatusOr<std::vector<v1::TelemetrySample>> ParseTelemetryText(
     absl::string_view text, absl::string_view source, const std::string& default_workload);
 
@@ -173,6 +197,11 @@ std::string FormatParameters(const v1::Trial& trial);
 
 // "loss=0.25 acc=0.9", sorted by metric name; "-" when there are none.
 std::string FormatMetrics(const v1::Measurement& measurement);
+
+// JSON text (an object, as protobuf's JSON printer writes it) as a YAML document in block
+// style; strings that YAML would read as another type ("true", "1e3", "null", "") are quoted,
+// so the YAML reads back as the same values. InvalidArgument when `json` does not parse.
+absl::StatusOr<std::string> JsonToYaml(absl::string_view json);
 
 // The usage of every command, printed by `evoscale help`, -h and --help.
 std::string UsageText();

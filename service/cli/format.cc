@@ -4,12 +4,16 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "evoscale/v1/study.pb.h"
+#include "nlohmann/json.hpp"
 #include "service/cli/cli.h"
+#include "yaml-cpp/yaml.h"
 
 namespace evoscale::cli {
 
@@ -81,6 +85,61 @@ std::string FormatMetrics(const v1::Measurement& measurement) {
   return absl::StrJoin(metrics, " ", [](std::string* out, const auto& metric) {
     absl::StrAppend(out, metric.first, "=", FormatNumber(metric.second));
   });
+}
+
+namespace {
+
+// True when YAML would read `text`, written plain, as something other than this string: a
+// number, a boolean, null, or nothing.
+bool NeedsQuotes(absl::string_view text) {
+  if (text.empty()) return true;
+  double number;
+  if (absl::SimpleAtod(text, &number)) return true;
+  const std::string lower = absl::AsciiStrToLower(text);
+  for (const char* word : {"true", "false", "yes", "no", "on", "off", "null", "~", "y", "n"}) {
+    if (lower == word) return true;
+  }
+  return false;
+}
+
+void EmitYaml(const nlohmann::ordered_json& value, YAML::Emitter& out) {
+  switch (value.type()) {
+    case nlohmann::ordered_json::value_t::object:
+      out << YAML::BeginMap;
+      for (const auto& [key, item] : value.items()) {
+        out << YAML::Key << key << YAML::Value;
+        EmitYaml(item, out);
+      }
+      out << YAML::EndMap;
+      break;
+    case nlohmann::ordered_json::value_t::array:
+      out << YAML::BeginSeq;
+      for (const auto& item : value) EmitYaml(item, out);
+      out << YAML::EndSeq;
+      break;
+    case nlohmann::ordered_json::value_t::string: {
+      const std::string& text = value.get_ref<const std::string&>();
+      if (NeedsQuotes(text)) out << YAML::DoubleQuoted;
+      out << text;
+      break;
+    }
+    case nlohmann::ordered_json::value_t::null:
+      out << YAML::Null;
+      break;
+    default:  // numbers and booleans: JSON's spelling is YAML's
+      out << value.dump();
+      break;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> JsonToYaml(absl::string_view json) {
+  nlohmann::ordered_json value = nlohmann::ordered_json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded()) return absl::InvalidArgumentError("JsonToYaml: not JSON");
+  YAML::Emitter out;
+  EmitYaml(value, out);
+  return absl::StrCat(out.c_str(), "\n");
 }
 
 }  // namespace evoscale::cli

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
+#include "service/common/kubernetes_name.h"
 #include "yaml-cpp/yaml.h"
 
 namespace evoscale::cli {
@@ -49,14 +50,48 @@ void Resources(YAML::Emitter& out, const char* key, double cpu_cores, double mem
   out << YAML::EndMap;
 }
 
+// One entry of status.recommendation.containerRecommendations.
+struct VpaContainer {
+  std::string name;
+  const v1::ResourceBounds* cpu_cores;
+  const v1::ResourceBounds* memory_bytes;
+};
+
+// The containers the VPA can name, and a note when some of the recommendation could not be
+// placed by name (see RecommendationYaml).
+std::vector<VpaContainer> VpaContainers(const std::string& name, const v1::Recommendation& rec,
+                                        std::string* note) {
+  std::vector<VpaContainer> containers;
+  bool unnamed = rec.containers().empty();  // a server from before containers had names
+  for (const v1::ContainerRecommendation& c : rec.containers()) {
+    if (c.name().empty()) {
+      unnamed = true;
+    } else {
+      containers.push_back({c.name(), &c.cpu_cores(), &c.memory_bytes()});
+    }
+  }
+  if (containers.empty()) {
+    containers.push_back({name, &rec.cpu_cores(), &rec.memory_bytes()});
+    *note = absl::StrCat("the telemetry names no container: containerName \"", name,
+                         "\" is assumed (the workload's name); send samples with their container");
+  } else if (unnamed) {
+    *note = "samples that name no container are left out: send them with their container";
+  }
+  return containers;
+}
+
 void VerticalPodAutoscaler(YAML::Emitter& out, const std::string& ns, const std::string& name,
                            const v1::Recommendation& rec, const KubernetesOptions& options) {
+  std::string note;
+  const std::vector<VpaContainer> containers = VpaContainers(name, rec, &note);
+  std::vector<std::pair<const char*, std::string>> annotations = {
+      {"evoscale.io/policy", rec.policy()},
+      {"evoscale.io/confidence", absl::StrFormat("%g", rec.confidence())}};
+  if (!note.empty()) annotations.emplace_back("evoscale.io/note", note);
   out << YAML::BeginMap;
   PlainEntry(out, "apiVersion", "autoscaling.k8s.io/v1");
   PlainEntry(out, "kind", "VerticalPodAutoscaler");
-  Metadata(out, ns, name,
-           {{"evoscale.io/policy", rec.policy()},
-            {"evoscale.io/confidence", absl::StrFormat("%g", rec.confidence())}});
+  Metadata(out, ns, name, annotations);
 
   out << YAML::Key << "spec" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "targetRef" << YAML::Value << YAML::BeginMap;
@@ -64,6 +99,9 @@ void VerticalPodAutoscaler(YAML::Emitter& out, const std::string& ns, const std:
   QuotedEntry(out, "kind", options.target_kind);
   QuotedEntry(out, "name", name);
   out << YAML::EndMap;
+  out << YAML::Key << "recommenders" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
+  QuotedEntry(out, "name", options.recommender);
+  out << YAML::EndMap << YAML::EndSeq;
   out << YAML::Key << "updatePolicy" << YAML::Value << YAML::BeginMap;
   QuotedEntry(out, "updateMode", "Off");
   out << YAML::EndMap << YAML::EndMap;
@@ -71,25 +109,29 @@ void VerticalPodAutoscaler(YAML::Emitter& out, const std::string& ns, const std:
   out << YAML::Key << "status" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "recommendation" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "containerRecommendations" << YAML::Value << YAML::BeginSeq;
-  out << YAML::BeginMap;
-  QuotedEntry(out, "containerName", name);
-  Resources(out, "target", rec.cpu_cores().target(), rec.memory_bytes().target());
-  Resources(out, "lowerBound", rec.cpu_cores().lower_bound(), rec.memory_bytes().lower_bound());
-  Resources(out, "upperBound", rec.cpu_cores().upper_bound(), rec.memory_bytes().upper_bound());
-  Resources(out, "uncappedTarget", rec.cpu_cores().target(), rec.memory_bytes().target());
-  out << YAML::EndMap << YAML::EndSeq << YAML::EndMap << YAML::EndMap;
+  for (const VpaContainer& c : containers) {
+    const v1::ResourceBounds& cpu = *c.cpu_cores;
+    const v1::ResourceBounds& memory = *c.memory_bytes;
+    out << YAML::BeginMap;
+    QuotedEntry(out, "containerName", c.name);
+    Resources(out, "target", cpu.target(), memory.target());
+    Resources(out, "lowerBound", cpu.lower_bound(), memory.lower_bound());
+    Resources(out, "upperBound", cpu.upper_bound(), memory.upper_bound());
+    Resources(out, "uncappedTarget", cpu.target(), memory.target());
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq << YAML::EndMap << YAML::EndMap;
   out << YAML::EndMap;
 }
 
 void ScaledObject(YAML::Emitter& out, const std::string& ns, const std::string& name,
                   const v1::Workload& workload, const v1::Recommendation& rec,
                   const KubernetesOptions& options) {
-  const int min_replicas = std::max(1, workload.min_replicas());
-  const int max_replicas =
-      workload.max_replicas() > 0 ? workload.max_replicas() : std::max(rec.replicas(), 100);
-  // A PromQL string literal takes Go's escapes, of which JSON's are a subset.
-  const std::string query = absl::StrCat(
-      "evoscale_recommended_replicas{workload=", nlohmann::json(workload.name()).dump(), "}");
+  // A PromQL string literal takes Go's escapes, of which JSON's are a subset. max(): one
+  // answer however many series Prometheus holds (two scrape jobs, a restart's overlap).
+  const std::string query =
+      absl::StrCat("max(evoscale_recommended_replicas{namespace=", nlohmann::json(ns).dump(),
+                   ",workload=", nlohmann::json(name).dump(), "})");
   out << YAML::BeginMap;
   PlainEntry(out, "apiVersion", "keda.sh/v1alpha1");
   PlainEntry(out, "kind", "ScaledObject");
@@ -100,8 +142,12 @@ void ScaledObject(YAML::Emitter& out, const std::string& ns, const std::string& 
   QuotedEntry(out, "kind", options.target_kind);
   QuotedEntry(out, "name", name);
   out << YAML::EndMap;
-  out << YAML::Key << "minReplicaCount" << YAML::Value << min_replicas;
-  out << YAML::Key << "maxReplicaCount" << YAML::Value << max_replicas;
+  if (workload.min_replicas() > 0) {
+    out << YAML::Key << "minReplicaCount" << YAML::Value << workload.min_replicas();
+  }
+  if (workload.max_replicas() > 0) {
+    out << YAML::Key << "maxReplicaCount" << YAML::Value << workload.max_replicas();
+  }
   out << YAML::Key << "triggers" << YAML::Value << YAML::BeginSeq << YAML::BeginMap;
   PlainEntry(out, "type", "prometheus");
   PlainEntry(out, "metricType", "AverageValue");
@@ -109,6 +155,9 @@ void ScaledObject(YAML::Emitter& out, const std::string& ns, const std::string& 
   QuotedEntry(out, "serverAddress", options.prometheus_url);
   QuotedEntry(out, "query", query);
   QuotedEntry(out, "threshold", "1");
+  // KEDA reads an empty answer as 0 by default, which lets it scale to zero when evoscaled
+  // is not scraped; as an error it keeps the replicas it has.
+  QuotedEntry(out, "ignoreNullValues", "false");
   out << YAML::EndMap << YAML::EndMap << YAML::EndSeq << YAML::EndMap;
   out << YAML::EndMap;
 }
@@ -123,17 +172,9 @@ std::string MemoryQuantity(double bytes) {
   return absl::StrCat(static_cast<int64_t>(std::ceil(std::max(0.0, bytes) - 1e-9)));
 }
 
-std::pair<std::string, std::string> NamespaceAndName(const std::string& workload) {
-  size_t slash = workload.find('/');
-  if (slash == std::string::npos) return {"default", workload};
-  std::string name = workload.substr(slash + 1);
-  std::replace(name.begin(), name.end(), '/', '-');
-  return {workload.substr(0, slash), name};
-}
-
 std::string RecommendationYaml(const v1::Workload& workload, const v1::Recommendation& rec,
                                const KubernetesOptions& options) {
-  const auto [ns, name] = NamespaceAndName(workload.name());
+  const auto [ns, name] = service::KubernetesNamespaceAndName(workload.name());
   YAML::Emitter out;
   VerticalPodAutoscaler(out, ns, name, rec, options);
   out << YAML::BeginDoc;  // "---" between the two objects

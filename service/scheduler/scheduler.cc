@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "google/protobuf/util/time_util.h"
 #include "nlohmann/json.hpp"
 #include "service/study/study_converter.h"
 
@@ -128,7 +129,8 @@ class Reporter : public ta::TrialObserver {
     v1::TelemetrySample sample;
     sample.set_workload(study_);
     sample.set_instance(trial_);
-    sample.set_timestamp(absl::ToDoubleSeconds(u.time - absl::UnixEpoch()));
+    *sample.mutable_time() =
+        google::protobuf::util::TimeUtil::NanosecondsToTimestamp(absl::ToUnixNanos(u.time));
     sample.set_cpu_cores(u.cpu_cores);
     sample.set_memory_bytes(static_cast<double>(u.memory_bytes));
     (*usage_sink_)(sample);

@@ -2,11 +2,13 @@
 
 #include <sqlite3.h>
 
+#include <bit>
 #include <cmath>
 #include <initializer_list>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/unknown_field_set.h"
 #include "service/store/internal/database_lock.h"
 #include "service/store/internal/sqlite.h"
 
@@ -37,8 +39,38 @@ constexpr const char* kMigrations[] = {
       qps REAL NOT NULL, latency REAL NOT NULL, oom INTEGER NOT NULL,
       PRIMARY KEY(resolution, ts, instance_id)) WITHOUT ROWID;
     )sql",
+    // 1 -> 2: an instance row is one container of an instance (TelemetrySample.container;
+    // '' for the rows before, which named none). SQLite cannot change a UNIQUE constraint in
+    // place, so the table is rebuilt; ids are kept (samples refer to them).
+    R"sql(
+    CREATE TABLE instances_v2(
+      id INTEGER PRIMARY KEY,
+      workload_id INTEGER NOT NULL REFERENCES workloads(id) ON DELETE CASCADE,
+      name TEXT NOT NULL,
+      container TEXT NOT NULL,
+      UNIQUE(workload_id, name, container));
+    INSERT INTO instances_v2(id, workload_id, name, container)
+      SELECT id, workload_id, name, '' FROM instances;
+    DROP TABLE instances;
+    ALTER TABLE instances_v2 RENAME TO instances;
+    )sql",
 };
 static_assert(std::size(kMigrations) == TelemetryStore::kSchemaVersion);
+
+// Fields of a stored Workload that an older evoscaled wrote and this one reads otherwise. The
+// record is a protobuf, so a removed field survives as an unknown field until then.
+void UpgradeWorkload(v1::Workload* w) {
+  constexpr int kLatencySloMs = 7;  // double latency_slo_ms, now latency_slo_seconds
+  google::protobuf::UnknownFieldSet* unknown = w->GetReflection()->MutableUnknownFields(w);
+  for (int i = unknown->field_count() - 1; i >= 0; --i) {
+    const google::protobuf::UnknownField& f = unknown->field(i);
+    if (f.number() != kLatencySloMs) continue;
+    if (f.type() == google::protobuf::UnknownField::TYPE_FIXED64 && w->latency_slo_seconds() == 0) {
+      w->set_latency_slo_seconds(std::bit_cast<double>(f.fixed64()) / 1000);
+    }
+    unknown->DeleteSubrange(i, 1);
+  }
+}
 
 class Transaction {
  public:
@@ -106,7 +138,8 @@ absl::Status TelemetryStore::Init() {
       {&put_workload_,
        "INSERT INTO workloads(id, name, body) VALUES(?1, ?2, ?3) "
        "ON CONFLICT(id) DO UPDATE SET body=?3"},
-      {&put_instance_, "INSERT INTO instances(id, workload_id, name) VALUES(?1, ?2, ?3)"},
+      {&put_instance_,
+       "INSERT INTO instances(id, workload_id, name, container) VALUES(?1, ?2, ?3, ?4)"},
       {&put_sample_,
        "INSERT INTO samples(instance_id, resolution, ts, cpu, mem, gpu_util, gpu_mem, qps, "
        "latency, oom) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"},
@@ -140,6 +173,7 @@ absl::Status TelemetryStore::Append(absl::Span<const StoredInstance> new_instanc
     sqlite3_bind_int64(put_instance_, 1, in.id);
     sqlite3_bind_int64(put_instance_, 2, in.workload_id);
     sqlite3_bind_text(put_instance_, 3, in.name.data(), in.name.size(), SQLITE_STATIC);
+    sqlite3_bind_text(put_instance_, 4, in.container.data(), in.container.size(), SQLITE_STATIC);
     if (absl::Status st = StepDone(db_, put_instance_, "put instance"); !st.ok()) return st;
   }
   for (const TelemetryRow& r : rows) {
@@ -217,6 +251,7 @@ absl::StatusOr<std::vector<StoredWorkload>> TelemetryStore::LoadWorkloads() {
         if (!w.workload.ParseFromString(ColumnBlob(s, 1))) {
           return absl::DataLossError(absl::StrCat("workload ", w.id, ": unreadable record"));
         }
+        UpgradeWorkload(&w.workload);
         out.push_back(std::move(w));
         return absl::OkStatus();
       });
@@ -227,16 +262,17 @@ absl::StatusOr<std::vector<StoredWorkload>> TelemetryStore::LoadWorkloads() {
 absl::StatusOr<std::vector<StoredInstance>> TelemetryStore::LoadInstances() {
   absl::MutexLock lock(&mu_);
   std::vector<StoredInstance> out;
-  absl::Status st =
-      internal::ForEachRow(db_, "SELECT id, workload_id, name FROM instances ORDER BY id",
-                           "load instances", [&](sqlite3_stmt* s) {
-                             StoredInstance in;
-                             in.id = sqlite3_column_int64(s, 0);
-                             in.workload_id = sqlite3_column_int64(s, 1);
-                             in.name = reinterpret_cast<const char*>(sqlite3_column_text(s, 2));
-                             out.push_back(std::move(in));
-                             return absl::OkStatus();
-                           });
+  absl::Status st = internal::ForEachRow(
+      db_, "SELECT id, workload_id, name, container FROM instances ORDER BY id", "load instances",
+      [&](sqlite3_stmt* s) {
+        StoredInstance in;
+        in.id = sqlite3_column_int64(s, 0);
+        in.workload_id = sqlite3_column_int64(s, 1);
+        in.name = reinterpret_cast<const char*>(sqlite3_column_text(s, 2));
+        in.container = reinterpret_cast<const char*>(sqlite3_column_text(s, 3));
+        out.push_back(std::move(in));
+        return absl::OkStatus();
+      });
   if (!st.ok()) return st;
   return out;
 }

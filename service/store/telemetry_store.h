@@ -36,15 +36,17 @@ struct TelemetryRow {
   double gpu_utilization = 0;
   double gpu_memory_bytes = 0;
   double qps = 0;
-  double latency_ms = 0;
+  double latency_ms = 0;  // TelemetrySample.latency_seconds, in milliseconds as stored
   bool oom = false;
   int32_t resolution = 0;  // 0 = raw; else the bucket width in seconds
 };
 
+// One container of one instance: samples are ordered, and models kept, per such row.
 struct StoredInstance {
   int64_t id = 0;
   int64_t workload_id = 0;
-  std::string name;
+  std::string name;       // TelemetrySample.instance
+  std::string container;  // TelemetrySample.container; "" when the samples name none
 };
 
 struct StoredWorkload {
@@ -68,7 +70,7 @@ class TelemetryStore {
   TelemetryStore(const TelemetryStore&) = delete;
   TelemetryStore& operator=(const TelemetryStore&) = delete;
 
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   absl::Status PutWorkload(int64_t id, const v1::Workload& workload);
 
@@ -79,6 +81,8 @@ class TelemetryStore {
   // Folds and deletes by `policy`, relative to `now` (unix seconds). Returns rows removed.
   absl::StatusOr<int64_t> Compact(const RetentionPolicy& policy, double now);
 
+  // Workloads written by an older evoscaled come back in today's fields (latency_slo_ms as
+  // latency_slo_seconds).
   absl::StatusOr<std::vector<StoredWorkload>> LoadWorkloads();
   absl::StatusOr<std::vector<StoredInstance>> LoadInstances();
   // Calls `fn` for every stored row of a workload's instances in timestamp order (buckets and

@@ -150,7 +150,7 @@ TEST(ParseCommandLineTest, DefaultsWithoutFlagsOrEnvironment) {
   CommandLine line = MustParse({"study", "list"});
   EXPECT_EQ(line.global.server, "127.0.0.1:50051");
   EXPECT_EQ(line.global.token, "");
-  EXPECT_FALSE(line.global.json);
+  EXPECT_EQ(line.global.output, "table");
   EXPECT_EQ(line.global.timeout_seconds, 10.0);
   EXPECT_EQ(line.command, "study list");
   EXPECT_EQ(line.help, "");
@@ -161,7 +161,7 @@ TEST(ParseCommandLineTest, GlobalFlagsAnywhereAndCommandFlagsKept) {
                                 "t", "--timeout", "2.5", "--client-id", "me"});
   EXPECT_EQ(line.global.server, "h:1");
   EXPECT_EQ(line.global.token, "t");
-  EXPECT_TRUE(line.global.json);
+  EXPECT_EQ(line.global.output, "json");
   EXPECT_EQ(line.global.timeout_seconds, 2.5);
   EXPECT_EQ(line.command, "suggest");
   EXPECT_EQ(line.arguments.study, "7");
@@ -171,7 +171,7 @@ TEST(ParseCommandLineTest, GlobalFlagsAnywhereAndCommandFlagsKept) {
   line = MustParse({"--server=h:2", "--timeout=3", "study", "--json", "get", "--token=u", "8"});
   EXPECT_EQ(line.global.server, "h:2");
   EXPECT_EQ(line.global.timeout_seconds, 3.0);
-  EXPECT_TRUE(line.global.json);
+  EXPECT_EQ(line.global.output, "json");
   EXPECT_EQ(line.global.token, "u");
   EXPECT_EQ(line.command, "study get");
   EXPECT_EQ(line.arguments.study, "8");
@@ -190,10 +190,10 @@ TEST(ParseCommandLineTest, EnvironmentGivesDefaultsThatFlagsOverride) {
 TEST(ParseCommandLineTest, ShortFlagsNegativeNumbersAndDoubleDash) {
   CommandLine line = MustParse({"study", "create", "-f", "s.yaml"});
   EXPECT_EQ(line.arguments.file, "s.yaml");
-  line = MustParse({"recommend", "default/ranker", "-o", "yaml"});
-  EXPECT_EQ(line.arguments.output, "yaml");
+  line = MustParse({"recommend", "default/ranker", "-o", "kubernetes"});
+  EXPECT_EQ(line.global.output, "kubernetes");
   line = MustParse({"measure", "-3", "--step", "1", "--", "--json=1"});
-  EXPECT_FALSE(line.global.json);
+  EXPECT_EQ(line.global.output, "table");
   EXPECT_EQ(line.arguments.trial, "-3");
   EXPECT_THAT(line.arguments.metrics, ElementsAre("--json=1"));
 }
@@ -221,7 +221,7 @@ TEST(ParseCommandLineTest, EveryDocumentedCommandAndFlagParses) {
   EXPECT_EQ(line.arguments.study_state, v1::Study::INACTIVE);
 
   line = MustParse({"trials", "list", "7", "--state", "succeeded", "--page-size=50"});
-  EXPECT_EQ(line.command, "trials list");
+  EXPECT_EQ(line.command, "trial list");  // the plural noun is the same group
   EXPECT_EQ(line.arguments.study, "7");
   EXPECT_EQ(line.arguments.trial_state, v1::Trial::SUCCEEDED);
   EXPECT_EQ(line.arguments.page_size, 50);
@@ -270,7 +270,7 @@ TEST(ParseCommandLineTest, EveryDocumentedCommandAndFlagParses) {
       {"recommend", "default/ranker", "--output=json", "--prometheus-url", "http://prom:9090"});
   EXPECT_EQ(line.command, "recommend");
   EXPECT_EQ(line.arguments.workload, "default/ranker");
-  EXPECT_EQ(line.arguments.output, "json");
+  EXPECT_EQ(line.global.output, "json");
   EXPECT_EQ(line.arguments.kubernetes.prometheus_url, "http://prom:9090");
 
   line = MustParse({"replay", "--trace", "azure-llm", "--path=/traces/azure", "--policy", "hpa"});
@@ -329,8 +329,11 @@ TEST(ParseCommandLineTest, BadFlagsAreErrorsNamingTheFlag) {
             "study create: --file is required (usage: evoscale study create -f FILE [--name "
             "DISPLAY_NAME])");
   EXPECT_EQ(ParseError({"recommend", "w", "-o", "xml"}),
-            "recommend: --output: \"xml\" is not table, json or yaml (usage: evoscale recommend "
-            "WORKLOAD [-o table|json|yaml] [--prometheus-url URL])");
+            "recommend: --output: \"xml\" is not table, json, yaml or kubernetes (usage: evoscale "
+            "recommend WORKLOAD [-o table|json|yaml|kubernetes] [--prometheus-url URL])");
+  EXPECT_EQ(ParseError({"study", "list", "-o", "kubernetes"}),
+            "study list: -o kubernetes: only recommend prints Kubernetes objects (use table, json "
+            "or yaml)");
   EXPECT_THAT(ParseError({"workload", "put", "w", "--kind", "batch"}),
               StartsWith("workload put: --kind: unknown kind \"batch\"; expected serving or "
                          "training (usage: evoscale workload put NAME "));
@@ -611,8 +614,52 @@ TEST(CliRunTest, HelpPrintsUsageToStdout) {
     EXPECT_EQ(result.out, UsageText());
     EXPECT_EQ(result.err, "");
   }
-  EXPECT_THAT(UsageText(), HasSubstr("trials list STUDY [--state STATE] [--page-size N]"));
-  EXPECT_THAT(UsageText(), HasSubstr("should-stop TRIAL"));
+  EXPECT_THAT(UsageText(), HasSubstr("trial list STUDY [--state STATE] [--page-size N]"));
+  EXPECT_THAT(UsageText(), HasSubstr("trial should-stop TRIAL"));
+  EXPECT_THAT(UsageText(), HasSubstr("suggest, measure, complete, stop, should-stop, optimal"));
+}
+
+TEST(CliRunTest, VersionPrintsTheProjectVersion) {
+  RunResult result = RunCli({"--version"});
+  EXPECT_EQ(result.code, 0);
+  EXPECT_THAT(result.out, ::testing::MatchesRegex("evoscale [0-9]+\\.[0-9]+\\.[0-9]+\n"));
+  EXPECT_EQ(result.out, VersionText());
+}
+
+TEST(DefaultClientIdTest, UniquePerProcess) {
+  const Environment a{.hostname = "h", .pid = 10, .nonce = "00aa"};
+  const Environment b{.hostname = "h", .pid = 11, .nonce = "00aa"};
+  const Environment c{.hostname = "h", .pid = 10, .nonce = "00bb"};  // a reused pid
+  EXPECT_EQ(DefaultClientId(a), "cli-h-10-00aa");
+  EXPECT_NE(DefaultClientId(a), DefaultClientId(b));
+  EXPECT_NE(DefaultClientId(a), DefaultClientId(c));
+  EXPECT_EQ(DefaultClientId({}), "cli");
+}
+
+TEST(JsonToYamlTest, BlockStyleWithAmbiguousStringsQuoted) {
+  absl::StatusOr<std::string> yaml = JsonToYaml(
+      R"({"name":"studies/1","count":3,"ok":true,"looks_numeric":"1e3","word":"true",)"
+      R"("empty":"","list":[{"a":1.5},"x"],"nested":{"k":"v"}})");
+  ASSERT_TRUE(yaml.ok()) << yaml.status();
+  EXPECT_EQ(*yaml,
+            "name: studies/1\n"
+            "count: 3\n"
+            "ok: true\n"
+            "looks_numeric: \"1e3\"\n"
+            "word: \"true\"\n"
+            "empty: \"\"\n"
+            "list:\n"
+            "  - a: 1.5\n"
+            "  - x\n"
+            "nested:\n"
+            "  k: v\n");
+  // Reads back as the same values (JSON is YAML: the CLI's own YAML reader gives JSON back).
+  absl::StatusOr<std::string> json = YamlToJson(*yaml);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_THAT(*json, HasSubstr(R"("looks_numeric":"1e3")"));
+  EXPECT_THAT(*json, HasSubstr(R"("word":"true")"));
+  EXPECT_THAT(*json, HasSubstr(R"("count":3)"));
+  EXPECT_EQ(JsonToYaml("{not json").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(CliRunTest, NoArgumentsPrintsUsageAndExits2) {
@@ -668,18 +715,20 @@ TEST(CliRunTest, UsageErrorsExit2WithMessage) {
        "evoscale: study state: STATE: unknown study state \"paused\"; expected active, inactive "
        "or completed (usage: evoscale study state STUDY active|inactive|completed)\n"},
       {{"trials", "list", "7", "--state", "done"},
-       "evoscale: trials list: --state: unknown trial state \"done\"; expected requested, "
-       "active, stopping, succeeded, infeasible or failed (usage: evoscale trials list STUDY "
-       "[--state STATE] [--page-size N])\n"},
+       "evoscale: trial list: --state: unknown trial state \"done\"; expected requested, "
+       "active, stopping, succeeded, stopped, infeasible or failed (usage: evoscale trial list "
+       "STUDY [--state STATE] [--page-size N])\n"},
       {{"study", "create"},
        "evoscale: study create: --file is required (usage: evoscale study create -f FILE "
        "[--name DISPLAY_NAME])\n"},
       {{"study"},
-       "evoscale: study: missing subcommand (one of create, list, get, delete, state)\n"},
+       "evoscale: study: missing subcommand (one of create, list, get, delete, state, optimal)\n"},
       {{"study", "show"},
        "evoscale: study: unknown subcommand \"show\" (one of create, list, get, delete, "
-       "state)\n"},
-      {{"trials"}, "evoscale: trials: missing subcommand (one of list)\n"},
+       "state, optimal)\n"},
+      {{"trials"},
+       "evoscale: trial: missing subcommand (one of list, get, suggest, measure, complete, stop, "
+       "should-stop, delete)\n"},
       {{"frobnicate"}, "evoscale: unknown command \"frobnicate\" (see evoscale help)\n"},
       {{"--bogus"}, "evoscale: unknown flag --bogus (see evoscale help)\n"},
       {{"study", "list", "--bogus"},
@@ -801,6 +850,8 @@ class CliServerTest : public ::testing::Test {
     client_ = std::make_unique<StudyClient>(address);
     env_.server = address;
     env_.hostname = "testhost";
+    env_.pid = 4242;
+    env_.nonce = "0badcafe";
   }
 
   RunResult Cli(const std::vector<std::string>& args) { return RunCli(args, env_); }
@@ -1108,7 +1159,7 @@ TEST_F(CliServerTest, TrialsListFollowsPageTokensThroughEveryTrialOnce) {
   }
 }
 
-TEST_F(CliServerTest, SuggestHandsOutTrialsToTheHostnameClientByDefault) {
+TEST_F(CliServerTest, SuggestHandsOutTrialsToThisProcesssOwnClientByDefault) {
   const std::string study = CreateStudy();
   ASSERT_EQ(study, "studies/1");
   CreateTrial(study, 0.01, "relu");
@@ -1123,7 +1174,7 @@ TEST_F(CliServerTest, SuggestHandsOutTrialsToTheHostnameClientByDefault) {
   for (const char* name : {"studies/1/trials/1", "studies/1/trials/2"}) {
     v1::Trial stored = client_->MustGetTrial(name);
     EXPECT_EQ(stored.state(), v1::Trial::ACTIVE) << name;
-    EXPECT_EQ(stored.client_id(), "cli-testhost") << name;
+    EXPECT_EQ(stored.client_id(), "cli-testhost-4242-0badcafe") << name;
   }
 
   // No REQUESTED trial is left: the designer proposes a new one.

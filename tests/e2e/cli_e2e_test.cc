@@ -129,6 +129,75 @@ TEST_F(CliE2eTest, DrivesTheExampleStudyToCompletion) {
   EXPECT_THAT(table.out, HasSubstr("SUCCEEDED"));
 }
 
+// The habits of the real binary: workers on one host get trials of their own, `study create`
+// is get-or-create (ten at once make one study), the nouns take their plural, -o yaml and
+// `trial get` show a trial, a stopped trial shows STOPPED, `trial delete` removes it.
+TEST_F(CliE2eTest, ConventionsOfTheRealBinary) {
+  StartServer();
+  CliResult version = Cli({"--version"});
+  EXPECT_EQ(version.exit_code, 0) << version.err;
+  EXPECT_THAT(version.out, ::testing::MatchesRegex("evoscale [0-9]+\\.[0-9]+\\.[0-9]+\n"));
+
+  // Ten workers run the same `study create` at once: one study.
+  const std::string spec = std::string(EVOSCALE_SOURCE_DIR) + "/examples/study.yaml";
+  std::string script;
+  for (int i = 0; i < 10; ++i) {
+    absl::StrAppend(&script, Quote(BinDir() + "/evoscale"), " --server ",
+                    server_->grpc_address(), " study create -f ", Quote(spec), " --json > ",
+                    Quote(absl::StrCat(dir_.path(), "/create-", i)), " 2>&1 &\n");
+  }
+  script += "wait\n";
+  ASSERT_EQ(std::system(script.c_str()), 0);
+  for (int i = 0; i < 10; ++i) {
+    const std::string out = ReadFile(absl::StrCat(dir_.path(), "/create-", i));
+    EXPECT_EQ(ParseJson<v1::Study>(out).name(), "studies/1") << out;
+  }
+  CliResult studies = Cli({"studies", "list", "--json"});
+  ASSERT_EQ(studies.exit_code, 0) << studies.err;
+  EXPECT_THAT(ParseJson<v1::ListStudiesResponse>(studies.out).studies(), SizeIs(1));
+  // The same name with another spec: exit 1 with the server's reason.
+  const std::string other = dir_.path() + "/other.yaml";
+  std::string changed = ReadFile(spec);
+  ASSERT_NE(changed.find("max_trials: 24"), std::string::npos);
+  changed.replace(changed.find("max_trials: 24"), 14, "max_trials: 5");
+  std::ofstream(other) << changed;
+  CliResult clash = Cli({"study", "create", "-f", other});
+  EXPECT_EQ(clash.exit_code, 1);
+  EXPECT_THAT(clash.err, HasSubstr("ALREADY_EXISTS"));
+  EXPECT_THAT(clash.err, HasSubstr("max_trials is modified"));
+
+  // Two workers on this host, each its own process and client id: two different trials.
+  CliResult first = Cli({"trial", "suggest", "1", "--json"});
+  CliResult second = Cli({"trial", "suggest", "1", "--json"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  const v1::Trial a = ParseJson<v1::SuggestTrialsResponse>(first.out).trials(0);
+  const v1::Trial b = ParseJson<v1::SuggestTrialsResponse>(second.out).trials(0);
+  EXPECT_NE(a.name(), b.name());
+  EXPECT_NE(a.client_id(), b.client_id());
+  EXPECT_THAT(a.client_id(), ::testing::StartsWith("cli-"));
+
+  // Stopped early, then completed: STOPPED in `trial get`, as a table and as YAML.
+  ASSERT_EQ(Cli({"trial", "measure", a.name(), "--step", "5", "logloss=0.3"}).exit_code, 0);
+  ASSERT_EQ(Cli({"trial", "stop", a.name()}).exit_code, 0);
+  ASSERT_EQ(Cli({"trial", "complete", a.name()}).exit_code, 0);
+  CliResult shown = Cli({"trials", "get", a.name()});
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_THAT(shown.out, HasSubstr("STOPPED"));
+  EXPECT_THAT(shown.out, HasSubstr("step 5: logloss=0.3"));
+  CliResult yaml = Cli({"trial", "get", a.name(), "-o", "yaml"});
+  ASSERT_EQ(yaml.exit_code, 0) << yaml.err;
+  EXPECT_THAT(yaml.out, HasSubstr("state: STOPPED\n"));
+  EXPECT_THAT(yaml.out, HasSubstr("name: studies/1/trials/"));
+  CliResult study_yaml = Cli({"study", "get", "1", "-o", "yaml"});
+  EXPECT_THAT(study_yaml.out, HasSubstr("display_name: ctr-demo\n"));
+
+  ASSERT_EQ(Cli({"trial", "delete", b.name()}).exit_code, 0);
+  CliResult gone = Cli({"trial", "get", b.name()});
+  EXPECT_EQ(gone.exit_code, 1);
+  EXPECT_THAT(gone.err, HasSubstr("NOT_FOUND"));
+}
+
 // A managed study: examples/managed_study.yaml through the CLI, and evoscaled runs every trial
 // itself as the real evoscale-trainer (found in its PATH, as scripts/dev.sh demo arranges).
 TEST_F(CliE2eTest, RunsTheManagedExampleStudyWithTheRealTrainer) {

@@ -124,6 +124,7 @@ class EvoscaledProcess {
     }
     (*p)->grpc_ = listening["grpc"].get<std::string>();
     (*p)->http_ = listening["http"].get<std::string>();
+    if (listening.contains("katib")) (*p)->katib_ = listening["katib"].get<std::string>();
     return p;
   }
 
@@ -172,6 +173,8 @@ class EvoscaledProcess {
   const std::string& early_output() const { return early_output_; }
   const std::string& grpc_address() const { return grpc_; }
   const std::string& http_address() const { return http_; }
+  // With --katib-grpc: the address Katib's Suggestion API listens on ("" without).
+  const std::string& katib_address() const { return katib_; }
   pid_t pid() const { return pid_; }
 
   std::unique_ptr<v1::StudyService::Stub> NewStub() const {
@@ -187,6 +190,7 @@ class EvoscaledProcess {
   std::string buffer_;  // read from fd_, not yet returned by ReadLine()
   std::string grpc_;
   std::string http_;
+  std::string katib_;
   std::string early_output_;
 };
 

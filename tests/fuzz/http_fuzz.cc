@@ -92,7 +92,7 @@ Service& GetService() {
       v1::TelemetrySample* sample = batch.add_samples();
       sample->set_workload("default/ranker");
       sample->set_instance("pod-0");
-      sample->set_timestamp(1.7e9 + 60 * i);
+      sample->mutable_time()->set_seconds(1700000000 + 60 * i);
       sample->set_cpu_cores(0.5 + 0.01 * i);
       sample->set_memory_bytes(1e9);
       sample->set_qps(100);

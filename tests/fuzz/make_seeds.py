@@ -102,14 +102,22 @@ def http_seeds():
 
 def telemetry_seeds():
     put("telemetry_fuzz", "csv",
+        "workload,instance,container,time,cpu_cores,memory_bytes,qps,latency_seconds,oom\n"
+        "default/w,pod-0,server,1700000000,0.5,1e9,100,0.0125,false\n"
+        "default/w,pod-0,envoy,1700000000,0.05,6e7,0,0,false\n"
+        "default/w,pod-0,server,2023-11-14T22:14:20.5Z,0.7,1.1e9,120,0.013,0\n"
+        "default/serving,pod-1,,1700000060,1.5,2e9,300,0.02,true\n")
+    # The earlier columns: unix seconds and milliseconds.
+    put("telemetry_fuzz", "csv_legacy",
         "workload,instance,timestamp,cpu_cores,memory_bytes,qps,latency_ms,oom\n"
         "default/w,pod-0,1700000000,0.5,1e9,100,12.5,false\n"
-        "default/w,pod-0,1700000060,0.7,1.1e9,120,13,0\n"
         "default/serving,pod-1,1700000060,1.5,2e9,300,20,true\n")
     put("telemetry_fuzz", "jsonl",
-        '{"workload":"default/w","instance":"a","timestamp":1700000000,"cpu_cores":0.25}\n'
+        '{"workload":"default/w","instance":"a","container":"c","time":1700000000,"cpu_cores":0.25}\n'
         '# a comment\n\n'
-        '{"instance":"a","timestamp":1700000030,"memoryBytes":5e8,"gpuUtilization":0.5}\n'
+        '{"instance":"a","container":"c","time":"2023-11-14T22:13:50Z","memoryBytes":5e8,'
+        '"gpuUtilization":0.5,"latencySeconds":0.02}\n'
+        '{"instance":"a","timestamp":1700000030,"latency_ms":20}\n'
         '{"workload":"nope","instance":"b","timestamp":1700000030,"cpu_cores":-1}\n')
 
 

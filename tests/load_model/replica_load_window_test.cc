@@ -54,5 +54,26 @@ TEST(ReplicaLoadWindowTest, ZeroCpuRequestGivesZeroUtilizationAndOlderSamplesJoi
   EXPECT_DOUBLE_EQ(closed->utilization, 0);
 }
 
+TEST(ReplicaLoadWindowTest, ContainersOfOneInstanceAddUpToOneReplica) {
+  ReplicaLoadWindow window(60);
+  auto cpu_request = [](absl::Time) { return 2.0; };  // the instance's, over its containers
+  // Two instances of two containers each (a server and a sidecar), reporting twice; the
+  // server's sample carries the instance's QPS, the sidecar's none.
+  for (double t : {0.0, 30.0}) {
+    for (int64_t instance : {1, 2}) {
+      EXPECT_FALSE(window.Add({.instance = instance, .timestamp = t, .cpu_cores = 1.5,
+                               .qps = 100, .latency_ms = 10}, cpu_request));
+      EXPECT_FALSE(window.Add({.instance = instance, .timestamp = t, .cpu_cores = 0.1},
+                              cpu_request));
+    }
+  }
+  std::optional<LoadSample> closed = window.Add({.instance = 1, .timestamp = 60}, cpu_request);
+  ASSERT_TRUE(closed.has_value());
+  EXPECT_EQ(closed->replicas, 2);
+  EXPECT_DOUBLE_EQ(closed->utilization, (1.5 + 0.1) / 2.0);  // per instance, not per container
+  EXPECT_DOUBLE_EQ(closed->qps, 2 * 100.0);
+  EXPECT_DOUBLE_EQ(closed->latency_ms, 10);
+}
+
 }  // namespace
 }  // namespace evoscale::load_model

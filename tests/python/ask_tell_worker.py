@@ -1,5 +1,6 @@
 """One worker process of test_sharing.py: joins a study by display name, then asks and tells
-until the budget is spent. Prints one JSON line per trial it completed: {"name", "loss"}.
+until the budget is spent. Prints one JSON line per trial it completed: {"name", "loss",
+"study", "client_id"}.
 
 usage: python ask_tell_worker.py ADDRESS DISPLAY_NAME SPEC_JSON_FILE
 """
@@ -31,7 +32,12 @@ def main() -> None:
             for trial in trials:
                 value = loss(trial.params)
                 study.tell(trial, value)
-                told = {"name": trial.name, "loss": value, "study": study.name}
+                told = {
+                    "name": trial.name,
+                    "loss": value,
+                    "study": study.name,
+                    "client_id": client.client_id,
+                }
                 print(json.dumps(told), flush=True)
 
 

@@ -32,6 +32,7 @@
 #include "evoscale/v1/study.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
+#include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -40,6 +41,7 @@
 #include "grpcpp/support/slice.h"
 #include "gtest/gtest.h"
 #include "service/common/clock.h"
+#include "service/http_server.h"
 #include "service/server.h"
 #include "tests/service/test_support.h"
 
@@ -205,12 +207,14 @@ int64_t QueryInt(const std::string& path, const char* sql) {
 
 struct HttpReply {
   int status = 0;
+  std::string headers;  // the raw header lines
   std::string body;
 };
 
 // GET `target` from 127.0.0.1:`port` over a plain socket (HTTP/1.1, Connection: close).
 // Socket timeouts bound the wait; a failure is reported and answers status 0.
-HttpReply HttpGet(int port, const std::string& target, const std::string& authorization = "") {
+HttpReply HttpCall(int port, const std::string& method, const std::string& target,
+                   const std::string& authorization = "") {
   HttpReply reply;
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) {
@@ -230,7 +234,7 @@ HttpReply HttpGet(int port, const std::string& target, const std::string& author
     return reply;
   }
   std::string request =
-      absl::StrCat("GET ", target, " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
+      absl::StrCat(method, " ", target, " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
   if (!authorization.empty()) absl::StrAppend(&request, "Authorization: ", authorization, "\r\n");
   request += "\r\n";
   for (size_t sent = 0; sent < request.size();) {
@@ -262,8 +266,13 @@ HttpReply HttpGet(int port, const std::string& target, const std::string& author
     ADD_FAILURE() << "malformed HTTP reply: " << raw;
     return reply;
   }
+  reply.headers = raw.substr(0, header_end);
   reply.body = raw.substr(header_end + 4);
   return reply;
+}
+
+HttpReply HttpGet(int port, const std::string& target, const std::string& authorization = "") {
+  return HttpCall(port, "GET", target, authorization);
 }
 
 // Owns an in-process evoscaled on a fresh database and a StudyClient connected to it.
@@ -2025,6 +2034,52 @@ TEST_F(StudyServiceTest, HttpTrialStateFilterTakesAnyCaseAndNamesTheChoicesWhenW
   HttpReply bad = HttpGet(server_->http_port(), "/api/v1/studies/1/trials?state=done");
   EXPECT_EQ(bad.status, 400);
   EXPECT_THAT(bad.body, HasSubstr("state: unknown trial state \\\"done\\\" (want requested"));
+}
+
+TEST(HttpStatusTest, CodesMapAsGoogleApisMapThem) {
+  const std::vector<std::pair<absl::StatusCode, int>> want = {
+      {absl::StatusCode::kOk, 200},
+      {absl::StatusCode::kCancelled, 499},
+      {absl::StatusCode::kUnknown, 500},
+      {absl::StatusCode::kInvalidArgument, 400},
+      {absl::StatusCode::kDeadlineExceeded, 504},
+      {absl::StatusCode::kNotFound, 404},
+      {absl::StatusCode::kAlreadyExists, 409},
+      {absl::StatusCode::kPermissionDenied, 403},
+      {absl::StatusCode::kResourceExhausted, 429},
+      {absl::StatusCode::kFailedPrecondition, 400},
+      {absl::StatusCode::kAborted, 409},
+      {absl::StatusCode::kOutOfRange, 400},
+      {absl::StatusCode::kUnimplemented, 501},
+      {absl::StatusCode::kInternal, 500},
+      {absl::StatusCode::kUnavailable, 503},
+      {absl::StatusCode::kDataLoss, 500},
+      {absl::StatusCode::kUnauthenticated, 401},
+  };
+  for (const auto& [code, status] : want) {
+    EXPECT_EQ(HttpStatusFor(code), status) << absl::StatusCodeToString(code);
+  }
+}
+
+TEST_F(StudyServiceTest, HttpWrongMethodIs405WithAllow) {
+  for (const char* method : {"POST", "DELETE", "PUT"}) {
+    HttpReply reply = HttpCall(server_->http_port(), method, "/api/v1/studies");
+    EXPECT_EQ(reply.status, 405) << method;
+    EXPECT_THAT(reply.headers, HasSubstr("Allow: GET, HEAD")) << reply.headers;
+    EXPECT_THAT(reply.body, HasSubstr("only GET and HEAD are served"));
+  }
+  EXPECT_EQ(HttpCall(server_->http_port(), "HEAD", "/api/v1/studies").status, 200);
+}
+
+TEST_F(StudyServiceTest, HttpStudiesFilterByDisplayName) {
+  const std::string wanted = client_->MustCreateStudy(ValidSpec(), "ranker").name();
+  client_->MustCreateStudy(ValidSpec(), "other");
+  HttpReply reply = HttpGet(server_->http_port(), "/api/v1/studies?display_name=ranker");
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  v1::ListStudiesResponse listed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(reply.body, &listed).ok()) << reply.body;
+  ASSERT_EQ(listed.studies_size(), 1);
+  EXPECT_EQ(listed.studies(0).name(), wanted);
 }
 
 TEST_F(StudyServiceTest, HttpUnknownStudyIs404) {

@@ -154,6 +154,15 @@ test('studies list, study page, live update and API errors', async () => {
     document.querySelector(`#trials tr[data-trial-id="${id}"]`)?.textContent.includes('SUCCEEDED') &&
     document.querySelector(`#optimal tr[data-trial-id="${id}"]`) !== null, String(fourth.id));
 
+  // A trial stopped early shows as STOPPED, and its better loss does not make it optimal.
+  const [fifth] = await suggest(server, study, 1);
+  await cli(server, 'trial', 'stop', fifth.name);
+  await cli(server, 'trial', 'complete', fifth.name, 'logloss=0.30');
+  await until(page, 'the stopped trial, never optimal', (id) =>
+    document.querySelector(`#trials tr[data-trial-id="${id}"]`)?.textContent.includes('STOPPED') &&
+    document.querySelector('#completed-count')?.textContent === '5' &&
+    document.querySelector(`#optimal tr[data-trial-id="${id}"]`) === null, String(fifth.id));
+
   // An unknown study: the API's error is on the page.
   await page.evaluate(() => { location.hash = '#/studies/999'; });
   await until(page, 'the NOT_FOUND error', () => {

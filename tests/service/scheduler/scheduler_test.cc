@@ -311,11 +311,10 @@ TEST_F(SchedulerTest, TrialsArePackedByTheirRequestsNotCounted) {
   std::string metrics;
   EXPECT_TRUE(AwaitCondition([&] {
     metrics = HttpGet(http, "/metrics").body;
-    return absl::StrContains(metrics,
-                             "evoscale_capacity_requested{resource=\"memory_bytes\"} 104857600") &&
+    return absl::StrContains(metrics, "evoscale_capacity_requested_memory_bytes 104857600") &&
            absl::StrContains(metrics, "evoscale_studies_waiting 1");
   })) << metrics;
-  EXPECT_THAT(metrics, HasSubstr("evoscale_capacity{resource=\"memory_bytes\"} 134217728"));
+  EXPECT_THAT(metrics, HasSubstr("evoscale_capacity_memory_bytes 134217728"));
   for (const std::string& study : {a, b}) {
     AwaitStudy(study, [](const v1::Study& s) { return s.completed_trial_count() == 2; });
   }
@@ -495,7 +494,7 @@ TEST_F(SchedulerTest, ARunningTrialsUsageIsRecordedEachSecondAsATrainingWorkload
   const auto rec = HttpGet(http, "/api/v1/workloads/" + study + "/recommendation");
   ASSERT_EQ(rec.status, 200) << rec.body;
   // Learned from the samples: the newest one's time, and memory near the 60 MiB held.
-  EXPECT_THAT(rec.body, HasSubstr("\"timestamp\":"));
+  EXPECT_THAT(rec.body, HasSubstr("\"newest_sample_time\":\""));
   EXPECT_THAT(rec.body, HasSubstr("\"memory_bytes\":{"));
 }
 

@@ -452,6 +452,81 @@ TEST_F(StoreTest, TelemetryStoreTakesItsOwnLock) {
                                       "\" is in use by another evoscaled (pid ", getpid()))));
 }
 
+// A telemetry database of schema 1 (before containers, and with workloads that held
+// latency_slo_ms) opens as schema 2: its instances are the unnamed container of each, and a
+// workload's latency objective comes back in seconds.
+TEST_F(StoreTest, TelemetryStoreMigratesSchema1ToContainersAndSeconds) {
+  const std::string telemetry = dir_.File("old.telemetry.db");
+  {
+    v1::Workload w;
+    w.set_name("default/ranker");
+    w.set_max_replicas(4);
+    std::string body = w.SerializeAsString();
+    body += '\x39';  // field 7 (latency_slo_ms), 64-bit: the double 250.0 as schema 1 wrote it
+    const double ms = 250;
+    body.append(reinterpret_cast<const char*>(&ms), sizeof ms);
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(telemetry.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db,
+                           "CREATE TABLE workloads(id INTEGER PRIMARY KEY, name TEXT NOT NULL "
+                           "UNIQUE, body BLOB NOT NULL);"
+                           "CREATE TABLE instances(id INTEGER PRIMARY KEY, workload_id INTEGER "
+                           "NOT NULL REFERENCES workloads(id) ON DELETE CASCADE, name TEXT NOT "
+                           "NULL, UNIQUE(workload_id, name));"
+                           "CREATE TABLE samples(instance_id INTEGER NOT NULL, resolution "
+                           "INTEGER NOT NULL, ts REAL NOT NULL, cpu REAL NOT NULL, mem REAL NOT "
+                           "NULL, gpu_util REAL NOT NULL, gpu_mem REAL NOT NULL, qps REAL NOT "
+                           "NULL, latency REAL NOT NULL, oom INTEGER NOT NULL, "
+                           "PRIMARY KEY(resolution, ts, instance_id)) WITHOUT ROWID;"
+                           "PRAGMA user_version=1;",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_stmt* put = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(db, "INSERT INTO workloads VALUES(1, 'default/ranker', ?1)", -1,
+                                 &put, nullptr),
+              SQLITE_OK);
+    sqlite3_bind_blob(put, 1, body.data(), body.size(), SQLITE_STATIC);
+    ASSERT_EQ(sqlite3_step(put), SQLITE_DONE);
+    sqlite3_finalize(put);
+    ASSERT_EQ(sqlite3_exec(db,
+                           "INSERT INTO instances VALUES(3, 1, 'pod-0');"
+                           "INSERT INTO samples VALUES(3, 0, 1700000000, 1, 2, 0, 0, 5, 20, 0);",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  absl::StatusOr<std::unique_ptr<TelemetryStore>> store =
+      TelemetryStore::Open(telemetry, Durability::kProcessCrash);
+  ASSERT_TRUE(store.ok()) << store.status();
+  absl::StatusOr<std::vector<StoredWorkload>> workloads = (*store)->LoadWorkloads();
+  ASSERT_TRUE(workloads.ok()) << workloads.status();
+  ASSERT_EQ(workloads->size(), 1u);
+  const v1::Workload& w = (*workloads)[0].workload;
+  EXPECT_DOUBLE_EQ(w.latency_slo_seconds(), 0.25);
+  EXPECT_EQ(w.max_replicas(), 4);
+  EXPECT_EQ(w.GetReflection()->GetUnknownFields(w).field_count(), 0);
+  absl::StatusOr<std::vector<StoredInstance>> instances = (*store)->LoadInstances();
+  ASSERT_TRUE(instances.ok()) << instances.status();
+  ASSERT_EQ(instances->size(), 1u);
+  EXPECT_EQ((*instances)[0].id, 3);
+  EXPECT_EQ((*instances)[0].name, "pod-0");
+  EXPECT_EQ((*instances)[0].container, "");
+  int scanned = 0;
+  ASSERT_TRUE((*store)
+                  ->ScanSamples([&](const TelemetryRow& r) {
+                    ++scanned;
+                    EXPECT_EQ(r.instance_id, 3);
+                    EXPECT_DOUBLE_EQ(r.latency_ms, 20);
+                  })
+                  .ok());
+  EXPECT_EQ(scanned, 1);
+  // One instance may now have several containers; each (instance, container) once.
+  const StoredInstance sidecar{.id = 4, .workload_id = 1, .name = "pod-0", .container = "envoy"};
+  EXPECT_TRUE((*store)->Append({sidecar}, {}).ok());
+  const StoredInstance again{.id = 5, .workload_id = 1, .name = "pod-0", .container = ""};
+  EXPECT_FALSE((*store)->Append({again}, {}).ok());
+}
+
 // Found by the soak bench (the studies WAL reached 14 GB in 10 minutes): the checkpointer's
 // connection had never read the database, so it did not know it was in WAL mode and every
 // checkpoint did nothing. Now a log longer than the checkpointer's limit is copied into the
