@@ -22,6 +22,7 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -54,6 +55,9 @@ namespace evoscale::cli {
 namespace {
 
 using v1::StudyService;
+using StudyStub = v1::StudyService::StubInterface;
+using AutoscalerStub = v1::AutoscalerService::StubInterface;
+using AdminStub = v1::AdminService::StubInterface;
 
 // Marks a Status that carries a failed RPC (exit code 1) rather than a usage error (2).
 constexpr absl::string_view kRpcErrorPayload = "type.evoscale.dev/evoscale.cli.RpcError";
@@ -237,6 +241,25 @@ class Invocation {
     }
     grpc::Status status = rpc(&context);
     return status.ok() ? absl::OkStatus() : RpcError(rpc_name, status);
+  }
+
+  // Calls the unary RPC `rpc` of the stub its type names (Call's deadline and token).
+  template <typename Stub, typename Request, typename Response>
+  absl::Status Unary(absl::string_view rpc_name,
+                     grpc::Status (Stub::*rpc)(grpc::ClientContext*, const Request&, Response*),
+                     const Request& request, Response* response) const {
+    Stub* stub;
+    if constexpr (std::is_same_v<Stub, StudyStub>) {
+      stub = &stub_;
+    } else if constexpr (std::is_same_v<Stub, AutoscalerStub>) {
+      stub = &autoscaler_;
+    } else {
+      static_assert(std::is_same_v<Stub, AdminStub>);
+      stub = &admin_;
+    }
+    return Call(rpc_name, [&](grpc::ClientContext* context) {
+      return (stub->*rpc)(context, request, response);
+    });
   }
 
   // Prints `message` as -o asks: one line of protobuf JSON, or a YAML document.
@@ -428,11 +451,7 @@ absl::Status RunStudyCreate(const Invocation& invocation) {
   v1::CreateStudyRequest request;
   *request.mutable_study() = *std::move(study);
   v1::Study created;
-  if (absl::Status s = invocation.Call("CreateStudy",
-                                       [&](grpc::ClientContext* context) {
-                                         return invocation.stub().CreateStudy(context, request,
-                                                                              &created);
-                                       });
+  if (absl::Status s = invocation.Unary("CreateStudy", &StudyStub::CreateStudy, request, &created);
       !s.ok()) {
     return s;
   }
@@ -447,9 +466,7 @@ absl::Status RunStudyList(const Invocation& invocation) {
         v1::ListStudiesRequest request;
         request.set_page_size(kMaxPageSize);
         request.set_page_token(token);
-        return invocation.Call("ListStudies", [&](grpc::ClientContext* context) {
-          return invocation.stub().ListStudies(context, request, page);
-        });
+        return invocation.Unary("ListStudies", &StudyStub::ListStudies, request, page);
       },
       &all);
   if (!listed.ok()) return listed;
@@ -463,11 +480,7 @@ absl::Status RunStudyGet(const Invocation& invocation) {
   v1::GetStudyRequest request;
   request.set_name(*name);
   v1::Study study;
-  if (absl::Status s = invocation.Call("GetStudy",
-                                       [&](grpc::ClientContext* context) {
-                                         return invocation.stub().GetStudy(context, request,
-                                                                           &study);
-                                       });
+  if (absl::Status s = invocation.Unary("GetStudy", &StudyStub::GetStudy, request, &study);
       !s.ok()) {
     return s;
   }
@@ -583,11 +596,7 @@ absl::Status RunStudyDelete(const Invocation& invocation) {
   v1::DeleteStudyRequest request;
   request.set_name(*name);
   v1::DeleteStudyResponse response;
-  if (absl::Status s = invocation.Call("DeleteStudy",
-                                       [&](grpc::ClientContext* context) {
-                                         return invocation.stub().DeleteStudy(context, request,
-                                                                              &response);
-                                       });
+  if (absl::Status s = invocation.Unary("DeleteStudy", &StudyStub::DeleteStudy, request, &response);
       !s.ok()) {
     return s;
   }
@@ -611,11 +620,8 @@ absl::Status RunStudyState(const Invocation& invocation) {
   request.set_name(*name);
   request.set_state(invocation.arguments().study_state);
   v1::Study study;
-  if (absl::Status s = invocation.Call("SetStudyState",
-                                       [&](grpc::ClientContext* context) {
-                                         return invocation.stub().SetStudyState(context, request,
-                                                                                &study);
-                                       });
+  if (absl::Status s =
+          invocation.Unary("SetStudyState", &StudyStub::SetStudyState, request, &study);
       !s.ok()) {
     return s;
   }
@@ -650,9 +656,7 @@ absl::Status RunTrialsList(const Invocation& invocation) {
         request.set_state(arguments.trial_state);
         request.set_page_size(arguments.page_size);
         request.set_page_token(token);
-        return invocation.Call("ListTrials", [&](grpc::ClientContext* context) {
-          return invocation.stub().ListTrials(context, request, page);
-        });
+        return invocation.Unary("ListTrials", &StudyStub::ListTrials, request, page);
       },
       &all);
   if (!listed.ok()) return listed;
@@ -684,11 +688,8 @@ absl::Status RunSuggest(const Invocation& invocation) {
   request.set_suggestion_count(arguments.count);
   request.set_client_id(client_id);
   v1::SuggestTrialsResponse response;
-  if (absl::Status s = invocation.Call("SuggestTrials",
-                                       [&](grpc::ClientContext* context) {
-                                         return invocation.stub().SuggestTrials(context, request,
-                                                                                &response);
-                                       });
+  if (absl::Status s =
+          invocation.Unary("SuggestTrials", &StudyStub::SuggestTrials, request, &response);
       !s.ok()) {
     return s;
   }
@@ -729,11 +730,8 @@ absl::Status RunMeasure(const Invocation& invocation) {
   request.mutable_measurement()->set_step(arguments.step);
   request.mutable_measurement()->mutable_metrics()->insert(metrics->begin(), metrics->end());
   v1::Trial trial;
-  if (absl::Status s = invocation.Call("AddTrialMeasurement",
-                                       [&](grpc::ClientContext* context) {
-                                         return invocation.stub().AddTrialMeasurement(
-                                             context, request, &trial);
-                                       });
+  if (absl::Status s =
+          invocation.Unary("AddTrialMeasurement", &StudyStub::AddTrialMeasurement, request, &trial);
       !s.ok()) {
     return s;
   }
@@ -775,11 +773,8 @@ absl::Status RunComplete(const Invocation& invocation) {
     }
   }
   v1::Trial trial;
-  if (absl::Status s = invocation.Call("CompleteTrial",
-                                       [&](grpc::ClientContext* context) {
-                                         return invocation.stub().CompleteTrial(context, request,
-                                                                                &trial);
-                                       });
+  if (absl::Status s =
+          invocation.Unary("CompleteTrial", &StudyStub::CompleteTrial, request, &trial);
       !s.ok()) {
     return s;
   }
@@ -792,11 +787,7 @@ absl::Status RunStop(const Invocation& invocation) {
   v1::StopTrialRequest request;
   request.set_name(*name);
   v1::Trial trial;
-  if (absl::Status s = invocation.Call("StopTrial",
-                                       [&](grpc::ClientContext* context) {
-                                         return invocation.stub().StopTrial(context, request,
-                                                                            &trial);
-                                       });
+  if (absl::Status s = invocation.Unary("StopTrial", &StudyStub::StopTrial, request, &trial);
       !s.ok()) {
     return s;
   }
@@ -809,11 +800,9 @@ absl::Status RunShouldStop(const Invocation& invocation) {
   v1::CheckTrialEarlyStoppingStateRequest request;
   request.set_trial_name(*name);
   v1::CheckTrialEarlyStoppingStateResponse response;
-  if (absl::Status s = invocation.Call("CheckTrialEarlyStoppingState",
-                                       [&](grpc::ClientContext* context) {
-                                         return invocation.stub().CheckTrialEarlyStoppingState(
-                                             context, request, &response);
-                                       });
+  if (absl::Status s =
+          invocation.Unary("CheckTrialEarlyStoppingState", &StudyStub::CheckTrialEarlyStoppingState,
+                           request, &response);
       !s.ok()) {
     return s;
   }
@@ -828,11 +817,8 @@ absl::Status RunOptimal(const Invocation& invocation) {
   v1::ListOptimalTrialsRequest request;
   request.set_parent(*parent);
   v1::ListOptimalTrialsResponse response;
-  if (absl::Status s = invocation.Call("ListOptimalTrials",
-                                       [&](grpc::ClientContext* context) {
-                                         return invocation.stub().ListOptimalTrials(
-                                             context, request, &response);
-                                       });
+  if (absl::Status s =
+          invocation.Unary("ListOptimalTrials", &StudyStub::ListOptimalTrials, request, &response);
       !s.ok()) {
     return s;
   }
@@ -846,11 +832,7 @@ absl::Status RunTrialGet(const Invocation& invocation) {
   v1::GetTrialRequest request;
   request.set_name(*name);
   v1::Trial trial;
-  if (absl::Status s = invocation.Call("GetTrial",
-                                       [&](grpc::ClientContext* context) {
-                                         return invocation.stub().GetTrial(context, request,
-                                                                           &trial);
-                                       });
+  if (absl::Status s = invocation.Unary("GetTrial", &StudyStub::GetTrial, request, &trial);
       !s.ok()) {
     return s;
   }
@@ -880,11 +862,7 @@ absl::Status RunTrialDelete(const Invocation& invocation) {
   v1::DeleteTrialRequest request;
   request.set_name(*name);
   v1::DeleteTrialResponse response;
-  if (absl::Status s = invocation.Call("DeleteTrial",
-                                       [&](grpc::ClientContext* context) {
-                                         return invocation.stub().DeleteTrial(context, request,
-                                                                              &response);
-                                       });
+  if (absl::Status s = invocation.Unary("DeleteTrial", &StudyStub::DeleteTrial, request, &response);
       !s.ok()) {
     return s;
   }
@@ -899,9 +877,8 @@ absl::StatusOr<v1::Workload> GetWorkloadRpc(const Invocation& invocation, const 
   v1::GetWorkloadRequest request;
   request.set_name(name);
   v1::Workload workload;
-  absl::Status s = invocation.Call("GetWorkload", [&](grpc::ClientContext* context) {
-    return invocation.autoscaler().GetWorkload(context, request, &workload);
-  });
+  absl::Status s =
+      invocation.Unary("GetWorkload", &AutoscalerStub::GetWorkload, request, &workload);
   if (!s.ok()) return s;
   return workload;
 }
@@ -987,11 +964,7 @@ absl::Status RunWorkloadPut(const Invocation& invocation) {
   if (has("max_replicas")) w->set_max_replicas(given.max_replicas());
   w->set_name(args.workload);
   v1::Workload out;
-  if (absl::Status s = invocation.Call("PutWorkload",
-                                       [&](grpc::ClientContext* context) {
-                                         return invocation.autoscaler().PutWorkload(context,
-                                                                                    request, &out);
-                                       });
+  if (absl::Status s = invocation.Unary("PutWorkload", &AutoscalerStub::PutWorkload, request, &out);
       !s.ok()) {
     return s;
   }
@@ -1003,11 +976,8 @@ absl::Status RunWorkloadPut(const Invocation& invocation) {
 absl::Status RunWorkloadList(const Invocation& invocation) {
   v1::ListWorkloadsRequest request;
   v1::ListWorkloadsResponse response;
-  if (absl::Status s = invocation.Call("ListWorkloads",
-                                       [&](grpc::ClientContext* context) {
-                                         return invocation.autoscaler().ListWorkloads(
-                                             context, request, &response);
-                                       });
+  if (absl::Status s =
+          invocation.Unary("ListWorkloads", &AutoscalerStub::ListWorkloads, request, &response);
       !s.ok()) {
     return s;
   }
@@ -1042,11 +1012,8 @@ absl::Status RunRecommend(const Invocation& invocation) {
   v1::GetRecommendationRequest request;
   request.set_workload(arguments.workload);
   v1::Recommendation rec;
-  if (absl::Status s = invocation.Call("GetRecommendation",
-                                       [&](grpc::ClientContext* context) {
-                                         return invocation.autoscaler().GetRecommendation(
-                                             context, request, &rec);
-                                       });
+  if (absl::Status s =
+          invocation.Unary("GetRecommendation", &AutoscalerStub::GetRecommendation, request, &rec);
       !s.ok()) {
     return s;
   }

@@ -322,6 +322,82 @@ absl::Status RequireSomeMetric(const search::ProblemStatement& problem, const v1
 
 const char* TrialStateName(v1::Trial::State s) { return v1::Trial::State_Name(s).c_str(); }
 
+// What CreateTrial's `trial` says of how the trial ended, checked: its state (unset: SUCCEEDED
+// with a final measurement, else REQUESTED; or REQUESTED, SUCCEEDED, STOPPED, INFEASIBLE:
+// a result from elsewhere, e.g. a run another tool stopped early), its intermediate
+// measurements, its final measurement (STOPPED: the last intermediate one when not given) and
+// infeasible_reason. The answer carries those four fields only.
+absl::StatusOr<v1::Trial> EndedTrial(const search::ProblemStatement& problem,
+                                     const v1::Trial& in) {
+  v1::Trial out;
+  v1::Measurement fm = in.final_measurement();
+  const bool has_final = fm.metrics_size() > 0;
+  switch (in.state()) {
+    case v1::Trial::STATE_UNSPECIFIED:
+      out.set_state(has_final ? v1::Trial::SUCCEEDED : v1::Trial::REQUESTED);
+      break;
+    case v1::Trial::REQUESTED:
+    case v1::Trial::SUCCEEDED:
+    case v1::Trial::STOPPED:
+    case v1::Trial::INFEASIBLE:
+      out.set_state(in.state());
+      break;
+    default:
+      return InvalidArgumentError(absl::StrFormat(
+          "trial.state: a trial is created REQUESTED, SUCCEEDED, STOPPED or INFEASIBLE, not %s",
+          v1::Trial::State_IsValid(in.state()) ? TrialStateName(in.state())
+                                                : absl::StrCat(in.state()).c_str()));
+  }
+  if (in.measurements_size() > kMaxMeasurementsPerTrial) {
+    return InvalidArgumentError(absl::StrFormat("trial.measurements: %d; at most %d",
+                                                in.measurements_size(), kMaxMeasurementsPerTrial));
+  }
+  for (int i = 0; i < in.measurements_size(); ++i) {
+    const std::string path = StrCat("trial.measurements[", i, "]");
+    if (absl::Status st = ValidateMeasurement(in.measurements(i), path); !st.ok()) return st;
+    if (absl::Status st = RequireSomeMetric(problem, in.measurements(i), path); !st.ok()) return st;
+  }
+  *out.mutable_measurements() = in.measurements();
+  if (!in.infeasible_reason().empty() && out.state() != v1::Trial::INFEASIBLE) {
+    return InvalidArgumentError("trial.infeasible_reason: only an INFEASIBLE trial has one");
+  }
+  if (in.infeasible_reason().size() > 4096) {
+    return InvalidArgumentError("trial.infeasible_reason: longer than 4096 bytes");
+  }
+  out.set_infeasible_reason(in.infeasible_reason());
+  switch (out.state()) {
+    case v1::Trial::REQUESTED:
+      if (has_final) {
+        return InvalidArgumentError(
+            "trial.final_measurement: a REQUESTED trial has not run; it has none");
+      }
+      return out;
+    case v1::Trial::STOPPED:
+      if (!has_final && in.measurements_size() > 0) {
+        fm = in.measurements(in.measurements_size() - 1);
+      }
+      break;
+    case v1::Trial::INFEASIBLE:
+      if (!has_final) return out;
+      break;
+    default:
+      break;
+  }
+  if (fm.metrics_size() == 0) {
+    return InvalidArgumentError(absl::StrCat("trial.final_measurement: a ",
+                                             TrialStateName(out.state()),
+                                             " trial needs one (or, STOPPED, a measurement)"));
+  }
+  if (absl::Status st = ValidateMeasurement(fm, "trial.final_measurement"); !st.ok()) return st;
+  if (out.state() != v1::Trial::INFEASIBLE) {
+    if (absl::Status st = RequireMetrics(problem, fm, "trial.final_measurement"); !st.ok()) {
+      return st;
+    }
+  }
+  *out.mutable_final_measurement() = std::move(fm);
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<StudyCore>> StudyCore::Create(Store* store, Clock* clock) {
@@ -682,14 +758,10 @@ absl::StatusOr<v1::Trial> StudyCore::Apply(const v1::CreateTrialRequest& req) {
   absl::StatusOr<search::ParameterDict> params =
       ToParameterDict(s.problem.space, req.trial().parameters(), "trial.parameters");
   if (!params.ok()) return params.status();
-  const v1::Measurement& fm = req.trial().final_measurement();
-  const bool completed = fm.metrics_size() > 0;
-  if (completed) {
-    if (absl::Status st = ValidateMeasurement(fm, "trial.final_measurement"); !st.ok()) return st;
-    if (absl::Status st = RequireMetrics(s.problem, fm, "trial.final_measurement"); !st.ok()) {
-      return st;
-    }
-  }
+  const v1::Trial& in = req.trial();
+  absl::StatusOr<v1::Trial> ended = EndedTrial(s.problem, in);
+  if (!ended.ok()) return ended.status();
+  const bool completed = ended->state() != v1::Trial::REQUESTED;
   const int64_t max_trials = s.study.spec().max_trials();
   if (absl::Status st = ValidateMetadata(req.trial().metadata(), "trial.metadata"); !st.ok()) {
     return st;
@@ -706,15 +778,15 @@ absl::StatusOr<v1::Trial> StudyCore::Apply(const v1::CreateTrialRequest& req) {
   t.set_client_id(req.trial().client_id());
   *t.mutable_metadata() = req.trial().metadata();
   *t.mutable_resources() = s.study.spec().trial_template().resources();
+  t.set_state(ended->state());
+  *t.mutable_measurements() = ended->measurements();
   int64_t seq = 0;
   if (completed) {
-    t.set_state(v1::Trial::SUCCEEDED);
-    *t.mutable_final_measurement() = fm;
+    if (ended->has_final_measurement()) *t.mutable_final_measurement() = ended->final_measurement();
+    t.set_infeasible_reason(ended->infeasible_reason());
     *t.mutable_start_time() = now;
     *t.mutable_end_time() = now;
     seq = s.next_completion_seq();
-  } else {
-    t.set_state(v1::Trial::REQUESTED);
   }
   WriteBatch batch;
   batch.PutTrial(s.id, t, seq);
@@ -885,12 +957,7 @@ absl::StatusOr<v1::CheckTrialEarlyStoppingStateResponse> StudyCore::Apply(
   if (resp.should_stop()) {
     // As Vizier: the decision is kept (the trial is STOPPING), so the client's CompleteTrial
     // ends it STOPPED and later checks answer the same.
-    v1::Trial n = t;
-    n.set_state(v1::Trial::STOPPING);
-    WriteBatch batch;
-    batch.PutTrial(state->id, n, 0);
-    if (absl::Status st = Commit(std::move(batch)); !st.ok()) return st;
-    state->Apply(n, 0);
+    if (absl::StatusOr<v1::Trial> n = MarkStopping(*state, t); !n.ok()) return n.status();
   }
   return resp;
 }
@@ -904,12 +971,16 @@ absl::StatusOr<v1::Trial> StudyCore::Apply(const v1::StopTrialRequest& req) {
         absl::StrFormat("trial \"%s\" is %s; only ACTIVE trials can be stopped", t.name(),
                         TrialStateName(t.state())));
   }
+  return MarkStopping(*state, t);
+}
+
+absl::StatusOr<v1::Trial> StudyCore::MarkStopping(StudyState& state, const v1::Trial& t) {
   v1::Trial n = t;
   n.set_state(v1::Trial::STOPPING);
   WriteBatch batch;
-  batch.PutTrial(state->id, n, 0);
+  batch.PutTrial(state.id, n, 0);
   if (absl::Status st = Commit(std::move(batch)); !st.ok()) return st;
-  state->Apply(n, 0);
+  state.Apply(n, 0);
   return n;
 }
 

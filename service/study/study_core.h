@@ -120,6 +120,9 @@ class StudyCore {
                                                         absl::string_view field);
   absl::StatusOr<std::pair<std::shared_ptr<StudyState>, int64_t>> FindTrial(
       absl::string_view name, absl::string_view field);
+  // Writes trial `t` of `state` (whose mutex the caller holds) as STOPPING; the trial as
+  // stored.
+  absl::StatusOr<v1::Trial> MarkStopping(StudyState& state, const v1::Trial& t);
 
   Store* const store_;
   Clock* const clock_;

@@ -26,6 +26,7 @@
 #include "gtest/gtest.h"
 #include "katib/v1beta1/suggestion.grpc.pb.h"
 #include "tests/e2e/evoscaled_process.h"
+#include "tests/e2e/grpc_health.h"
 #include "tests/support/test_support.h"
 
 namespace evoscale {
@@ -471,35 +472,12 @@ TEST_F(KatibE2eTest, ValidateAlgorithmSettingsRejectsABadSettingByNameAndCreates
 
 TEST_F(KatibE2eTest, KatibPortServesHealthAndOnlyTheSuggestionService) {
   EXPECT_NE(server_->katib_address(), server_->grpc_address());
-  grpc::GenericStub generic(
-      grpc::CreateChannel(server_->katib_address(), grpc::InsecureChannelCredentials()));
   // grpc.health.v1.Health/Check{service} -> {status: SERVING}, for the names Katib's probe
   // (manager.v1beta1.Suggestion) and a person (api.v1.beta1.Suggestion) would ask.
   for (const std::string service : {"", "api.v1.beta1.Suggestion", "manager.v1beta1.Suggestion"}) {
-    // HealthCheckRequest{service (field 1, a short string)}, encoded by hand.
-    const std::string encoded =
-        service.empty()
-            ? ""
-            : absl::StrCat("\x0a", std::string(1, static_cast<char>(service.size())), service);
-    grpc::Slice slice(encoded);
-    grpc::ByteBuffer request(&slice, 1);
-    grpc::ByteBuffer response;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    absl::Notification done;
-    grpc::Status status;
-    generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
-                      &response, [&](grpc::Status s) {
-                        status = std::move(s);
-                        done.Notify();
-                      });
-    ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
-    ASSERT_TRUE(status.ok()) << service << ": " << status.error_message();
-    std::vector<grpc::Slice> slices;
-    ASSERT_TRUE(response.Dump(&slices).ok());
-    std::string bytes;
-    for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-    EXPECT_EQ(bytes, std::string("\x08\x01", 2)) << service;  // status: SERVING
+    absl::StatusOr<std::string> health = testing::HealthCheck(server_->katib_address(), service);
+    ASSERT_TRUE(health.ok()) << health.status();
+    EXPECT_EQ(*health, testing::kHealthServing) << service;
   }
   // The study API is not on Katib's port (it takes no token there).
   auto stub = v1::StudyService::NewStub(

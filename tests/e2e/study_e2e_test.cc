@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/evoscaled_process.h"
+#include "tests/e2e/grpc_health.h"
 #include "tests/support/test_support.h"
 
 namespace evoscale {
@@ -574,26 +575,14 @@ TEST_F(StudyE2eTest, AManagedCommandNotOnPathIsLogged) {
 }
 
 TEST_F(StudyE2eTest, HealthCheckAndServerReflectionAnswer) {
-  grpc::GenericStub generic(
-      grpc::CreateChannel(server_->grpc_address(), grpc::InsecureChannelCredentials()));
   // grpc.health.v1.Health/Check{service: "evoscale.v1.StudyService"} -> status SERVING (1).
   for (const std::string service : {"", "evoscale.v1.StudyService", "evoscale.v1.AutoscalerService"}) {
-    grpc::Slice slice(LengthDelimited(1, service));
-    grpc::ByteBuffer request(&slice, 1);
-    grpc::ByteBuffer response;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    absl::Notification done;
-    grpc::Status status;
-    generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
-                      &response, [&](grpc::Status s) {
-                        status = std::move(s);
-                        done.Notify();
-                      });
-    ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
-    ASSERT_TRUE(status.ok()) << service << ": " << status.error_message();
-    EXPECT_EQ(ToString(response), std::string("\x08\x01", 2)) << service;
+    absl::StatusOr<std::string> health = testing::HealthCheck(server_->grpc_address(), service);
+    ASSERT_TRUE(health.ok()) << health.status();
+    EXPECT_EQ(*health, testing::kHealthServing) << service;
   }
+  grpc::GenericStub generic(
+      grpc::CreateChannel(server_->grpc_address(), grpc::InsecureChannelCredentials()));
 
   // grpc.reflection.v1alpha.ServerReflection: list_services (field 7) names our services.
   grpc::CompletionQueue cq;

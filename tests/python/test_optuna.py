@@ -78,7 +78,8 @@ def test_pruned_trials_are_stopped_in_evoscaled_with_their_last_value(evoscaled)
                 raise optuna.TrialPruned()
         return final
 
-    sampler = EvoscaleSampler(evoscaled.address, seed=5)
+    # Six random startup trials (mirrored with CreateTrial when they end), then evoscale's.
+    sampler = EvoscaleSampler(evoscaled.address, seed=5, n_startup_trials=6)
     pruner = optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1)
     study = optuna.create_study(sampler=sampler, pruner=pruner)
     study.optimize(objective, n_trials=20)
@@ -90,9 +91,8 @@ def test_pruned_trials_are_stopped_in_evoscaled_with_their_last_value(evoscaled)
     for trial in study.trials:
         evo = by_number[trial.number]
         reported = sorted(trial.intermediate_values.items())
-        # Trial 0 (random, before the study existed) is mirrored with CreateTrial: no steps.
-        expected_steps = reported if trial.number > 0 else []
-        assert [(m.step, m.metrics["value"]) for m in evo.measurements] == expected_steps
+        # Suggested or mirrored, every trial carries its intermediate values.
+        assert [(m.step, m.metrics["value"]) for m in evo.measurements] == reported
         if trial.state == optuna.trial.TrialState.PRUNED:
             assert evo.state == "STOPPED"
             assert evo.final_metrics == {"value": reported[-1][1]}
@@ -100,6 +100,8 @@ def test_pruned_trials_are_stopped_in_evoscaled_with_their_last_value(evoscaled)
             assert evo.state == "SUCCEEDED"
             assert evo.final_metrics == {"value": trial.value}
     assert {t.state for t in sampler.evoscale_study.best_trials} == {"SUCCEEDED"}
+    # Pruned startup trials too end STOPPED (created so, in one call).
+    assert any(t.state == optuna.trial.TrialState.PRUNED for t in study.trials[3:6])
 
 
 def test_failed_trials_are_infeasible_even_before_the_study_exists(evoscaled):

@@ -1321,6 +1321,76 @@ TEST_F(StudyServiceTest, CreateTrialFinalMeasurementMissingObjectiveIsInvalidArg
   ExpectCreateTrialRejected(t, "trial.final_measurement.metrics: missing metric \"loss\"");
 }
 
+TEST_F(StudyServiceTest, CreateTrialRecordsResultsFromElsewhereInTheirOwnState) {
+  const std::string study = client_->MustCreateStudy(ValidSpec()).name();
+  v1::Trial stopped = AdamTrial(0.1, 2);
+  stopped.set_state(v1::Trial::STOPPED);
+  *stopped.add_measurements() = Loss(0.6, 1);
+  *stopped.add_measurements() = Loss(0.05, 2);
+  v1::Trial infeasible = AdamTrial(0.2, 2);
+  infeasible.set_state(v1::Trial::INFEASIBLE);
+  infeasible.set_infeasible_reason("diverged");
+  v1::Trial succeeded = AdamTrial(0.3, 2);
+  succeeded.set_state(v1::Trial::SUCCEEDED);
+  *succeeded.add_measurements() = Loss(0.9, 1);
+  *succeeded.mutable_final_measurement() = Loss(0.4, 5);
+  v1::Trial requested = AdamTrial(0.4, 2);
+  requested.set_state(v1::Trial::REQUESTED);
+  for (const v1::Trial& t : {stopped, infeasible, succeeded, requested}) {
+    client_->MustCreateTrial(study, t);
+  }
+  auto check = [&] {
+    const v1::Trial a = client_->MustGetTrial(study + "/trials/1");
+    EXPECT_EQ(a.state(), v1::Trial::STOPPED);
+    EXPECT_EQ(a.measurements_size(), 2);
+    EXPECT_EQ(a.final_measurement().metrics().at("loss"), 0.05);  // the last measurement
+    const v1::Trial b = client_->MustGetTrial(study + "/trials/2");
+    EXPECT_EQ(b.state(), v1::Trial::INFEASIBLE);
+    EXPECT_EQ(b.infeasible_reason(), "diverged");
+    const v1::Trial c = client_->MustGetTrial(study + "/trials/3");
+    EXPECT_EQ(c.state(), v1::Trial::SUCCEEDED);
+    EXPECT_EQ(c.measurements_size(), 1);
+    EXPECT_EQ(c.final_measurement().step(), 5);
+    EXPECT_EQ(client_->MustGetTrial(study + "/trials/4").state(), v1::Trial::REQUESTED);
+    EXPECT_EQ(client_->MustGetStudy(study).completed_trial_count(), 3);
+    // The stopped trial's 0.05 beats 0.4, yet only the one that ran to its end is optimal.
+    v1::ListOptimalTrialsRequest optimal;
+    optimal.set_parent(study);
+    v1::ListOptimalTrialsResponse best;
+    ASSERT_THAT(client_->Call(&Stub::ListOptimalTrials, optimal, &best), GrpcOk());
+    EXPECT_THAT(Ids(best.optimal_trials()), ElementsAre(3));
+  };
+  check();
+  ASSERT_NO_FATAL_FAILURE(RestartServer());
+  check();
+}
+
+TEST_F(StudyServiceTest, CreateTrialWithAnImpossibleEndingIsInvalidArgument) {
+  v1::Trial t = AdamTrial(0.5, 3);
+  t.set_state(v1::Trial::ACTIVE);
+  ExpectCreateTrialRejected(
+      t, "trial.state: a trial is created REQUESTED, SUCCEEDED, STOPPED or INFEASIBLE, not ACTIVE");
+  t.set_state(v1::Trial::SUCCEEDED);
+  ExpectCreateTrialRejected(
+      t, "trial.final_measurement: a SUCCEEDED trial needs one (or, STOPPED, a measurement)");
+  t.set_state(v1::Trial::STOPPED);
+  ExpectCreateTrialRejected(
+      t, "trial.final_measurement: a STOPPED trial needs one (or, STOPPED, a measurement)");
+  t.set_state(v1::Trial::REQUESTED);
+  *t.mutable_final_measurement() = Loss(0.3);
+  ExpectCreateTrialRejected(t,
+                            "trial.final_measurement: a REQUESTED trial has not run; it has none");
+  t.set_state(v1::Trial::SUCCEEDED);
+  t.set_infeasible_reason("why");
+  ExpectCreateTrialRejected(t, "trial.infeasible_reason: only an INFEASIBLE trial has one");
+  t.clear_infeasible_reason();
+  v1::Measurement typo;
+  (*typo.mutable_metrics())["acc"] = 0.9;
+  *t.add_measurements() = typo;
+  ExpectCreateTrialRejected(
+      t, "trial.measurements[0].metrics: \"acc\" is not a metric of the study (\"loss\")");
+}
+
 TEST_F(StudyServiceTest, CreateTrialBeyondMaxTrialsIsFailedPrecondition) {
   v1::StudySpec spec = ValidSpec();
   spec.set_max_trials(1);

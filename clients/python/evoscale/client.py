@@ -43,6 +43,23 @@ def default_client_id() -> str:
     return f"py-{host}-{os.getpid()}-{secrets.token_hex(4)}"
 
 
+class _MetadataMethods:
+    """set_metadata and delete_metadata, over the update_metadata of Study and Trial."""
+
+    def update_metadata(
+        self, set: Mapping[str, str] | None = None, remove: Iterable[str] = ()
+    ) -> dict[str, str]:
+        raise NotImplementedError
+
+    def set_metadata(self, **values: str) -> dict[str, str]:
+        """Sets metadata keys; returns the metadata afterwards."""
+        return self.update_metadata(set=values)
+
+    def delete_metadata(self, *keys: str) -> dict[str, str]:
+        """Removes metadata keys (absent keys are no error); returns the metadata afterwards."""
+        return self.update_metadata(remove=keys)
+
+
 class Client:
     """A connection to evoscaled.
 
@@ -161,7 +178,7 @@ class Client:
         return Trial(self, self.call("GetTrial", study_pb2.GetTrialRequest(name=name)))
 
 
-class Study:
+class Study(_MetadataMethods):
     """A study on the server. `name`, `display_name` and `spec` are fixed; `state` and
     `metadata` ask the server each time they are read."""
 
@@ -213,14 +230,6 @@ class Study:
     def metadata(self) -> dict[str, str]:
         """The study's metadata, read from the server."""
         return dict(self.refresh().proto.metadata)
-
-    def set_metadata(self, **values: str) -> dict[str, str]:
-        """Sets metadata keys; returns the study's metadata afterwards."""
-        return self.update_metadata(set=values)
-
-    def delete_metadata(self, *keys: str) -> dict[str, str]:
-        """Removes metadata keys (absent keys are no error); returns the metadata afterwards."""
-        return self.update_metadata(remove=keys)
 
     def update_metadata(
         self, set: Mapping[str, str] | None = None, remove: Iterable[str] = ()
@@ -280,16 +289,34 @@ class Study:
         return Trial(self.client, done, self.metric_names)
 
     def create_trial(
-        self, params: Mapping[str, ParamValue], metrics: Metrics | None = None
+        self,
+        params: Mapping[str, ParamValue],
+        metrics: Metrics | None = None,
+        *,
+        stopped: bool = False,
+        infeasible: str | None = None,
+        measurements: Iterable[tuple[int, Metrics]] = (),
     ) -> Trial:
-        """Adds a trial with these parameters (CreateTrial): with `metrics`, a completed
-        (SUCCEEDED) one, e.g. a result known from elsewhere; without, a REQUESTED one that the
-        next ask hands out."""
+        """Adds a trial with these parameters (CreateTrial). Without a result, a REQUESTED one
+        that the next ask hands out. With a result known from elsewhere: `metrics` makes it
+        SUCCEEDED; `stopped=True` STOPPED (a run stopped early: `metrics`, else its last
+        measurement, is final); `infeasible="why"` INFEASIBLE. `measurements` are its
+        intermediate (step, metrics) pairs."""
         trial = study_pb2.Trial(client_id=self.client.client_id)
         for key, value in params.items():
             trial.parameters.append(_parameter(key, value))
+        for step, values in measurements:
+            measurement = trial.measurements.add(step=step)
+            measurement.metrics.update(_metric_dict(values, self.metric_names))
         if metrics is not None:
             trial.final_measurement.metrics.update(_metric_dict(metrics, self.metric_names))
+        if infeasible is not None:
+            trial.state = study_pb2.Trial.INFEASIBLE
+            trial.infeasible_reason = infeasible
+        elif stopped:
+            trial.state = study_pb2.Trial.STOPPED
+        elif metrics is not None:
+            trial.state = study_pb2.Trial.SUCCEEDED
         created = self.client.call(
             "CreateTrial", study_pb2.CreateTrialRequest(parent=self.name, trial=trial)
         )
@@ -383,7 +410,7 @@ class Measurement:
         return cls(step=m.step, elapsed_seconds=m.elapsed_seconds, metrics=dict(m.metrics))
 
 
-class Trial:
+class Trial(_MetadataMethods):
     """A trial on the server, as last answered. report/should_stop/stop/set_metadata call the
     server; `trial.proto` is the raw message."""
 
@@ -487,14 +514,6 @@ class Trial:
     def stop(self) -> None:
         """Marks the trial STOPPING (StopTrial); completing it then makes it STOPPED."""
         self.proto = self.client.call("StopTrial", study_pb2.StopTrialRequest(name=self.name))
-
-    def set_metadata(self, **values: str) -> dict[str, str]:
-        """Sets metadata keys; returns the trial's metadata afterwards."""
-        return self.update_metadata(set=values)
-
-    def delete_metadata(self, *keys: str) -> dict[str, str]:
-        """Removes metadata keys (absent keys are no error); returns the metadata afterwards."""
-        return self.update_metadata(remove=keys)
 
     def update_metadata(
         self, set: Mapping[str, str] | None = None, remove: Iterable[str] = ()

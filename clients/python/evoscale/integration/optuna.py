@@ -31,10 +31,9 @@ sends its intermediate values (AddTrialMeasurement, one per step) and then:
 
 Trials that did not come from evoscaled (the startup trials, and any drawn at random later)
 are mirrored with CreateTrial when they end, so every Optuna trial is visible in evoscaled and
-the designer learns from it: a COMPLETE one as SUCCEEDED with its values, a FAIL one as
-INFEASIBLE, and a PRUNED one as INFEASIBLE too ("pruned by Optuna at step N": StopTrial takes
-only ACTIVE trials, and a created trial is REQUESTED). Between that CreateTrial and its
-CompleteTrial, another client asking the same study could be handed the REQUESTED trial.
+the designer learns from it, each created in its final state in one call (no other client
+can be handed it meanwhile): a COMPLETE one as SUCCEEDED with its values, a PRUNED one as
+STOPPED with its intermediate values (its last one final), a FAIL one as INFEASIBLE.
 Trials that ended before the study existed (failed or pruned before the first trial
 completed) are mirrored when it is created, without the system attr (Optuna allows none on a
 finished trial).
@@ -362,11 +361,9 @@ class EvoscaleSampler(BaseSampler):
         """Ends the evoscale trial `evo` as Optuna's trial ended."""
         assert self._study is not None
         reported = 0
-        if len(self._metrics) == 1:
-            for step, value in sorted(trial.intermediate_values.items()):
-                if math.isfinite(value):
-                    evo.report(step, {self._metrics[0]: value}, elapsed_seconds=0.0)
-                    reported += 1
+        for step, metrics in self._intermediate(trial):
+            evo.report(step, metrics, elapsed_seconds=0.0)
+            reported += 1
         elapsed = _elapsed(trial)
         if state == TrialState.COMPLETE:
             metrics = self._metric_values(values)
@@ -395,22 +392,36 @@ class EvoscaleSampler(BaseSampler):
                 _logger.debug(f"trial {trial.number} is not in the evoscale study's space")
                 return None
             params[name] = codec.to_evoscale(trial.params[name])
+        measurements = self._intermediate(trial)
         metrics = self._metric_values(values) if state == TrialState.COMPLETE else None
+        result: dict[str, Any] = {"measurements": measurements}
+        if state == TrialState.COMPLETE and metrics is not None:
+            result["metrics"] = metrics
+        elif state == TrialState.PRUNED and measurements:
+            result["stopped"] = True
+        elif state == TrialState.PRUNED:
+            result["infeasible"] = "pruned by Optuna before reporting a value"
+        elif state == TrialState.COMPLETE:
+            result["infeasible"] = f"objective value {values} is not finite"
+        else:
+            result["infeasible"] = _fail_reason(trial, state)
         try:
-            created = self._study.create_trial(params, metrics)
+            created = self._study.create_trial(params, **result)
         except FailedPreconditionError:
             if self._budget_spent:
                 return None  # max_trials reached: said once already
             raise
-        if metrics is None:
-            if state == TrialState.PRUNED:
-                reason = f"pruned by Optuna at step {trial.last_step}"
-            elif state == TrialState.COMPLETE:
-                reason = f"objective value {values} is not finite"
-            else:
-                reason = _fail_reason(trial, state)
-            self._study.tell(created, infeasible=reason)
         return created.name
+
+    def _intermediate(self, trial: FrozenTrial) -> list[tuple[int, dict[str, float]]]:
+        """Optuna's finite intermediate values as (step, metrics) (single-objective only)."""
+        if len(self._metrics) != 1:
+            return []
+        return [
+            (step, {self._metrics[0]: value})
+            for step, value in sorted(trial.intermediate_values.items())
+            if math.isfinite(value)
+        ]
 
 
 def _warn_not_recorded(trial: FrozenTrial, error: EvoscaleError) -> None:
