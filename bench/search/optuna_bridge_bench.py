@@ -69,6 +69,26 @@ def ctr_logloss(lr: float, weight_decay: float, embedding_dim: int, layers: int,
 
 
 def objective(trial: optuna.Trial) -> float:
+    return suggest_and_score(trial)
+
+
+STEPS = 10
+
+
+def pruned_objective(trial: optuna.Trial) -> float:
+    """The same surrogate trained over STEPS epochs: epoch k reports final + gap / k, the gap
+    growing with how far the parameters are from their best (a worse run also learns slower),
+    and Optuna's pruner may stop it."""
+    final = suggest_and_score(trial)
+    gap = 0.05 + 2.0 * (final - OPTIMUM)
+    for step in range(1, STEPS + 1):
+        trial.report(final + gap / step, step)
+        if trial.should_prune():
+            raise optuna.TrialPruned()
+    return final
+
+
+def suggest_and_score(trial: optuna.Trial) -> float:
     return ctr_logloss(
         lr=trial.suggest_float("lr", 1e-5, 1e-1, log=True),
         weight_decay=trial.suggest_float("weight_decay", 1e-8, 1e-2, log=True),
@@ -102,9 +122,11 @@ class Evoscaled:
         self.dir.cleanup()
 
 
-def run(sampler: optuna.samplers.BaseSampler, trials: int) -> optuna.Study:
-    study = optuna.create_study(sampler=sampler, direction="minimize")
-    study.optimize(objective, n_trials=trials)
+def run(sampler: optuna.samplers.BaseSampler, trials: int, prune: bool = False) -> optuna.Study:
+    pruner = (optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=2) if prune
+              else optuna.pruners.NopPruner())
+    study = optuna.create_study(sampler=sampler, direction="minimize", pruner=pruner)
+    study.optimize(pruned_objective if prune else objective, n_trials=trials)
     return study
 
 
@@ -114,6 +136,9 @@ def check_mirrored(study: optuna.Study, sampler: EvoscaleSampler) -> None:
     assert len(stored) == len(study.trials), (len(stored), len(study.trials))
     for trial in study.trials:
         evo = stored[trial.system_attrs[TRIAL_ATTR]]
+        if trial.state == optuna.trial.TrialState.PRUNED:
+            assert evo.state == "STOPPED", evo
+            continue
         assert evo.state == "SUCCEEDED" and evo.final_metrics == {"value": trial.value}, evo
 
 
@@ -128,6 +153,9 @@ def main() -> None:
     parser.add_argument("--startup", type=int, default=1, help="EvoscaleSampler n_startup_trials")
     parser.add_argument("--tpe", action="store_true",
                         help="add a column for optuna.samplers.TPESampler(seed=s)")
+    parser.add_argument("--prune", action="store_true",
+                        help="the objective reports 10 epochs and Optuna's MedianPruner stops "
+                        "runs (both samplers); pruned trials are STOPPED in evoscaled")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object instead of the table")
     args = parser.parse_args()
@@ -140,14 +168,15 @@ def main() -> None:
             start = time.monotonic()
             sampler = EvoscaleSampler(server.address, algorithm="GENETIC", seed=seed,
                                       settings=settings, n_startup_trials=args.startup)
-            evo = run(sampler, args.trials)
+            evo = run(sampler, args.trials, args.prune)
             evo_seconds = time.monotonic() - start
             check_mirrored(evo, sampler)
-            rnd = run(optuna.samplers.RandomSampler(seed=seed), args.trials)
+            rnd = run(optuna.samplers.RandomSampler(seed=seed), args.trials, args.prune)
             row = {"seed": seed, "evoscale": evo.best_value, "random": rnd.best_value,
                    "evoscale_seconds": evo_seconds}
             if args.tpe:
-                row["tpe"] = run(optuna.samplers.TPESampler(seed=seed), args.trials).best_value
+                row["tpe"] = run(optuna.samplers.TPESampler(seed=seed), args.trials,
+                                 args.prune).best_value
             rows.append(row)
     finally:
         server.close()
@@ -158,6 +187,7 @@ def main() -> None:
         "trials": args.trials,
         "population_size": args.population or "default",
         "startup_trials": args.startup,
+        "pruned": args.prune,
         "optimum": OPTIMUM,
         "runs": rows,
         "median_evoscale": evo_median,
@@ -173,7 +203,8 @@ def main() -> None:
         print()
         return
     print(f"{args.trials} trials per run, 6 parameters, minimum {OPTIMUM} "
-          f"(GENETIC population_size={summary['population_size']}, startup trials={args.startup})")
+          f"(GENETIC population_size={summary['population_size']}, startup trials={args.startup}"
+          + (", MedianPruner over 10 epochs)" if args.prune else ")"))
     tpe_header = f"  {'TPESampler':>11}" if args.tpe else ""
     print(f"{'seed':>4}  {'EvoscaleSampler':>16}  {'RandomSampler':>14}  {'evoscale s':>10}"
           + tpe_header)
