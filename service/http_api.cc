@@ -192,6 +192,14 @@ HttpResponse HandleHttp(StudyCore* core, AutoscalerCore* autoscaler, ServiceMetr
     }
     return Json(core->Call(req));
   }
+  if (parts.size() == 2 && parts[1] == "importance") {
+    v1::GetParameterImportanceRequest req;
+    req.set_parent(study);
+    for (const auto& [k, v] : Query(query)) {
+      if (k == "metric") req.set_metric(v);
+    }
+    return Json(core->Call(req));
+  }
   if (parts.size() == 2 && parts[1] == "optimal") {
     v1::ListOptimalTrialsRequest req;
     req.set_parent(study);

@@ -44,6 +44,8 @@ EVOSCALE_RPC(ListOptimalTrials, ListOptimalTrialsRequest, ListOptimalTrialsRespo
              Role::kReader)
 EVOSCALE_RPC(DeleteTrial, DeleteTrialRequest, DeleteTrialResponse, Role::kAdmin)
 EVOSCALE_RPC(UpdateMetadata, UpdateMetadataRequest, UpdateMetadataResponse, Role::kWriter)
+EVOSCALE_RPC(GetParameterImportance, GetParameterImportanceRequest,
+             GetParameterImportanceResponse, Role::kReader)
 
 #undef EVOSCALE_RPC
 

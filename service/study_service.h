@@ -61,6 +61,9 @@ class StudyServiceImpl final : public v1::StudyService::CallbackService {
   grpc::ServerUnaryReactor* UpdateMetadata(grpc::CallbackServerContext* ctx,
                                            const v1::UpdateMetadataRequest* req,
                                            v1::UpdateMetadataResponse* resp) override;
+  grpc::ServerUnaryReactor* GetParameterImportance(
+      grpc::CallbackServerContext* ctx, const v1::GetParameterImportanceRequest* req,
+      v1::GetParameterImportanceResponse* resp) override;
 
  private:
   StudyCore* const core_;

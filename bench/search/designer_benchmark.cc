@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
 #include "search/designers.h"
+#include "search/importance.h"
 #include "search/internal/sampling.h"
 #include "search/types.h"
 
@@ -83,6 +84,23 @@ void BM_RebuildFromHistory(benchmark::State& state, Algorithm algorithm) {
   }
 }
 
+// Parameter importance (the dashboard's, GetParameterImportance) over `completed` trials.
+void BM_ParameterImportance(benchmark::State& state) {
+  const int64_t completed = state.range(0);
+  std::vector<Trial> history;
+  internal::SplitMix64 rng(1);
+  for (int64_t id = 1; id <= completed; ++id) {
+    ParameterDict p;
+    for (int i = 0; i < kDims; ++i) p[absl::StrCat("x", i)] = -5.0 + 10.0 * rng.NextUnit();
+    history.push_back(Completed(id, std::move(p)));
+  }
+  const ProblemStatement problem = Problem(Algorithm::kGenetic);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(
+        MainEffectImportance(problem.space, history, problem.metrics.front().name));
+  }
+}
+
 BENCHMARK_CAPTURE(BM_AskTell, genetic, Algorithm::kGenetic)->Arg(100)->Arg(1000)->Arg(10000);
 BENCHMARK_CAPTURE(BM_AskTell, regularized_evolution, Algorithm::kRegularizedEvolution)
     ->Arg(10000);
@@ -91,6 +109,7 @@ BENCHMARK_CAPTURE(BM_AskTell, random, Algorithm::kRandom)->Arg(10000);
 BENCHMARK_CAPTURE(BM_RebuildFromHistory, genetic, Algorithm::kGenetic)
     ->Arg(10000)
     ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ParameterImportance)->Arg(10000)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace evoscale::search

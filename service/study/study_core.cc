@@ -18,6 +18,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "search/designers.h"
 #include "search/early_stopping.h"
+#include "search/importance.h"
 #include "search/pareto.h"
 #include "service/study/study_converter.h"
 
@@ -1034,6 +1035,44 @@ absl::StatusOr<v1::UpdateMetadataResponse> StudyCore::Apply(const v1::UpdateMeta
   if (absl::Status st = Commit(std::move(batch)); !st.ok()) return st;
   state->Apply(n, 0);
   *resp.mutable_metadata() = n.metadata();
+  return resp;
+}
+
+absl::StatusOr<v1::GetParameterImportanceResponse> StudyCore::Apply(
+    const v1::GetParameterImportanceRequest& req) {
+  auto found = FindStudy(req.parent(), "parent");
+  if (!found.ok()) return found.status();
+  StudyState& s = **found;
+  absl::MutexLock lock(&s.mu);
+  if (s.deleted) return NotFoundStudy(s.id);
+  std::string metric = req.metric();
+  if (metric.empty()) {
+    metric = PrimaryMetric(s.problem).name;
+  } else if (std::none_of(s.problem.metrics.begin(), s.problem.metrics.end(),
+                          [&](const search::MetricConfig& m) { return m.name == metric; })) {
+    std::vector<std::string> names;
+    for (const search::MetricConfig& m : s.problem.metrics) names.push_back(StrCat("\"", m.name, "\""));
+    return InvalidArgumentError(StrCat("metric: \"", metric, "\" is not a metric of the study (",
+                                       absl::StrJoin(names, ", "), ")"));
+  }
+  std::vector<search::Trial> succeeded;
+  for (const v1::Trial& t : s.trials) {
+    if (t.state() != v1::Trial::SUCCEEDED || !t.final_measurement().metrics().contains(metric)) {
+      continue;
+    }
+    succeeded.push_back(ToSearchTrial(t));
+  }
+  v1::GetParameterImportanceResponse resp;
+  resp.set_metric(metric);
+  resp.set_trial_count(static_cast<int32_t>(succeeded.size()));
+  for (const search::ParameterImportance& p :
+       search::MainEffectImportance(s.problem.space, succeeded, metric)) {
+    v1::ParameterImportance* out = resp.add_parameters();
+    out->set_name(p.name);
+    out->set_importance(p.importance);
+    out->set_explained_variance(p.explained_variance);
+    out->set_trial_count(p.trials);
+  }
   return resp;
 }
 

@@ -84,6 +84,8 @@ class StudyCore {
   absl::StatusOr<v1::ListOptimalTrialsResponse> Apply(const v1::ListOptimalTrialsRequest& req);
   absl::Status Apply(const v1::DeleteTrialRequest& req);
   absl::StatusOr<v1::UpdateMetadataResponse> Apply(const v1::UpdateMetadataRequest& req);
+  absl::StatusOr<v1::GetParameterImportanceResponse> Apply(
+      const v1::GetParameterImportanceRequest& req);
   absl::StatusOr<v1::Trial> Apply(const RerunTrialRequest& req);
 
  public:

@@ -2152,6 +2152,46 @@ TEST_F(StudyServiceTest, HttpStudiesFilterByDisplayName) {
   EXPECT_EQ(listed.studies(0).name(), wanted);
 }
 
+TEST_F(StudyServiceTest, ParameterImportanceNamesWhatExplainsTheMetric) {
+  const std::string study = client_->MustCreateStudy(ValidSpec()).name();
+  // loss depends on x only; n varies as much but explains nothing.
+  for (int i = 0; i < 60; ++i) {
+    const double x = (i * 37 % 60) / 60.0;
+    v1::Trial t = AdamTrial(x, 1 + i % 10);
+    *t.mutable_final_measurement() = Loss(5 * x * x);
+    client_->MustCreateTrial(study, t);
+  }
+  client_->MustCreateTrial(study, AdamTrial(0.5, 3));  // REQUESTED: not counted
+  v1::GetParameterImportanceRequest req;
+  req.set_parent(study);
+  v1::GetParameterImportanceResponse resp;
+  ASSERT_THAT(client_->Call(&Stub::GetParameterImportance, req, &resp), GrpcOk());
+  EXPECT_EQ(resp.metric(), "loss");  // the default: the first objective
+  EXPECT_EQ(resp.trial_count(), 60);
+  ASSERT_EQ(resp.parameters_size(), 4);  // opt, its child momentum, x, n
+  EXPECT_EQ(resp.parameters(0).name(), "x");
+  EXPECT_GT(resp.parameters(0).explained_variance(), 0.9);
+  EXPECT_GT(resp.parameters(0).importance(), 0.9);
+  for (const v1::ParameterImportance& p : resp.parameters()) {
+    if (p.name() == "momentum") EXPECT_EQ(p.trial_count(), 0);  // never active (all adam)
+  }
+
+  req.set_metric("accuracy");
+  EXPECT_THAT(client_->Call(&Stub::GetParameterImportance, req, &resp),
+              GrpcStatusIs(StatusCode::INVALID_ARGUMENT,
+                           HasSubstr("metric: \"accuracy\" is not a metric of the study (\"loss\")")));
+  req.set_parent("studies/99");
+  req.clear_metric();
+  EXPECT_THAT(client_->Call(&Stub::GetParameterImportance, req, &resp),
+              GrpcStatusIs(StatusCode::NOT_FOUND, HasSubstr("studies/99")));
+
+  HttpReply reply = HttpGet(server_->http_port(), "/api/v1/studies/1/importance?metric=loss");
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  v1::GetParameterImportanceResponse over_http;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(reply.body, &over_http).ok());
+  EXPECT_EQ(over_http.parameters(0).name(), "x");
+}
+
 TEST_F(StudyServiceTest, HttpUnknownStudyIs404) {
   HttpReply reply = HttpGet(server_->http_port(), "/api/v1/studies/42");
   EXPECT_EQ(reply.status, 404);
