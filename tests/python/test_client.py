@@ -86,6 +86,34 @@ def test_create_trial_adds_a_completed_trial(client, display_name):
     assert [t.name for t in study.trials] == [trial.name]
 
 
+def test_create_trial_records_stopped_and_infeasible_results(client, display_name):
+    study = client.create_study(display_name, SPEC)
+    params = {"lr": 0.01, "layers": 2, "dim": 16.0, "opt": "sgd"}
+    stopped = study.create_trial(params, stopped=True, measurements=[(1, 0.9), (2, 0.7)])
+    assert stopped.state == "STOPPED"
+    assert stopped.final_metrics == {"loss": 0.7}
+    assert [m.step for m in stopped.measurements] == [1, 2]
+    failed = study.create_trial(params, infeasible="diverged")
+    assert (failed.state, failed.proto.infeasible_reason) == ("INFEASIBLE", "diverged")
+    with pytest.raises(evoscale.InvalidArgumentError, match="a STOPPED trial needs one"):
+        study.create_trial(params, stopped=True)
+
+
+def test_parameter_importance_names_what_explains_the_loss(client, display_name):
+    study = client.create_study(display_name, SPEC)
+    for i in range(40):
+        lr = 10 ** (-4 + 3 * ((i * 7) % 40) / 40)
+        layers = 1 + i % 4
+        study.create_trial({"lr": lr, "layers": layers, "dim": 8.0, "opt": "adam"},
+                           {"loss": (math.log10(lr) + 2.5) ** 2})
+    importance = study.parameter_importance()
+    assert list(importance)[0] == "lr"
+    assert importance["lr"] > 0.9
+    assert sum(importance.values()) == pytest.approx(1.0)
+    with pytest.raises(evoscale.InvalidArgumentError, match='metric: "auc" is not a metric'):
+        study.parameter_importance("auc")
+
+
 def test_study_budget_spent_ask_returns_empty_and_study_completes(client, display_name):
     study = client.create_study(display_name, with_changes(max_trials=3))
     for trial in study.ask(3):

@@ -369,6 +369,17 @@ class Study(_MetadataMethods):
         )
         return [Trial(self.client, t, self.metric_names) for t in response.optimal_trials]
 
+    def parameter_importance(self, metric: str | None = None) -> dict[str, float]:
+        """Each parameter's importance for `metric` (default: the first objective), most
+        important first, summing to 1 (GetParameterImportance: the share of the metric's
+        variance over the SUCCEEDED trials its main effect explains), as Optuna's
+        optuna.importance.get_param_importances answers."""
+        response = self.client.call(
+            "GetParameterImportance",
+            study_pb2.GetParameterImportanceRequest(parent=self.name, metric=metric or ""),
+        )
+        return {p.name: p.importance for p in response.parameters}
+
     def trials_dataframe(self) -> pandas.DataFrame:
         """One row per trial: id, name, state, client_id, start/end time, `params_NAME` per
         parameter and `values_METRIC` per metric of the final measurement (NaN where absent)."""
