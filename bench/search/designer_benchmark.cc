@@ -68,8 +68,8 @@ void BM_AskTell(benchmark::State& state, Algorithm algorithm) {
   state.SetItemsProcessed(state.iterations());
 }
 
-void BM_RebuildFromHistory(benchmark::State& state, Algorithm algorithm) {
-  const int64_t completed = state.range(0);
+// `completed` trials at uniformly random points of the space.
+std::vector<Trial> RandomHistory(int64_t completed) {
   std::vector<Trial> history;
   internal::SplitMix64 rng(1);
   for (int64_t id = 1; id <= completed; ++id) {
@@ -77,6 +77,12 @@ void BM_RebuildFromHistory(benchmark::State& state, Algorithm algorithm) {
     for (int i = 0; i < kDims; ++i) p[absl::StrCat("x", i)] = -5.0 + 10.0 * rng.NextUnit();
     history.push_back(Completed(id, std::move(p)));
   }
+  return history;
+}
+
+void BM_RebuildFromHistory(benchmark::State& state, Algorithm algorithm) {
+  const int64_t completed = state.range(0);
+  const std::vector<Trial> history = RandomHistory(completed);
   for (auto _ : state) {
     std::unique_ptr<Designer> designer = *CreateDesigner(Problem(algorithm));
     designer->Update(history, {});
@@ -86,14 +92,7 @@ void BM_RebuildFromHistory(benchmark::State& state, Algorithm algorithm) {
 
 // Parameter importance (the dashboard's, GetParameterImportance) over `completed` trials.
 void BM_ParameterImportance(benchmark::State& state) {
-  const int64_t completed = state.range(0);
-  std::vector<Trial> history;
-  internal::SplitMix64 rng(1);
-  for (int64_t id = 1; id <= completed; ++id) {
-    ParameterDict p;
-    for (int i = 0; i < kDims; ++i) p[absl::StrCat("x", i)] = -5.0 + 10.0 * rng.NextUnit();
-    history.push_back(Completed(id, std::move(p)));
-  }
+  const std::vector<Trial> history = RandomHistory(state.range(0));
   const ProblemStatement problem = Problem(Algorithm::kGenetic);
   for (auto _ : state) {
     benchmark::DoNotOptimize(
