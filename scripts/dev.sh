@@ -21,6 +21,7 @@ PACKAGES=(
   python3-pandas python3-pytest python3-yaml
   clang libclang-rt-14-dev
   chromium
+  slurm-wlm munge
 )
 # The dashboard's browser test (tests/web) runs on Node.js; a machine that has node keeps its own.
 if ! command -v node >/dev/null 2>&1; then PACKAGES+=(nodejs npm); fi

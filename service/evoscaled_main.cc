@@ -70,6 +70,11 @@ void DefineFlags(CLI::App& app, ServerOptions& options, std::string& durability,
                  "trial starts when its request fits beside those running (default: this "
                  "machine's cores, 80% of its memory, --gpus); gpus= sets --gpus")
       ->type_name("cpu=N,memory=SIZE,gpus=N");
+  app.add_option("--slurm-conf", options.scheduler.slurm_conf,
+                 "slurm.conf of the cluster that runs the trials of studies whose "
+                 "trial_template.runner is \"slurm\" (default: Slurm's own, $SLURM_CONF or "
+                 "/etc/slurm/slurm.conf)")
+      ->type_name("PATH");
   app.add_option("--katib-grpc", options.katib_grpc_address,
                  "serve Katib's Suggestion API (api.v1.beta1.Suggestion, algorithms "
                  "evoscale-genetic, -regularized-evolution, -nsga2, -random) and gRPC health "

@@ -2,7 +2,7 @@
 // trial_event.h) and what it uses (CPU, memory), until it ends or is stopped.
 //
 // The local runner (NewLocalProcessRunner) starts the trial as a child process in its own
-// process group; a Kubernetes runner would start a Job with the same TrialLaunch.
+// process group; the Slurm runner (slurm_runner.h) submits it as a batch job.
 #ifndef EVOSCALE_TRAINER_ADAPTER_TRIAL_RUNNER_H_
 #define EVOSCALE_TRAINER_ADAPTER_TRIAL_RUNNER_H_
 
@@ -95,7 +95,9 @@ absl::string_view TrialOutcomeKindName(TrialOutcome::Kind kind);
 class RunningTrial {
  public:
   virtual ~RunningTrial() = default;  // stops the trial if it still runs, then waits
-  virtual int pid() const = 0;
+  virtual int pid() const = 0;  // the trial's first process; -1 where it is not local
+  // The cluster's id of the trial (a Slurm job id); empty for a local process.
+  virtual std::string job_id() const { return ""; }
   // Asks the trial to end (SIGTERM to its process group), and kills the group (SIGKILL) if it
   // is still there after `grace`. Returns at once; Wait() gives the outcome (kStopped).
   virtual void Stop(absl::Duration grace) = 0;

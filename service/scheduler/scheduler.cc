@@ -24,6 +24,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "nlohmann/json.hpp"
 #include "service/study/study_converter.h"
+#include "trainer_adapter/slurm_runner.h"
 
 namespace evoscale::service {
 
@@ -678,6 +679,26 @@ void Scheduler::Admit(const std::vector<v1::Study>& managed) {
   waiting_studies_ = static_cast<int>(studies_waiting.size());
 }
 
+absl::StatusOr<ta::TrialRunner*> Scheduler::RunnerFor(const v1::Study& study) {
+  const v1::TrialTemplate& tt = study.spec().trial_template();
+  if (tt.runner() != "slurm") return runner_.get();
+  absl::MutexLock lock(&slurm_mu_);
+  std::unique_ptr<ta::TrialRunner>& runner = slurm_runners_[study.name()];
+  if (runner != nullptr) return runner.get();
+  ta::SlurmRunnerOptions options;
+  options.slurm_conf = options_.slurm_conf;
+  options.partition = tt.slurm().partition();
+  options.account = tt.slurm().account();
+  options.extra_args.assign(tt.slurm().extra_args().begin(), tt.slurm().extra_args().end());
+  options.output_dir = checkpoint_root_ + "/slurm";
+  std::error_code ec;
+  std::filesystem::create_directories(options.output_dir, ec);
+  absl::StatusOr<std::unique_ptr<ta::TrialRunner>> made = ta::NewSlurmRunner(options);
+  if (!made.ok()) return made.status();
+  runner = *std::move(made);
+  return runner.get();
+}
+
 void Scheduler::Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial trial) {
   const v1::TrialTemplate& tt = study.spec().trial_template();
   const std::string checkpoint_dir = CheckpointDir(trial);
@@ -727,7 +748,9 @@ void Scheduler::Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial tri
   Reporter reporter(core_, study.name(), trial.name(), first_step, options_.stop_grace,
                     [slot](absl::Duration grace) { slot->RequestStop(grace); },
                     &options_.usage_sink);
-  absl::StatusOr<std::unique_ptr<ta::RunningTrial>> run = runner_->Start(launch, &reporter);
+  absl::StatusOr<ta::TrialRunner*> runner = RunnerFor(study);
+  absl::StatusOr<std::unique_ptr<ta::RunningTrial>> run =
+      runner.ok() ? (*runner)->Start(launch, &reporter) : runner.status();
   if (!run.ok()) {
     // Every trial of the study will fail the same way (a command not on PATH): say so in
     // evoscaled's log too, not only in each trial's reason.

@@ -1,5 +1,6 @@
 // Scheduler: runs the trials of managed studies (a trial template with a command) as local
-// processes through trainer_adapter, and reports them through StudyCore like any client would:
+// processes through trainer_adapter (or, for trial_template.runner "slurm", as Slurm batch
+// jobs), and reports them through StudyCore like any client would:
 //
 //  - every poll it lists the ACTIVE managed studies and, for each free slot (a study has
 //    `trial_template.parallel_trials` slots), asks for one trial with the slot's own client
@@ -39,6 +40,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -77,6 +79,11 @@ struct SchedulerOptions {
   // threads; must not block for long. Empty: not recorded.
   std::function<void(const v1::TelemetrySample&)> usage_sink;
   trainer_adapter::LocalRunnerOptions runner;
+  // Studies whose trial_template.runner is "slurm" submit their trials as Slurm batch jobs
+  // (trainer_adapter/slurm_runner.h) with this SLURM_CONF (evoscaled --slurm-conf; empty:
+  // Slurm's default). Their scripts and output files go to CHECKPOINT_ROOT/slurm, which the
+  // compute nodes must see. They are admitted against --capacity like local trials.
+  std::string slurm_conf;
 };
 
 // Parses evoscaled's --capacity: "cpu=N,memory=SIZE,gpus=N", any of them in any order, into
@@ -138,6 +145,9 @@ class Scheduler {
   bool StartTrial(const Key& key, Pending pending, const v1::ResourceRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string CheckpointDir(const v1::Trial& trial) const;
+  // The runner of the study's trials: the local one, or (runner "slurm") the study's own
+  // Slurm runner, made at its first trial. FAILED_PRECONDITION when Slurm does not answer.
+  absl::StatusOr<trainer_adapter::TrialRunner*> RunnerFor(const v1::Study& study);
   void Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial trial);
   void Report(const v1::Study& study, const v1::Trial& trial,
               const trainer_adapter::TrialOutcome& outcome);
@@ -163,6 +173,9 @@ class Scheduler {
   int waiting_studies_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t preemptions_ ABSL_GUARDED_BY(mu_) = 0;
   std::string checkpoint_root_;  // constant after construction
+  absl::Mutex slurm_mu_;          // not held with mu_
+  std::map<std::string, std::unique_ptr<trainer_adapter::TrialRunner>> slurm_runners_
+      ABSL_GUARDED_BY(slurm_mu_);  // by study name
   std::thread loop_;
 };
 

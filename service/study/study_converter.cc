@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -315,8 +316,62 @@ std::map<std::string, std::string> TrialTemplateNames(const v1::StudySpec& spec)
   return names;
 }
 
+namespace {
+
+// TrialTemplate.runner and .slurm.
+absl::Status ValidateRunner(const v1::TrialTemplate& t) {
+  if (!t.runner().empty() && t.runner() != "local" && t.runner() != "slurm") {
+    return InvalidArgumentError(StrFormat(
+        "spec.trial_template.runner: \"%s\" is not local or slurm", t.runner()));
+  }
+  if (t.runner() != "slurm") {
+    if (t.has_slurm()) {
+      return InvalidArgumentError(
+          "spec.trial_template.slurm: set, but the runner is not \"slurm\"");
+    }
+    return absl::OkStatus();
+  }
+  if (t.command().empty()) {
+    return InvalidArgumentError(
+        "spec.trial_template.runner: \"slurm\" needs a command (a managed study)");
+  }
+  const v1::SlurmPlacement& slurm = t.slurm();
+  for (const auto& [field, value] :
+       {std::pair{"partition", slurm.partition()}, std::pair{"account", slurm.account()}}) {
+    if (value.size() > 256 || value.find_first_of(" \t\n,=") != std::string::npos) {
+      return InvalidArgumentError(
+          StrFormat("spec.trial_template.slurm.%s: \"%s\" is not a Slurm name", field, value));
+    }
+  }
+  for (int i = 0; i < slurm.extra_args_size(); ++i) {
+    const std::string& arg = slurm.extra_args(i);
+    if (arg.size() < 2 || arg[0] != '-' || arg.find('\n') != std::string::npos) {
+      return InvalidArgumentError(StrFormat(
+          "spec.trial_template.slurm.extra_args[%d]: \"%s\" is not an sbatch option "
+          "(\"--name=value\" or \"-x\")",
+          i, arg));
+    }
+  }
+  // The batch script exports each variable: names must be shell names.
+  for (const auto& [k, v] : t.env()) {
+    const bool shell_name =
+        !k.empty() && !absl::ascii_isdigit(static_cast<unsigned char>(k[0])) &&
+        std::all_of(k.begin(), k.end(), [](char c) {
+          return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_';
+        });
+    if (!shell_name) {
+      return InvalidArgumentError(StrFormat(
+          "spec.trial_template.env: \"%s\" is not a shell variable name (runner slurm)", k));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateTrialTemplate(const v1::StudySpec& spec) {
   const v1::TrialTemplate& t = spec.trial_template();
+  if (absl::Status st = ValidateRunner(t); !st.ok()) return st;
   if (t.parallel_trials() < 0 || t.parallel_trials() > 1000) {
     return InvalidArgumentError(StrFormat(
         "spec.trial_template.parallel_trials: %d must be in [0, 1000]", t.parallel_trials()));
