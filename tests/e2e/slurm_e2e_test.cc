@@ -3,6 +3,7 @@
 // runner fields.
 #include <signal.h>
 
+#include <cmath>
 #include <functional>
 #include <map>
 #include <string>
@@ -298,10 +299,14 @@ TEST_F(SlurmE2eTest, TwelveRealTrainerTrialsRunAsSlurmJobs) {
     t->add_args(arg);
   }
   t->mutable_resources()->set_memory_bytes(int64_t{512} << 20);
+  // Right-sized: 512 MiB until three trials have run to their end, then what the load model
+  // predicts for each trial's parameters; Slurm gets each trial's request as it stands.
+  t->set_fixed_resources(false);
   const std::string study = CreateStudy(spec);
   ASSERT_TRUE(AwaitEnded(study, 12, absl::Seconds(300))) << cluster_->LogTails();
   std::vector<v1::Trial> trials = AllTrials(study);
   ASSERT_THAT(trials, SizeIs(12));
+  int right_sized = 0;
   for (const v1::Trial& trial : trials) {
     EXPECT_EQ(trial.state(), v1::Trial::SUCCEEDED) << trial.ShortDebugString();
     EXPECT_GE(trial.measurements_size(), 2) << trial.ShortDebugString();
@@ -309,8 +314,15 @@ TEST_F(SlurmE2eTest, TwelveRealTrainerTrialsRunAsSlurmJobs) {
     std::vector<std::map<std::string, std::string>> jobs = AwaitJobsNamed(trial.name(), 1);
     ASSERT_THAT(jobs, SizeIs(1)) << trial.name();
     EXPECT_THAT(jobs[0], Contains(Pair("JobState", "COMPLETED")));
-    EXPECT_THAT(jobs[0]["Tres"], HasSubstr("cpu=1,mem=512M"));
+    // The job's allocation, as Slurm recorded it, is the trial's request.
+    const int64_t cpus = std::max<int64_t>(
+        1, static_cast<int64_t>(std::ceil(trial.resources().cpu_cores())));
+    const int64_t mib = (trial.resources().memory_bytes() + (1 << 20) - 1) >> 20;
+    EXPECT_THAT(jobs[0]["Tres"], HasSubstr(absl::StrCat("cpu=", cpus, ",mem=", mib, "M")))
+        << trial.ShortDebugString();
+    right_sized += trial.resources().memory_bytes() != int64_t{512} << 20 ? 1 : 0;
   }
+  EXPECT_GE(right_sized, 1);  // the load model's requests reached Slurm
 }
 
 // Validation needs no cluster: evoscaled alone.
