@@ -1,11 +1,7 @@
 #include "service/server.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 #include <iostream>
 #include <memory>
 #include <tuple>
@@ -20,20 +16,13 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "service/common/paths.h"
+#include "service/common/pem.h"
 
 namespace evoscale::service {
 namespace {
 
 // The largest GetSuggestionsRequest the Katib server takes: about 100,000 trials.
 constexpr int kKatibMaxMessageBytes = 64 << 20;
-
-absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("\"", path, "\": ", std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // Reads the PEM files of --tls-cert, --tls-key and --tls-client-ca; errors name the flag.
 absl::StatusOr<TlsConfig> LoadTls(const ServerOptions& options) {
@@ -50,12 +39,8 @@ absl::StatusOr<TlsConfig> LoadTls(const ServerOptions& options) {
         std::tuple{"--tls-key", &options.tls_key_path, &tls.key_pem},
         std::tuple{"--tls-client-ca", &options.tls_client_ca_path, &tls.client_ca_pem}}) {
     if (path->empty()) continue;
-    absl::StatusOr<std::string> text = ReadTextFile(*path);
-    if (!text.ok()) return absl::InvalidArgumentError(absl::StrCat(flag, ": ", text.status().message()));
-    if (text->find("-----BEGIN ") == std::string::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(flag, " \"", *path, "\": not a PEM file (no -----BEGIN line)"));
-    }
+    absl::StatusOr<std::string> text = ReadPemFile(flag, *path);
+    if (!text.ok()) return text.status();
     *pem = *std::move(text);
   }
   if (tls.enabled()) {

@@ -50,6 +50,7 @@
 #include "load_model/replay.h"
 #include "service/cli/kubernetes.h"
 #include "service/common/paths.h"
+#include "service/common/pem.h"
 
 namespace evoscale::cli {
 namespace {
@@ -1492,17 +1493,6 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
 
 namespace {
 
-absl::StatusOr<std::string> ReadPem(const std::string& flag, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return UsageError(absl::StrCat(flag, " \"", path, "\": ", std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (text.str().find("-----BEGIN ") == std::string::npos) {
-    return UsageError(absl::StrCat(flag, " \"", path, "\": not a PEM file"));
-  }
-  return text.str();
-}
-
 // Plaintext, or TLS trusting --tls-ca (with this client's certificate for mutual TLS).
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
     const GlobalOptions& global) {
@@ -1521,7 +1511,8 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
         std::tuple{"--tls-cert", &global.tls_cert, &ssl.pem_cert_chain},
         std::tuple{"--tls-key", &global.tls_key, &ssl.pem_private_key}}) {
     if (path->empty()) continue;
-    absl::StatusOr<std::string> text = ReadPem(flag, *path);
+    // INVALID_ARGUMENT, naming the flag and file: a usage error (exit 2).
+    absl::StatusOr<std::string> text = service::ReadPemFile(flag, *path);
     if (!text.ok()) return text.status();
     *pem = *std::move(text);
   }
