@@ -28,9 +28,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "trainer_adapter/cgroup.h"
+#include "trainer_adapter/internal/command.h"
 #include "trainer_adapter/trial_runner.h"
 
-extern char** environ;
 
 namespace evoscale::trainer_adapter {
 namespace {
@@ -466,12 +466,7 @@ class LocalProcessRunner : public TrialRunner {
       return absl::InvalidArgumentError("limits: must be >= 0");
     }
     // The environment: the runner's, then the launch's, then the trial's own variables.
-    std::map<std::string, std::string> env;
-    for (char** e = environ; *e != nullptr; ++e) {
-      const std::string kv = *e;
-      const size_t eq = kv.find('=');
-      if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-    }
+    std::map<std::string, std::string> env = internal::ProcessEnvironment();
     for (const auto& [k, v] : launch.env) {
       if (k.empty() || k.find('=') != std::string::npos) {
         return absl::InvalidArgumentError(absl::StrCat("env: bad variable name \"", k, "\""));
@@ -497,14 +492,7 @@ class LocalProcessRunner : public TrialRunner {
     }
 
     // Everything the child needs is built before fork: after it, only async-signal-safe calls.
-    std::vector<std::string> env_strings;
-    for (const auto& [k, v] : env) env_strings.push_back(absl::StrCat(k, "=", v));
-    std::vector<char*> envp, argv;
-    for (std::string& s : env_strings) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    std::vector<std::string> args = launch.argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
+    const internal::ExecStrings exec(launch.argv, env);
     const char* work_dir = launch.work_dir.empty() ? nullptr : launch.work_dir.c_str();
 
     std::unique_ptr<TrialCgroup> cgroup;
@@ -564,7 +552,7 @@ class LocalProcessRunner : public TrialRunner {
       int e = 0;
       if (work_dir != nullptr && chdir(work_dir) != 0) e = errno;
       if (e == 0) {
-        execve(program->c_str(), argv.data(), envp.data());
+        execve(program->c_str(), exec.argv.data(), exec.envp.data());
         e = errno;
       }
       ssize_t ignored = write(exec_status[1], &e, sizeof e);

@@ -26,9 +26,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "trainer_adapter/internal/command.h"
 #include "trainer_adapter/internal/slurm_text.h"
 
-extern char** environ;
 
 namespace evoscale::testing {
 namespace {
@@ -297,17 +297,9 @@ absl::Status SlurmCluster::Launch(const SlurmClusterOptions& options) {
 
 absl::StatusOr<pid_t> SlurmCluster::Spawn(const std::vector<std::string>& argv,
                                           const std::string& log) {
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (!absl::StartsWith(*e, "SLURM_CONF=")) env_strings.push_back(*e);
-  }
-  env_strings.push_back(absl::StrCat("SLURM_CONF=", conf_path_));
-  std::vector<char*> envp, args;
-  for (std::string& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> arg_copy = argv;
-  for (std::string& a : arg_copy) args.push_back(a.data());
-  args.push_back(nullptr);
+  std::map<std::string, std::string> env = trainer_adapter::internal::ProcessEnvironment();
+  env["SLURM_CONF"] = conf_path_;
+  const trainer_adapter::internal::ExecStrings exec(argv, env);
   const std::string log_path = absl::StrCat(dir_, "/", log);
   const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (log_fd < 0) return absl::InternalError(absl::StrCat("open ", log_path));
@@ -328,7 +320,7 @@ absl::StatusOr<pid_t> SlurmCluster::Spawn(const std::vector<std::string>& argv,
     dup2(log_fd, STDERR_FILENO);
     const int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-    execve(args[0], args.data(), envp.data());
+    execve(exec.argv[0], exec.argv.data(), exec.envp.data());
     _exit(127);
   }
   close(log_fd);

@@ -18,26 +18,33 @@ extern char** environ;
 
 namespace evoscale::trainer_adapter::internal {
 
+std::map<std::string, std::string> ProcessEnvironment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv = *e;
+    const size_t eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+ExecStrings::ExecStrings(const std::vector<std::string>& args,
+                         const std::map<std::string, std::string>& env)
+    : arg_strings(args) {
+  for (const auto& [k, v] : env) env_strings.push_back(absl::StrCat(k, "=", v));
+  for (std::string& a : arg_strings) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (std::string& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+}
+
 absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
                                          const std::map<std::string, std::string>& env,
                                          absl::Duration timeout) {
   if (argv.empty() || argv[0].empty()) return absl::InvalidArgumentError("argv: empty");
-  // Built before fork: after it, the child makes only async-signal-safe calls.
-  std::map<std::string, std::string> merged;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string kv = *e;
-    const size_t eq = kv.find('=');
-    if (eq != std::string::npos) merged[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
+  std::map<std::string, std::string> merged = ProcessEnvironment();
   for (const auto& [k, v] : env) merged[k] = v;
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : merged) env_strings.push_back(absl::StrCat(k, "=", v));
-  std::vector<char*> envp, args;
-  for (std::string& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> arg_copy = argv;
-  for (std::string& a : arg_copy) args.push_back(a.data());
-  args.push_back(nullptr);
+  const ExecStrings exec(argv, merged);
 
   int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) != 0) return absl::InternalError("pipe");
@@ -59,7 +66,7 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
     dup2(err[1], STDERR_FILENO);
     const int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-    execvpe(args[0], args.data(), envp.data());
+    execvpe(exec.argv[0], exec.argv.data(), exec.envp.data());
     _exit(127);
   }
   close(out[1]);

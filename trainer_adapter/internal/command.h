@@ -27,6 +27,23 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
                                          const std::map<std::string, std::string>& env = {},
                                          absl::Duration timeout = absl::Seconds(30));
 
+// This process's environment, NAME -> value.
+std::map<std::string, std::string> ProcessEnvironment();
+
+// What execve takes for `argv` and `env`, built before fork (after it the child makes only
+// async-signal-safe calls). The pointer arrays end with nullptr and point into the strings,
+// so the object is neither copied nor moved.
+struct ExecStrings {
+  ExecStrings(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env);
+  ExecStrings(const ExecStrings&) = delete;
+  ExecStrings& operator=(const ExecStrings&) = delete;
+
+  std::vector<std::string> arg_strings;  // argv, as given
+  std::vector<std::string> env_strings;  // "NAME=value"
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+};
+
 // "sbatch --parsable ... (exit 1): sbatch: error: ..." for error messages.
 std::string DescribeFailure(const std::vector<std::string>& argv, const CommandResult& result);
 
