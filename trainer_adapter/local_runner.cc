@@ -221,22 +221,12 @@ class LocalTrial : public RunningTrial {
   }
 
   void Line(absl::string_view line) {
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    absl::StatusOr<TrialEvent> e = ParseTrialEvent(line);
+    std::optional<TrialEvent> e;
     {
       absl::MutexLock lock(&mu_);
-      if (!e.ok()) {
-        ++outcome_.other_lines;
-        if (outcome_.first_bad_line_error.empty()) {
-          outcome_.first_bad_line_error = std::string(e.status().message());
-        }
-        return;
-      }
-      ++outcome_.events;
-      if (e->kind == TrialEvent::Kind::kFinal) outcome_.final = *e;
-      if (e->kind == TrialEvent::Kind::kError) outcome_.error = *e;
+      e = RecordOutputLine(line, &outcome_);
     }
-    Deliver(*e);
+    if (e.has_value()) Deliver(*e);
   }
 
   void ReadStdout(int fd) {
@@ -598,6 +588,22 @@ absl::string_view TrialOutcomeKindName(TrialOutcome::Kind kind) {
     case TrialOutcome::Kind::kStopped: return "stopped";
   }
   return "?";
+}
+
+std::optional<TrialEvent> RecordOutputLine(absl::string_view line, TrialOutcome* outcome) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  absl::StatusOr<TrialEvent> e = ParseTrialEvent(line);
+  if (!e.ok()) {
+    ++outcome->other_lines;
+    if (outcome->first_bad_line_error.empty()) {
+      outcome->first_bad_line_error = std::string(e.status().message());
+    }
+    return std::nullopt;
+  }
+  ++outcome->events;
+  if (e->kind == TrialEvent::Kind::kFinal) outcome->final = *e;
+  if (e->kind == TrialEvent::Kind::kError) outcome->error = *e;
+  return *std::move(e);
 }
 
 std::unique_ptr<TrialRunner> NewLocalProcessRunner(LocalRunnerOptions options) {

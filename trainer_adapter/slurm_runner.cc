@@ -185,19 +185,8 @@ class SlurmTrial : public RunningTrial {
   }
 
   void Line(absl::string_view line) {
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    absl::StatusOr<TrialEvent> e = ParseTrialEvent(line);
-    if (!e.ok()) {
-      ++outcome_.other_lines;
-      if (outcome_.first_bad_line_error.empty()) {
-        outcome_.first_bad_line_error = std::string(e.status().message());
-      }
-      return;
-    }
-    ++outcome_.events;
-    if (e->kind == TrialEvent::Kind::kFinal) outcome_.final = *e;
-    if (e->kind == TrialEvent::Kind::kError) outcome_.error = *e;
-    if (observer_ != nullptr) observer_->OnEvent(*e);
+    std::optional<TrialEvent> e = RecordOutputLine(line, &outcome_);
+    if (e.has_value() && observer_ != nullptr) observer_->OnEvent(*e);
   }
 
   // Hands the complete lines the output file gained since the last call to Line(); at the

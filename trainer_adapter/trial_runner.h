@@ -92,6 +92,12 @@ struct TrialOutcome {
 
 absl::string_view TrialOutcomeKindName(TrialOutcome::Kind kind);
 
+// Takes one line the trial printed (the trainer protocol; a trailing '\r' is dropped) into
+// `outcome`: a protocol event is counted (and kept when final or error) and returned; any
+// other line is counted as a log line (the first one's parse error kept) and gives nullopt.
+// Every runner reads its trial's output through this.
+std::optional<TrialEvent> RecordOutputLine(absl::string_view line, TrialOutcome* outcome);
+
 class RunningTrial {
  public:
   virtual ~RunningTrial() = default;  // stops the trial if it still runs, then waits

@@ -2173,7 +2173,9 @@ TEST_F(StudyServiceTest, ParameterImportanceNamesWhatExplainsTheMetric) {
   EXPECT_GT(resp.parameters(0).explained_variance(), 0.9);
   EXPECT_GT(resp.parameters(0).importance(), 0.9);
   for (const v1::ParameterImportance& p : resp.parameters()) {
-    if (p.name() == "momentum") EXPECT_EQ(p.trial_count(), 0);  // never active (all adam)
+    if (p.name() == "momentum") {
+      EXPECT_EQ(p.trial_count(), 0);  // never active (all adam)
+    }
   }
 
   req.set_metric("accuracy");
