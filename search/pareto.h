@@ -13,8 +13,8 @@ namespace evoscale::search {
 // Returns the indices (into `trials`) of the optimal succeeded trials. Metrics with a
 // safety_threshold are constraints: a trial that violates one, or lacks a metric, is not
 // feasible. With one objective: every feasible trial tied for the best value. With several:
-// the non-dominated feasible trials. Non-succeeded trials are ignored. O(n^2 m) for m
-// objectives; O(n) for one.
+// the non-dominated feasible trials. Non-succeeded trials are ignored. O(n log n + n f m)
+// for m objectives and a front of f; O(n) for one.
 std::vector<size_t> OptimalTrials(absl::Span<const MetricConfig> metrics,
                                   absl::Span<const Trial> trials);
 

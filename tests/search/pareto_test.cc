@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <limits>
 #include <map>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -108,6 +109,38 @@ TEST(OptimalTrialsTest, NanValuesAreNotRanked) {
   const std::vector<Trial> trials = {Finished({{"auc", std::numeric_limits<double>::quiet_NaN()}}),
                                      Finished({{"auc", 0.7}})};
   EXPECT_THAT(OptimalTrials(metrics, trials), ElementsAre(1));
+}
+
+// The front found against the front so far equals the definition checked pair by pair, on
+// random three-objective clouds with many exact ties (values on a coarse grid).
+TEST(OptimalTrialsTest, MatchesThePairwiseDefinitionOnRandomClouds) {
+  const std::vector<MetricConfig> metrics = {Maximize("a"), Minimize("b"), Maximize("c")};
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int> grid(0, 6);
+  for (int round = 0; round < 50; ++round) {
+    std::vector<Trial> trials;
+    for (int i = 0; i < 60; ++i) {
+      trials.push_back(Finished({{"a", grid(rng)}, {"b", grid(rng)}, {"c", grid(rng)}}));
+    }
+    auto oriented = [&](size_t i, const std::string& m) {
+      const double v = trials[i].final_measurement.metrics.at(m);
+      return m == "b" ? -v : v;
+    };
+    std::vector<size_t> expected;
+    for (size_t i = 0; i < trials.size(); ++i) {
+      bool dominated = false;
+      for (size_t j = 0; j < trials.size() && !dominated; ++j) {
+        bool all_ge = true, some_gt = false;
+        for (const std::string m : {"a", "b", "c"}) {
+          all_ge = all_ge && oriented(j, m) >= oriented(i, m);
+          some_gt = some_gt || oriented(j, m) > oriented(i, m);
+        }
+        dominated = all_ge && some_gt;
+      }
+      if (!dominated) expected.push_back(i);
+    }
+    ASSERT_EQ(OptimalTrials(metrics, trials), expected) << "round " << round;
+  }
 }
 
 TEST(IsFeasibleTest, ChecksPresenceAndThresholds) {
