@@ -49,17 +49,23 @@ deps() {
 }
 
 build() {
+  web_deps
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build "$BUILD" -j "$JOBS"
-  web_deps
 }
 
-# playwright-core for the dashboard's browser test, from tests/web/package-lock.json.
+# From npm, each pinned by its lockfile: the dashboard's chart library (web/, compiled into
+# evoscaled, so it must be there before CMake) and playwright-core for its browser test.
 web_deps() {
-  if [ ! -d "$ROOT/tests/web/node_modules" ]; then
-    log "installing tests/web/node_modules (npm ci)"
-    npm ci --prefix "$ROOT/tests/web" --no-audit --no-fund --loglevel=error >/dev/null
-  fi
+  local dir
+  for dir in web tests/web; do
+    # A lockfile newer than the installed tree: install again.
+    if [ ! -f "$ROOT/$dir/node_modules/.package-lock.json" ] ||
+       [ "$ROOT/$dir/package-lock.json" -nt "$ROOT/$dir/node_modules/.package-lock.json" ]; then
+      log "installing $dir/node_modules (npm ci)"
+      npm ci --prefix "$ROOT/$dir" --no-audit --no-fund --loglevel=error >/dev/null
+    fi
+  done
 }
 
 run_tests() {

@@ -4,14 +4,20 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/types/span.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 #include "service/http_server.h"
+#include "service/study/trial_query.h"
+#include "service/study_analysis.h"
 
 namespace evoscale::service {
 namespace internal {
@@ -73,33 +79,215 @@ HttpResponse Json(const absl::StatusOr<M>& m) {
   return r;
 }
 
-// Splits "a=1&b=2" into pairs.
-std::vector<std::pair<std::string, std::string>> Query(absl::string_view q) {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (absl::string_view kv : absl::StrSplit(q, '&', absl::SkipEmpty())) {
-    std::pair<absl::string_view, absl::string_view> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
-    out.emplace_back(p.first, p.second);
+// Undoes a query's percent-encoding ("%7C" is '|', '+' a space); a '%' not followed by two hex
+// digits stays as it is.
+std::string PercentDecode(absl::string_view s) {
+  auto hex = [](char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '+') {
+      out.push_back(' ');
+    } else if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
+      out.push_back(static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2])));
+      i += 2;
+    } else {
+      out.push_back(s[i]);
+    }
   }
   return out;
 }
 
-// The dashboard's files, by path; nullopt for any other path.
-std::optional<HttpResponse> WebFile(absl::string_view path) {
-  std::string_view file, type;
-  if (path == "/" || path == "/index.html") {
-    file = "index.html";
-    type = "text/html; charset=utf-8";
-  } else if (path == "/app.js") {
-    file = "app.js";
-    type = "text/javascript; charset=utf-8";
-  } else if (path == "/style.css") {
-    file = "style.css";
-    type = "text/css; charset=utf-8";
-  } else {
-    return std::nullopt;
+// Splits "a=1&b=2" into decoded pairs.
+std::vector<std::pair<std::string, std::string>> Query(absl::string_view q) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (absl::string_view kv : absl::StrSplit(q, '&', absl::SkipEmpty())) {
+    std::pair<absl::string_view, absl::string_view> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+    out.emplace_back(PercentDecode(p.first), PercentDecode(p.second));
   }
-  // no-cache: the browser revalidates, so a new evoscaled build shows its own dashboard.
-  return HttpResponse{200, std::string(type), std::string(internal::WebAsset(file)), "no-cache"};
+  return out;
+}
+
+// The dashboard's files, by path; nullopt for any other path. uPlot comes from npm
+// (web/package-lock.json) and is compiled in like the rest.
+std::optional<HttpResponse> WebFile(absl::string_view path) {
+  struct File {
+    std::string_view path, file, type;
+  };
+  static constexpr File kFiles[] = {
+      {"/", "index.html", "text/html; charset=utf-8"},
+      {"/index.html", "index.html", "text/html; charset=utf-8"},
+      {"/app.js", "app.js", "text/javascript; charset=utf-8"},
+      {"/charts.js", "charts.js", "text/javascript; charset=utf-8"},
+      {"/style.css", "style.css", "text/css; charset=utf-8"},
+      {"/uPlot.min.js", "node_modules/uplot/dist/uPlot.iife.min.js", "text/javascript; charset=utf-8"},
+      {"/uPlot.min.css", "node_modules/uplot/dist/uPlot.min.css", "text/css; charset=utf-8"},
+  };
+  for (const File& f : kFiles) {
+    if (std::string_view(path.data(), path.size()) != f.path) continue;
+    // no-cache: the browser revalidates, so a new evoscaled build shows its own dashboard.
+    return HttpResponse{200, std::string(f.type), std::string(internal::WebAsset(f.file)),
+                        "no-cache"};
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<int> IntParam(absl::string_view field, absl::string_view text, int lo, int hi) {
+  int n = 0;
+  if (!absl::SimpleAtoi(text, &n) || n < lo || n > hi) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": \"", text, "\" is not an integer in [", lo, ", ", hi, "]"));
+  }
+  return n;
+}
+
+std::string ProtoJson(const google::protobuf::Message& m) {
+  google::protobuf::util::JsonPrintOptions opts;
+  opts.preserve_proto_field_names = true;
+  opts.always_print_primitive_fields = true;
+  std::string out;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, opts);
+  return out;
+}
+
+// The dashboard's trial table: filtered, sorted and paged here (trial_query.h), so the page
+// never holds more than one page of trials. {"trials": [...], "next_page_token", "total_size"}.
+HttpResponse TrialTable(StudyCore* core, const std::string& study,
+                        const std::vector<std::pair<std::string, std::string>>& query) {
+  ReadStudyRequest req;
+  req.name = study;
+  req.fn = [&](const v1::Study& s, absl::Span<const v1::Trial> trials) -> absl::StatusOr<std::string> {
+    absl::StatusOr<TrialQuery> q = ParseTrialQuery(s.spec(), query);
+    if (!q.ok()) return q.status();
+    TrialPage page = QueryTrials(s.spec(), trials, *q);
+    std::string body = "{\"trials\":[";
+    for (size_t i = 0; i < page.trials.size(); ++i) {
+      if (i > 0) body += ",";
+      body += ProtoJson(*page.trials[i]);
+    }
+    absl::StrAppend(&body, "],\"next_page_token\":", nlohmann::json(page.next_page_token).dump(),
+                    ",\"total_size\":", page.total_matching, "}");
+    return body;
+  };
+  absl::StatusOr<std::string> body = core->Call(req);
+  if (!body.ok()) return Error(body.status());
+  return HttpResponse{200, "application/json", *std::move(body)};
+}
+
+HttpResponse Analysis(StudyCore* core, ServiceMetrics* metrics, const std::string& study,
+                      const std::vector<std::pair<std::string, std::string>>& query) {
+  CapacityLimit limit;
+  if (std::optional<v1::ResourceRequest> c = metrics->SchedulerCapacity()) {
+    limit.cpu_cores = c->cpu_cores();
+    limit.memory_bytes = static_cast<double>(c->memory_bytes());
+  }
+  ReadStudyRequest req;
+  req.name = study;
+  req.fn = [&](const v1::Study& s, absl::Span<const v1::Trial> trials) -> absl::StatusOr<std::string> {
+    absl::StatusOr<AnalysisOptions> options = ParseAnalysisQuery(s.spec(), query);
+    if (!options.ok()) return options.status();
+    return StudyAnalysisJson(s, trials, *options, limit, absl::Now());
+  };
+  absl::StatusOr<std::string> body = core->Call(req);
+  if (!body.ok()) return Error(body.status());
+  return HttpResponse{200, "application/json", *std::move(body)};
+}
+
+// A managed trial's usage over time: its samples in the telemetry of the study's TRAINING
+// workload (service/server.cc), downsampled.
+HttpResponse TrialUsage(AutoscalerCore* autoscaler, const std::string& study,
+                        const std::string& trial,
+                        const std::vector<std::pair<std::string, std::string>>& query) {
+  int max_points = 500;
+  for (const auto& [k, v] : query) {
+    if (k != "max_points") continue;
+    absl::StatusOr<int> n = IntParam(k, v, 2, 100000);
+    if (!n.ok()) return Error(n.status());
+    max_points = *n;
+  }
+  absl::StatusOr<std::vector<UsagePoint>> points =
+      autoscaler->InstanceHistory(study, trial, max_points);
+  if (!points.ok()) {
+    if (absl::IsNotFound(points.status())) {
+      return Error(absl::NotFoundError(absl::StrCat(
+          "no usage recorded for ", trial,
+          ": only trials that evoscaled runs (a study with a trial_template) report usage")));
+    }
+    return Error(points.status());
+  }
+  nlohmann::json times = nlohmann::json::array(), cpu = nlohmann::json::array(),
+                 memory = nlohmann::json::array();
+  for (const UsagePoint& p : *points) {
+    times.push_back(p.time);
+    cpu.push_back(p.cpu_cores);
+    memory.push_back(p.memory_bytes);
+  }
+  return HttpResponse{200, "application/json",
+                      nlohmann::ordered_json{{"trial", trial},
+                                             {"times", times},
+                                             {"cpu_cores", cpu},
+                                             {"memory_bytes", memory}}
+                          .dump()};
+}
+
+// A workload's usage per pod over time with the recommendation as it stood, and replicas
+// running against recommended: AutoscalerCore::History, one array per field.
+HttpResponse WorkloadHistoryJson(AutoscalerCore* autoscaler, const std::string& workload,
+                                 const std::vector<std::pair<std::string, std::string>>& query) {
+  int max_points = 720;
+  for (const auto& [k, v] : query) {
+    if (k != "max_points") continue;
+    absl::StatusOr<int> n = IntParam(k, v, 2, 100000);
+    if (!n.ok()) return Error(n.status());
+    max_points = *n;
+  }
+  absl::StatusOr<WorkloadHistory> h = autoscaler->History(workload, max_points);
+  if (!h.ok()) return Error(h.status());
+  using nlohmann::json;
+  json times = json::array(), instances = json::array(), cpu_mean = json::array(),
+       cpu_max = json::array(), mem_max = json::array(), qps = json::array(),
+       cpu_t = json::array(), cpu_lo = json::array(), cpu_hi = json::array(),
+       mem_t = json::array(), mem_lo = json::array(), mem_hi = json::array(),
+       replicas = json::array();
+  for (const WorkloadHistoryBucket& b : h->buckets) {
+    auto rec = [&](double v) { return b.has_recommendation ? json(v) : json(nullptr); };
+    times.push_back(b.start);
+    instances.push_back(b.instances);
+    cpu_mean.push_back(b.cpu_cores_mean);
+    cpu_max.push_back(b.cpu_cores_max);
+    mem_max.push_back(b.memory_bytes_max);
+    qps.push_back(b.qps);
+    cpu_t.push_back(rec(b.cpu_target));
+    cpu_lo.push_back(rec(b.cpu_lower));
+    cpu_hi.push_back(rec(b.cpu_upper));
+    mem_t.push_back(rec(b.memory_target));
+    mem_lo.push_back(rec(b.memory_lower));
+    mem_hi.push_back(rec(b.memory_upper));
+    replicas.push_back(b.has_recommendation ? json(b.replicas) : json(nullptr));
+  }
+  return HttpResponse{
+      200, "application/json",
+      nlohmann::ordered_json{{"workload", workload},
+                             {"bucket_seconds", h->bucket_seconds},
+                             {"times", times},
+                             {"instances", instances},
+                             {"cpu_cores_mean", cpu_mean},
+                             {"cpu_cores_max", cpu_max},
+                             {"memory_bytes_max", mem_max},
+                             {"qps", qps},
+                             {"cpu_target", cpu_t},
+                             {"cpu_lower", cpu_lo},
+                             {"cpu_upper", cpu_hi},
+                             {"memory_target", mem_t},
+                             {"memory_lower", mem_lo},
+                             {"memory_upper", mem_hi},
+                             {"replicas_recommended", replicas}}
+          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
 }
 
 }  // namespace
@@ -131,6 +319,9 @@ HttpResponse HandleHttp(StudyCore* core, AutoscalerCore* autoscaler, ServiceMetr
     if (rest.empty() || rest == "/")
       return Json(absl::StatusOr<v1::ListWorkloadsResponse>(autoscaler->ListWorkloads()));
     absl::ConsumePrefix(&rest, "/");
+    if (absl::ConsumeSuffix(&rest, "/history")) {
+      return WorkloadHistoryJson(autoscaler, std::string(rest), Query(query));
+    }
     if (absl::ConsumeSuffix(&rest, "/recommendation")) {
       v1::GetRecommendationRequest req;
       req.set_workload(std::string(rest));
@@ -167,30 +358,21 @@ HttpResponse HandleHttp(StudyCore* core, AutoscalerCore* autoscaler, ServiceMetr
     req.set_name(study);
     return Json(core->Call(req));
   }
-  if (parts.size() == 2 && parts[1] == "trials") {
-    v1::ListTrialsRequest req;
-    req.set_parent(study);
-    for (const auto& [k, v] : Query(query)) {
-      int n = 0;
-      if (k == "page_size") {
-        if (!absl::SimpleAtoi(v, &n))
-          return Error(absl::InvalidArgumentError("page_size: not an integer"));
-        req.set_page_size(n);
-      } else if (k == "page_token") {
-        req.set_page_token(v);
-      } else if (k == "state") {
-        // Any case, as the CLI takes it: state=succeeded is SUCCEEDED.
-        v1::Trial::State s;
-        if (!v1::Trial::State_Parse(absl::AsciiStrToUpper(v), &s) ||
-            s == v1::Trial::STATE_UNSPECIFIED) {
-          return Error(absl::InvalidArgumentError(absl::StrCat(
-              "state: unknown trial state \"", v,
-              "\" (want requested, active, stopping, succeeded, infeasible, failed or stopped)")));
-        }
-        req.set_state(s);
-      }
-    }
+  if (parts.size() == 2 && parts[1] == "trials") return TrialTable(core, study, Query(query));
+  if (parts.size() == 2 && parts[1] == "analysis") {
+    return Analysis(core, metrics, study, Query(query));
+  }
+  if (parts.size() == 3 && parts[1] == "trials") {
+    v1::GetTrialRequest req;
+    req.set_name(absl::StrCat(study, "/trials/", parts[2]));
     return Json(core->Call(req));
+  }
+  if (parts.size() == 4 && parts[1] == "trials" && parts[3] == "usage") {
+    const std::string trial = absl::StrCat(study, "/trials/", parts[2]);
+    v1::GetTrialRequest req;  // an unknown trial is NOT_FOUND as such, not "no usage"
+    req.set_name(trial);
+    if (absl::StatusOr<v1::Trial> t = core->Call(req); !t.ok()) return Error(t.status());
+    return TrialUsage(autoscaler, study, trial, Query(query));
   }
   if (parts.size() == 2 && parts[1] == "importance") {
     v1::GetParameterImportanceRequest req;

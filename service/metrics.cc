@@ -98,6 +98,12 @@ void ServiceMetrics::AttachScheduler(Scheduler* scheduler) {
   scheduler_ = scheduler;
 }
 
+std::optional<v1::ResourceRequest> ServiceMetrics::SchedulerCapacity() {
+  absl::MutexLock lock(&scheduler_mu_);
+  if (scheduler_ == nullptr) return std::nullopt;
+  return scheduler_->capacity();
+}
+
 void ServiceMetrics::SetTrialEnforcement(const std::string& mode) {
   enforcement_.Add({{"mode", mode}}).Set(1);
 }

@@ -9,12 +9,14 @@
 #define EVOSCALE_SERVICE_METRICS_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "evoscale/v1/study.pb.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -62,6 +64,8 @@ class ServiceMetrics {
   //   evoscale_capacity_requested_gpus       the running managed trials' requests, summed
   //   evoscale_studies_waiting               managed studies waiting for capacity
   void AttachScheduler(Scheduler* scheduler);
+  // The attached scheduler's capacity (--capacity), for the dashboard; nullopt when none.
+  std::optional<v1::ResourceRequest> SchedulerCapacity();
 
   prometheus::Registry& registry() { return *registry_; }
 

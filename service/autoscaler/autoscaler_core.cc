@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <optional>
 #include <set>
@@ -15,6 +16,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "load_model/replica_load_window.h"
 #include "service/autoscaler/internal/recommenders.h"
+#include "service/autoscaler/internal/usage_history.h"
 
 namespace evoscale::service {
 
@@ -38,6 +40,91 @@ google::protobuf::Timestamp ToTimestamp(double unix_seconds) {
 std::string SeriesName(const std::string& instance, const std::string& container) {
   return container.empty() ? StrCat("instance \"", instance, "\"")
                            : StrCat("instance \"", instance, "\" container \"", container, "\"");
+}
+
+internal::RecommendationSnapshot SnapshotOf(const v1::Recommendation& r) {
+  return {.cpu_target = r.cpu_cores().target(),
+          .cpu_lower = r.cpu_cores().lower_bound(),
+          .cpu_upper = r.cpu_cores().upper_bound(),
+          .memory_target = r.memory_bytes().target(),
+          .memory_lower = r.memory_bytes().lower_bound(),
+          .memory_upper = r.memory_bytes().upper_bound(),
+          .replicas = r.replicas()};
+}
+
+void SetRecommendation(const std::optional<internal::RecommendationSnapshot>& r,
+                       WorkloadHistoryBucket* b) {
+  b->has_recommendation = r.has_value();
+  if (!r.has_value()) return;
+  b->cpu_target = r->cpu_target;
+  b->cpu_lower = r->cpu_lower;
+  b->cpu_upper = r->cpu_upper;
+  b->memory_target = r->memory_target;
+  b->memory_lower = r->memory_lower;
+  b->memory_upper = r->memory_upper;
+  b->replicas = r->replicas;
+}
+
+// `buckets` as History answers them, `newest` standing for the last one's recommendation:
+// merged, when there are more than `max_points` > 0, into intervals of the fewest whole
+// minutes (aligned to multiples of their width) that leave at most `max_points`.
+WorkloadHistory MergedHistory(const std::deque<internal::UsageBucket>& buckets,
+                              const std::optional<internal::RecommendationSnapshot>& newest,
+                              int max_points) {
+  auto recommendation = [&](size_t i) -> const std::optional<internal::RecommendationSnapshot>& {
+    return i + 1 == buckets.size() ? newest : buckets[i].recommendation;
+  };
+  auto minute = [&](size_t i) {
+    return std::llround(buckets[i].start / internal::kHistoryBucketSeconds);
+  };
+  int64_t minutes = 1;
+  if (max_points > 0 && buckets.size() > static_cast<size_t>(max_points)) {
+    // Each interval holds at most `minutes` buckets, so fewer than size / max_points cannot do;
+    // alignment may cost a few more.
+    auto intervals = [&](int64_t width) {
+      int64_t count = 0;
+      for (size_t i = 0; i < buckets.size(); ++i) {
+        count += i == 0 || minute(i) / width != minute(i - 1) / width;
+      }
+      return count;
+    };
+    minutes = (static_cast<int64_t>(buckets.size()) + max_points - 1) / max_points;
+    while (intervals(minutes) > max_points) ++minutes;
+  }
+  WorkloadHistory out;
+  out.bucket_seconds = static_cast<double>(minutes) * internal::kHistoryBucketSeconds;
+  // Sums over the buckets of the interval being filled.
+  int64_t pod_samples = 0;
+  double cpu_sum = 0, qps_sum = 0;
+  int merged = 0;
+  auto finish = [&] {
+    WorkloadHistoryBucket& b = out.buckets.back();
+    b.cpu_cores_mean = pod_samples > 0 ? cpu_sum / static_cast<double>(pod_samples) : 0;
+    b.qps = qps_sum / merged;
+  };
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    const internal::UsageBucket& u = buckets[i];
+    const int64_t interval = minute(i) / minutes;
+    if (i == 0 || interval != minute(i - 1) / minutes) {
+      if (i > 0) finish();
+      out.buckets.emplace_back().start = static_cast<double>(interval) * out.bucket_seconds;
+      pod_samples = 0;
+      cpu_sum = qps_sum = 0;
+      merged = 0;
+    }
+    WorkloadHistoryBucket& b = out.buckets.back();
+    b.instances = std::max(b.instances, u.instances);
+    b.cpu_cores_max = std::max(b.cpu_cores_max, u.cpu_max);
+    b.memory_bytes_max = std::max(b.memory_bytes_max, u.memory_max);
+    pod_samples += u.pod_samples;
+    cpu_sum += u.cpu_sum;
+    // The bucket's offered load: mean QPS per pod sample, times the instances reporting.
+    qps_sum += u.pod_samples > 0 ? u.qps_sum / static_cast<double>(u.pod_samples) * u.instances : 0;
+    ++merged;
+    SetRecommendation(recommendation(i), &b);
+  }
+  if (!out.buckets.empty()) finish();
+  return out;
 }
 
 }  // namespace
@@ -71,6 +158,9 @@ struct AutoscalerCore::WorkloadState {
   load_model::ReplicaRecommendation last_replicas;
   int current_replicas = 0;
 
+  // Usage and recommendations of the last day, for charts; kept across policy changes.
+  internal::UsageHistory history;
+
   Container& ContainerNamed(const std::string& name) {
     auto [it, inserted] = containers.try_emplace(name);
     if (inserted) it->second.resources = MakeResourceRecommender(workload);
@@ -93,6 +183,10 @@ struct AutoscalerCore::WorkloadState {
   }
 
   void Feed(const TelemetryRow& r, const SeriesKey& key) {
+    // Before the models take the sample: a history bucket it closes keeps the recommendation
+    // that stood until now, computed once per bucket.
+    history.Add(key.first, r.timestamp, r.cpu_cores, r.memory_bytes, r.qps,
+                [this] { return ClosingSnapshot(); });
     const absl::Time t = absl::FromUnixSeconds(0) + absl::Seconds(r.timestamp);
     Container& c = ContainerNamed(key.second);
     load_model::UsageSample u;
@@ -128,6 +222,28 @@ struct AutoscalerCore::WorkloadState {
       current_replicas = closed->replicas;
       last_replicas = replicas->Recommend(closed->time, closed->replicas);
     }
+  }
+
+  // GetRecommendation's answer at `now`: as of the newest sample when telemetry is
+  // historical (a replayed trace).
+  absl::StatusOr<v1::Recommendation> Current(absl::Time now) {
+    // Nothing to recommend from yet: say so, rather than answer the models' empty defaults.
+    if (sample_count == 0) {
+      return absl::FailedPreconditionError(
+          StrCat("workload \"", workload.name(),
+                 "\" has no samples yet: report its telemetry first (ReportTelemetry)"));
+    }
+    return Recommendation(
+        std::min(now, absl::FromUnixSeconds(0) + absl::Seconds(newest_timestamp)));
+  }
+
+  // The recommendation as of the newest sample, for the history bucket that closes now; the
+  // same on live ingest and on replay.
+  std::optional<internal::RecommendationSnapshot> ClosingSnapshot() {
+    absl::StatusOr<v1::Recommendation> r =
+        Current(absl::FromUnixSeconds(0) + absl::Seconds(newest_timestamp));
+    if (!r.ok()) return std::nullopt;
+    return SnapshotOf(*r);
   }
 
   // Per live container, and their sums: what one instance needs.
@@ -309,6 +425,7 @@ absl::StatusOr<v1::Workload> AutoscalerCore::PutWorkload(const v1::PutWorkloadRe
     // A new policy starts from the workload's history, as after a restart.
     auto fresh = NewState(id, req.workload());
     fresh->series = std::move(it->second->series);
+    fresh->history = std::move(it->second->history);
     it->second = std::move(fresh);
     ++version_;
   } else {
@@ -564,18 +681,51 @@ absl::StatusOr<v1::Recommendation> AutoscalerCore::GetRecommendation(
   if (it == workloads_.end()) {
     return absl::NotFoundError(StrCat("workload \"", req.workload(), "\" not found"));
   }
-  WorkloadState& w = *it->second;
-  // Nothing to recommend from yet: say so, rather than answer the models' empty defaults.
-  if (w.sample_count == 0) {
-    return absl::FailedPreconditionError(
-        StrCat("workload \"", req.workload(),
-               "\" has no samples yet: report its telemetry first (ReportTelemetry)"));
+  return it->second->Current(now);
+}
+
+absl::StatusOr<WorkloadHistory> AutoscalerCore::History(absl::string_view workload,
+                                                        int max_points) {
+  if (max_points < 0) {
+    return InvalidArgumentError(
+        StrCat("max_points: ", max_points, " is negative (0 for every bucket)"));
   }
-  // Recommend as of the newest sample when telemetry is historical (a replayed trace).
-  const absl::Time at = w.sample_count > 0
-                            ? std::min(now, absl::FromUnixSeconds(0) + absl::Seconds(w.newest_timestamp))
-                            : now;
-  return w.Recommendation(at);
+  const absl::Time now = clock_->Now();
+  absl::MutexLock lock(&mu_);
+  auto it = workloads_.find(std::string(workload));
+  if (it == workloads_.end()) {
+    return absl::NotFoundError(StrCat("workload \"", workload, "\" not found"));
+  }
+  WorkloadState& w = *it->second;
+  std::optional<internal::RecommendationSnapshot> newest;
+  if (!w.history.buckets().empty()) {
+    if (absl::StatusOr<v1::Recommendation> r = w.Current(now); r.ok()) newest = SnapshotOf(*r);
+  }
+  return MergedHistory(w.history.buckets(), newest, max_points);
+}
+
+absl::StatusOr<std::vector<UsagePoint>> AutoscalerCore::InstanceHistory(absl::string_view workload,
+                                                                        absl::string_view instance,
+                                                                        int max_points) {
+  if (max_points < 0) {
+    return InvalidArgumentError(
+        StrCat("max_points: ", max_points, " is negative (0 for every point)"));
+  }
+  absl::MutexLock lock(&mu_);
+  auto it = workloads_.find(std::string(workload));
+  if (it == workloads_.end()) {
+    return absl::NotFoundError(StrCat("workload \"", workload, "\" not found"));
+  }
+  const internal::InstanceSeries* series = it->second->history.instance(instance);
+  if (series == nullptr) {
+    return absl::NotFoundError(StrCat("instance \"", instance, "\" of workload \"", workload,
+                                      "\" not found in its usage history"));
+  }
+  std::vector<UsagePoint> out;
+  for (const internal::PodSample& p : series->Points(max_points)) {
+    out.push_back({.time = p.time, .cpu_cores = p.cpu_cores, .memory_bytes = p.memory_bytes});
+  }
+  return out;
 }
 
 std::vector<v1::Recommendation> AutoscalerCore::AllRecommendations() {

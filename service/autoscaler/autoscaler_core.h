@@ -16,6 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "evoscale/v1/autoscaler.pb.h"
@@ -40,6 +41,41 @@ inline constexpr double kLoadWindowSeconds = 60;
 // left out of the workload's recommendation (renamed or removed from the pod).
 inline constexpr double kStaleContainerSeconds = 86400;
 
+// A workload's usage in one stretch of sample time, for charts (AutoscalerCore::History). A
+// pod sample is one instance's report at one time: its containers' samples with that time,
+// summed.
+struct WorkloadHistoryBucket {
+  double start = 0;             // unix seconds; a multiple of the history's bucket_seconds
+  int instances = 0;            // distinct instances that reported in it (replicas running)
+  double cpu_cores_mean = 0;    // CPU cores per pod sample, averaged over its pod samples
+  double cpu_cores_max = 0;     // of any pod sample
+  double memory_bytes_max = 0;  // of any pod sample
+  // Requests per second offered to the workload: the mean QPS of a pod sample x instances
+  // (the instances' QPS summed, where they report equally often).
+  double qps = 0;
+  // The workload's recommendation (what one pod should request, and replicas) as it stood
+  // when the bucket closed, i.e. when the first sample of a later bucket arrived; for the
+  // newest bucket, the current one (GetRecommendation's answer now). A bucket that late
+  // samples open in a past minute takes the one of the bucket before it. False where
+  // GetRecommendation would have failed then (e.g. no samples yet).
+  bool has_recommendation = false;
+  double cpu_target = 0, cpu_lower = 0, cpu_upper = 0;
+  double memory_target = 0, memory_lower = 0, memory_upper = 0;
+  int replicas = 0;
+};
+
+struct WorkloadHistory {
+  double bucket_seconds = 60;                  // the width of every bucket
+  std::vector<WorkloadHistoryBucket> buckets;  // oldest first; only spans that had samples
+};
+
+// One pod sample of an instance.
+struct UsagePoint {
+  double time = 0;          // unix seconds
+  double cpu_cores = 0;     // its containers' summed
+  double memory_bytes = 0;  // its containers' summed
+};
+
 // Thread-safe.
 class AutoscalerCore {
  public:
@@ -62,6 +98,26 @@ class AutoscalerCore {
   absl::StatusOr<v1::Recommendation> GetRecommendation(const v1::GetRecommendationRequest& req);
   // Every workload's current recommendation (for the Prometheus gauges).
   std::vector<v1::Recommendation> AllRecommendations();
+
+  // Usage over the last day of sample time (relative to the workload's newest sample), in
+  // memory, from live ingest and from the replay at Create(): minute buckets (aligned to
+  // multiples of 60 s of unix time), those that had samples. With `max_points` > 0, adjacent
+  // buckets are merged into intervals of a whole number of minutes (aligned likewise, as
+  // `bucket_seconds` says) so that at most `max_points` come back: instances the most, CPU mean
+  // weighted by pod samples, the maxima the largest, QPS the mean of the buckets', and the
+  // last bucket's recommendation; 0 returns every bucket. A sample that arrives late still
+  // counts in its bucket while that is within the day, without changing its recommendation.
+  // NOT_FOUND for an unknown workload; INVALID_ARGUMENT when max_points < 0. O(buckets).
+  absl::StatusOr<WorkloadHistory> History(absl::string_view workload, int max_points);
+  // One instance's pod samples, oldest first: every one while there are at most 512, then
+  // every 2nd (4th, ...) so the whole span stays in 512 points, plus the newest. With
+  // `max_points` > 0, thinned further to that many evenly spaced ones, the first and the newest
+  // kept. An instance unheard of for a day of the workload's sample time is forgotten, as are
+  // the least recently updated beyond 10,000 per workload. NOT_FOUND for an unknown workload or
+  // instance; INVALID_ARGUMENT when max_points < 0.
+  absl::StatusOr<std::vector<UsagePoint>> InstanceHistory(absl::string_view workload,
+                                                          absl::string_view instance,
+                                                          int max_points);
 
   // A counter that grows whenever any workload takes new samples.
   uint64_t version();

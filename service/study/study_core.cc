@@ -544,6 +544,14 @@ absl::StatusOr<v1::Study> StudyCore::Apply(const v1::GetStudyRequest& req) {
   return (*state)->StudyWithCounts();
 }
 
+absl::StatusOr<std::string> StudyCore::Apply(const ReadStudyRequest& req) {
+  auto state = FindStudy(req.name, "name");
+  if (!state.ok()) return state.status();
+  absl::MutexLock lock(&(*state)->mu);
+  if ((*state)->deleted) return NotFoundStudy((*state)->id);
+  return req.fn((*state)->StudyWithCounts(), (*state)->trials);
+}
+
 absl::StatusOr<v1::ListStudiesResponse> StudyCore::Apply(const v1::ListStudiesRequest& req) {
   absl::StatusOr<int> page_size = PageSize(req.page_size());
   if (!page_size.ok()) return page_size.status();

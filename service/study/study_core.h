@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/types/span.h"
 #include "evoscale/v1/study.pb.h"
 #include "search/designer.h"
 #include "search/types.h"
@@ -61,6 +62,17 @@ struct RerunTrialRequest {
   bool keep_measurements = false;
 };
 
+// Reads a study for a view computed here rather than by an RPC (the dashboard's analysis and
+// trial table): `fn` gets the study (with its counters) and every trial (deleted ones as
+// tombstones, STATE_UNSPECIFIED) under the study's lock, so it must be quick and must not call
+// the core. Its answer comes back once every write it may have seen is durable, as any read.
+struct ReadStudyRequest {
+  std::string name;  // "studies/{s}"
+  std::function<absl::StatusOr<std::string>(const v1::Study& study,
+                                            absl::Span<const v1::Trial> trials)>
+      fn;
+};
+
 // Thread-safe. Calls on different studies run in parallel (one mutex per study); the store
 // serialises their writes and commits concurrent ones together (group commit).
 class StudyCore {
@@ -87,6 +99,7 @@ class StudyCore {
   absl::StatusOr<v1::GetParameterImportanceResponse> Apply(
       const v1::GetParameterImportanceRequest& req);
   absl::StatusOr<v1::Trial> Apply(const RerunTrialRequest& req);
+  absl::StatusOr<std::string> Apply(const ReadStudyRequest& req);
 
  public:
   // Loads every study from `store` and rebuilds the designers. `store` and `clock` must

@@ -95,6 +95,13 @@ def http_seeds():
         "/api/v1/studies/1/trials?state=ACTIVE&page_token=%41%zz",
         "/api/v1/studies/1\nBearer reader-token-0123456789",
         "/metrics\nBearer wrong",
+        "/api/v1/studies/1/analysis?max_points=10&max_curves=2&max_curve_points=2",
+        "/api/v1/studies/1/analysis?metric=nope",
+        "/api/v1/studies/1/trials?order_by=-metric:auc&param=lr:0.001..0.5&param=opt:adam|sgd&state=succeeded,stopped",
+        "/api/v1/studies/1/trials?order_by=param:lr&param=lr:..&page_token=o:1",
+        "/api/v1/studies/1/trials/1/usage?max_points=3",
+        "/api/v1/workloads/default/ranker/history?max_points=2",
+        "/uPlot.min.js", "/charts.js",
     ]
     for i, t in enumerate(targets):
         put("http_fuzz", f"target{i}", t)
