@@ -22,6 +22,7 @@ PACKAGES=(
   clang libclang-rt-14-dev
   chromium
   slurm-wlm munge
+  openmpi-bin libopenmpi-dev
 )
 # The dashboard's browser test (tests/web) runs on Node.js; a machine that has node keeps its own.
 if ! command -v node >/dev/null 2>&1; then PACKAGES+=(nodejs npm); fi

@@ -216,7 +216,8 @@ absl::Status WriteShardCheckpoint(const std::string& dir, const std::string& nam
 
 absl::Status WriteDenseAndManifest(const std::string& dir, const CheckpointManifest& manifest,
                                    int64_t adam_step, const std::vector<float>& params,
-                                   const std::vector<float>& m, const std::vector<float>& v) {
+                                   const std::vector<float>& m, const std::vector<float>& v,
+                                   const std::string& keep_from) {
   const std::string name = manifest.chain.back();
   const std::string folder = absl::StrCat(dir, "/", name);
   absl::Status status = MakeDir(folder);
@@ -249,14 +250,24 @@ absl::Status WriteDenseAndManifest(const std::string& dir, const CheckpointManif
   SyncDir(folder);
   SyncDir(dir);
   // The chain's first element is the newest full checkpoint: older ones are no longer needed.
+  const std::string& oldest_kept =
+      !keep_from.empty() && keep_from < manifest.chain.front() ? keep_from : manifest.chain.front();
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string entry_name = entry.path().filename().string();
-    if (entry_name.rfind("ckpt-", 0) == 0 && entry_name < manifest.chain.front()) {
+    if (entry_name.rfind("ckpt-", 0) == 0 && entry_name < oldest_kept) {
       fs::remove_all(entry.path(), ec);
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<CheckpointManifest> FindCheckpoint(const std::string& dir, int64_t step) {
+  const std::string path = absl::StrCat(dir, "/", CheckpointName(step), "/MANIFEST");
+  if (!fs::exists(path)) {
+    return absl::NotFoundError(absl::StrCat("no checkpoint of step ", step, " in ", dir));
+  }
+  return ReadManifest(path);
 }
 
 absl::StatusOr<CheckpointManifest> FindNewestCheckpoint(const std::string& dir) {

@@ -46,13 +46,18 @@ absl::Status WriteShardCheckpoint(const std::string& dir, const std::string& nam
                                   bool full, uint32_t mark, EmbeddingTable& table);
 
 // Writes the dense state then the MANIFEST of checkpoint manifest.chain.back(); afterwards
-// removes checkpoints older than the chain's first element.
+// removes checkpoints older than the chain's first element, or than `keep_from` when it is
+// older (a rank of a job keeps its previous checkpoint until the next one is written
+// everywhere, so the job always has a step every rank can resume from).
 absl::Status WriteDenseAndManifest(const std::string& dir, const CheckpointManifest& manifest,
                                    int64_t adam_step, const std::vector<float>& params,
-                                   const std::vector<float>& m, const std::vector<float>& v);
+                                   const std::vector<float>& m, const std::vector<float>& v,
+                                   const std::string& keep_from = "");
 
 // The newest complete checkpoint in dir; NOT_FOUND if there is none (or dir is missing).
 absl::StatusOr<CheckpointManifest> FindNewestCheckpoint(const std::string& dir);
+// The complete checkpoint of `step` in dir; NOT_FOUND if there is none.
+absl::StatusOr<CheckpointManifest> FindCheckpoint(const std::string& dir, int64_t step);
 
 // Applies shard `shard`'s files along manifest.chain to `table` (rows restored, erased keys
 // removed). DATA_LOSS on a truncated or foreign file.

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "trainer/checkpoint.h"
+#include "trainer/comm.h"
 #include "trainer/criteo_reader.h"
 #include "trainer/embedding_table.h"
 #include "trainer/internal/run_options.h"
@@ -46,19 +47,34 @@ struct Shard {
 // Barrier C's completion (OnStepEnd) runs alone: it counts the step, checks the loss, reports
 // progress, takes the next batch from the reader and decides on checkpoints; D's completion
 // writes the dense state and the manifest.
+//
+// In a job of several processes (ranks, comm.h), each reads its own slice of the input and
+// owns the rows of the global shards r*L .. r*L+L-1 (L shards a rank): OnStepEnd also sends the
+// batch's ids to their owners (PrepareExchange), phase 1 gathers the rows asked of this rank,
+// A's completion sends them back into x_, B's completion sends the rows' gradients to their
+// owners and all-reduces the dense gradients, phase 3 applies what this rank owns. The step's
+// loss gradient is scaled by the job's batch, so N ranks of batch/N train as one of batch.
 class Training {
  public:
-  Training(const TrainerConfig& config, const EventSink& sink)
+  Training(const TrainerConfig& config, const EventSink& sink, Comm* comm)
       : config_(config),
         sink_(sink),
+        comm_(comm),
+        ranks_(comm->size()),
+        rank_(comm->rank()),
         threads_(config.threads),
         num_shards_(config.shards > 0 ? config.shards : config.threads),
+        batch_size_((config.batch_size + comm->size() - 1) / comm->size()),
+        checkpoint_dir_(config.checkpoint_dir.empty() || comm->size() == 1
+                            ? config.checkpoint_dir
+                            : absl::StrCat(config.checkpoint_dir, "/rank-", comm->rank(), "-of-",
+                                           comm->size())),
         dim_(config.embedding_dim),
         input_(kNumCategorical * config.embedding_dim + kNumDense),
         optimizer_(config.sparse),
         start_(Clock::now()),
-        barrier_a_(threads_),
-        barrier_b_(threads_),
+        barrier_a_(threads_, RowsBack{this}),
+        barrier_b_(threads_, GradientsOut{this}),
         barrier_c_(threads_, StepEnd{this}),
         barrier_d_(threads_, CheckpointEnd{this}) {}
 
@@ -80,6 +96,29 @@ class Training {
     Training* t;
     void operator()() noexcept { t->OnStepEnd(); }
   };
+  struct RowsBack {
+    Training* t;
+    void operator()() noexcept {
+      if (t->ranks_ > 1 && t->batch_ != nullptr) t->OnRowsGathered();
+    }
+  };
+  struct GradientsOut {
+    Training* t;
+    void operator()() noexcept {
+      if (t->ranks_ > 1 && t->batch_ != nullptr) t->OnGradientsComputed();
+    }
+  };
+
+  // Ids of `batch` (nullptr: none) to their owners: ex_.recv_keys and local_index say what this
+  // rank must look up for whom.
+  void PrepareExchange(const ExampleBatch* batch);
+  void OnRowsGathered();
+  void OnGradientsComputed();
+  // Whether the job goes on with this step's batch: only while every rank has one, and not once
+  // any was asked to stop; also counts the step's examples over the job. `stop`: this rank
+  // was asked to stop. Returns the job's decision to stop.
+  bool AgreeOnStep(bool stop);
+  absl::StatusOr<BinaryMetrics> EvaluateDistributed();
   struct CheckpointEnd {
     Training* t;
     void operator()() noexcept { t->OnCheckpointEnd(); }
@@ -91,7 +130,13 @@ class Training {
   void Worker(int t);
   void Gather(Shard& shard, const std::vector<uint32_t>& positions, const ExampleBatch& batch,
               uint32_t now, float* x) const;
+  // Looks up (inserting) shard.keys[0..m) and copies row k to dst(k) (zeros where no row).
+  template <typename Dst>
+  void GatherRows(Shard& shard, size_t m, uint32_t now, Dst dst) const;
   void ApplyGradients(Shard& shard, const std::vector<uint32_t>& positions, uint32_t now);
+  // Sums the gradient src(k) of each shard.keys[k] into its row and applies the optimizer.
+  template <typename Src>
+  void ApplyRowGradients(Shard& shard, size_t m, uint32_t now, Src src);
   void OnStepEnd();
   void OnCheckpointEnd();
   void Fail(absl::Status status);
@@ -104,8 +149,13 @@ class Training {
   // Constant after construction.
   const TrainerConfig& config_;
   const EventSink& sink_;
+  Comm* const comm_;
+  const int ranks_;
+  const int rank_;
   const int threads_;
-  const int num_shards_;
+  const int num_shards_;  // on this rank
+  const int batch_size_;  // this rank's share of config.batch_size
+  const std::string checkpoint_dir_;  // this rank's: DIR/rank-R-of-N in a job of several
   const int dim_;
   const int input_;
   const SparseOptimizer optimizer_;
@@ -123,6 +173,18 @@ class Training {
   std::vector<float> x_, logits_, dlogits_;
   std::vector<double> loss_parts_;  // per worker
 
+  // Several ranks: this step's exchange. Keys go out in global shard order (so rank r gets
+  // those of shards r*L..r*L+L-1, in order), rows come back in the same order.
+  struct Exchange {
+    std::vector<uint64_t> send_keys, recv_keys;
+    std::vector<int64_t> send_counts, recv_counts;          // per rank, in ids
+    std::vector<int64_t> shard_send, shard_recv;            // per (rank, local shard)
+    std::vector<std::vector<uint32_t>> local_index;         // per local shard: into recv_keys
+    std::vector<float> rows_out, rows_in, grads_out, grads_in;
+  } ex_;
+  int64_t job_batch_ = 0;  // examples of this step over all ranks
+  int64_t bytes_at_train_end_ = 0;
+
   // Written only by barrier completions (one thread, all others waiting) and before/after the
   // workers run; read by workers after a barrier.
   std::unique_ptr<ExampleBatch> batch_;
@@ -134,6 +196,7 @@ class Training {
   bool checkpoint_now_ = false;
   bool evict_now_ = false;
   std::vector<std::string> chain_;
+  std::string previous_chain_front_;  // a rank of a job: the previous checkpoint's chain start
   absl::Status status_;
   BinaryMetrics window_;
   Clock::time_point train_start_;
@@ -142,8 +205,8 @@ class Training {
   int64_t checkpoints_written_ = 0;
   bool interrupted_ = false;  // stopped by RequestStop() before the data ran out
 
-  std::barrier<> barrier_a_;               // inputs gathered
-  std::barrier<> barrier_b_;               // gradients computed
+  std::barrier<RowsBack> barrier_a_;       // inputs gathered (several ranks: and sent back)
+  std::barrier<GradientsOut> barrier_b_;   // gradients computed (several ranks: and exchanged)
   std::barrier<StepEnd> barrier_c_;        // parameters updated; next batch fetched
   std::barrier<CheckpointEnd> barrier_d_;  // shard checkpoints written
 };
@@ -184,22 +247,38 @@ absl::Status Training::Setup() {
   absl::StatusOr<std::unique_ptr<Mlp>> mlp = Mlp::Create(sizes, config_.seed, adam);
   if (!mlp.ok()) return mlp.status();
   mlp_ = *std::move(mlp);
-  const int slice = (config_.batch_size + threads_ - 1) / threads_;
+  const int slice = (batch_size_ + threads_ - 1) / threads_;
   for (int t = 0; t < threads_; ++t) workspaces_.push_back(mlp_->NewWorkspace(slice));
   for (auto& ws : workspaces_) workspace_ptrs_.push_back(&ws);
-  x_.assign(size_t(config_.batch_size) * input_, 0.0f);
-  logits_.assign(config_.batch_size, 0.0f);
-  dlogits_.assign(config_.batch_size, 0.0f);
+  x_.assign(size_t(batch_size_) * input_, 0.0f);
+  logits_.assign(batch_size_, 0.0f);
+  dlogits_.assign(batch_size_, 0.0f);
+  ex_.local_index.resize(num_shards_);
   loss_parts_.assign(threads_, 0.0);
 
-  if (!config_.checkpoint_dir.empty()) {
+  if (!checkpoint_dir_.empty()) {
+    if (ranks_ > 1) {
+      // A job's ranks checkpoint beside each other; one of another size cannot resume here.
+      std::error_code ec;
+      std::filesystem::create_directories(checkpoint_dir_, ec);
+      const std::string mine = absl::StrCat("-of-", ranks_);
+      for (const auto& entry : std::filesystem::directory_iterator(config_.checkpoint_dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.rfind("rank-", 0) == 0 && name.find(mine) == std::string::npos && config_.resume) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "checkpoint_dir ", config_.checkpoint_dir, " holds ", name,
+              ", a job of another number of ranks; resume it with as many processes as it had "
+              "(this job has ", ranks_, ")"));
+        }
+      }
+    }
     if (config_.resume) {
       absl::Status status = Resume();
       if (!status.ok()) return status;
     } else {
       // A fresh run owns the directory: earlier checkpoints would otherwise look newer.
       std::error_code ec;
-      for (const auto& entry : std::filesystem::directory_iterator(config_.checkpoint_dir, ec)) {
+      for (const auto& entry : std::filesystem::directory_iterator(checkpoint_dir_, ec)) {
         if (entry.path().filename().string().rfind("ckpt-", 0) == 0) {
           std::filesystem::remove_all(entry.path(), ec);
         }
@@ -208,9 +287,11 @@ absl::Status Training::Setup() {
   }
   absl::StatusOr<std::unique_ptr<ExampleSource>> source = OpenSource(false, position_);
   if (!source.ok()) return source.status();
-  reader_ = std::make_unique<BatchReader>(
-      *std::move(source), internal::ReaderOptions(config_, config_.batch_size, num_shards_,
-                                                  /*for_eval=*/false));
+  BatchReaderOptions reader = internal::ReaderOptions(config_, batch_size_, num_shards_ * ranks_,
+                                                      /*for_eval=*/false);
+  reader.filter.ranks = ranks_;
+  reader.filter.rank = rank_;
+  reader_ = std::make_unique<BatchReader>(*std::move(source), reader);
   return absl::OkStatus();
 }
 
@@ -228,13 +309,37 @@ absl::StatusOr<std::unique_ptr<ExampleSource>> Training::OpenSource(bool for_eva
 }
 
 absl::Status Training::Resume() {
-  absl::StatusOr<CheckpointManifest> found = FindNewestCheckpoint(config_.checkpoint_dir);
+  absl::StatusOr<CheckpointManifest> found = FindNewestCheckpoint(checkpoint_dir_);
+  if (ranks_ > 1) {
+    // Every rank resumes from the same step: the newest all have. A crash while the job
+    // checkpointed leaves some ranks one checkpoint ahead; each keeps its previous one until
+    // the next is written everywhere (OnCheckpointEnd), so the older step is still there.
+    const int64_t step = found.ok() ? found->step : absl::IsNotFound(found.status()) ? -1 : -2;
+    const int64_t lo = comm_->AllReduceMin(step), hi = comm_->AllReduceMax(step);
+    if (lo < 0 && hi >= 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "some ranks have no readable checkpoint in ", config_.checkpoint_dir,
+          " and others one of step ", hi, ": a job resumes only from a step every rank has"));
+    }
+    if (found.ok() && found->step != lo) {
+      // This rank's newer one is from the interrupted checkpoint: gone, so that it cannot be
+      // mistaken for the resumed run's.
+      std::error_code ec;
+      for (const auto& entry : std::filesystem::directory_iterator(checkpoint_dir_, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.rfind("ckpt-", 0) == 0 && name > CheckpointName(lo)) {
+          std::filesystem::remove_all(entry.path(), ec);
+        }
+      }
+      found = FindCheckpoint(checkpoint_dir_, lo);
+    }
+  }
   if (absl::IsNotFound(found.status())) return absl::OkStatus();  // nothing yet: start fresh
   if (!found.ok()) return found.status();
   const CheckpointManifest& m = *found;
   const std::string sizes = absl::StrJoin(mlp_->sizes(), ",");
   auto mismatch = [&](const char* what, const std::string& have, const std::string& want) {
-    return absl::FailedPreconditionError(absl::StrCat("checkpoint ", config_.checkpoint_dir, "/",
+    return absl::FailedPreconditionError(absl::StrCat("checkpoint ", checkpoint_dir_, "/",
                                                       m.chain.back(), " has ", what, " ", have,
                                                       " but this run has ", want));
   };
@@ -253,7 +358,7 @@ absl::Status Training::Resume() {
     loaders.emplace_back([&, t] {
       for (int s = t; s < num_shards_; s += threads_) {
         shards_[s].checkpoint_status =
-            LoadShardCheckpoint(config_.checkpoint_dir, m, s, *shards_[s].table);
+            LoadShardCheckpoint(checkpoint_dir_, m, s, *shards_[s].table);
       }
     });
   }
@@ -264,13 +369,14 @@ absl::Status Training::Resume() {
     std::vector<uint64_t> erased;
     shard.table->TakeChanges(uint32_t(m.step), &rows, &erased);  // changes count from here
   }
-  absl::Status status = LoadDenseCheckpoint(config_.checkpoint_dir, m, &adam_step_, mlp_->params(),
+  absl::Status status = LoadDenseCheckpoint(checkpoint_dir_, m, &adam_step_, mlp_->params(),
                                             mlp_->adam_m(), mlp_->adam_v());
   if (!status.ok()) return status;
   step_ = m.step;
   examples_ = m.examples;
   position_ = m.position;
   chain_ = m.chain;
+  previous_chain_front_ = m.chain.front();
   return absl::OkStatus();
 }
 
@@ -278,15 +384,22 @@ void Training::Gather(Shard& shard, const std::vector<uint32_t>& positions,
                       const ExampleBatch& batch, uint32_t now, float* x) const {
   const size_t m = positions.size();
   shard.keys.resize(m);
-  shard.local.resize(m);
   for (size_t k = 0; k < m; ++k) shard.keys[k] = batch.fids[positions[k]];
+  GatherRows(shard, m, now, [&](size_t k) {
+    const uint32_t p = positions[k];
+    return x + size_t(p / kNumCategorical) * input_ + size_t(p % kNumCategorical) * dim_;
+  });
+}
+
+template <typename Dst>
+void Training::GatherRows(Shard& shard, size_t m, uint32_t now, Dst dst_of) const {
+  shard.local.resize(m);
   EmbeddingTable& table = *shard.table;
   shard.uniques.clear();
   const size_t row_bytes = sizeof(float) * dim_;
   // Copy each row out as soon as its lookup resolves, while it is still in cache.
   table.FindOrInsertBatch(shard.keys.data(), m, now, [&](size_t k, uint32_t row) {
-    const uint32_t p = positions[k];
-    float* dst = x + size_t(p / kNumCategorical) * input_ + size_t(p % kNumCategorical) * dim_;
+    float* dst = dst_of(k);
     if (row == EmbeddingTable::kNoRow) {
       std::memset(dst, 0, row_bytes);
       shard.local[k] = EmbeddingTable::kNoRow;
@@ -303,14 +416,20 @@ void Training::Gather(Shard& shard, const std::vector<uint32_t>& positions,
 }
 
 void Training::ApplyGradients(Shard& shard, const std::vector<uint32_t>& positions, uint32_t now) {
+  ApplyRowGradients(shard, positions.size(), now, [&](size_t k) {
+    const uint32_t p = positions[k];
+    return x_.data() + size_t(p / kNumCategorical) * input_ + size_t(p % kNumCategorical) * dim_;
+  });
+}
+
+template <typename Src>
+void Training::ApplyRowGradients(Shard& shard, size_t m, uint32_t now, Src src_of) {
   const size_t u = shard.uniques.size();
   shard.grads.assign(u * dim_, 0.0f);
-  for (size_t k = 0; k < positions.size(); ++k) {
+  for (size_t k = 0; k < m; ++k) {
     const uint32_t local = shard.local[k];
     if (local == EmbeddingTable::kNoRow) continue;
-    const uint32_t p = positions[k];
-    const float* src =
-        x_.data() + size_t(p / kNumCategorical) * input_ + size_t(p % kNumCategorical) * dim_;
+    const float* src = src_of(k);
     float* g = shard.grads.data() + size_t(local) * dim_;
     for (int d = 0; d < dim_; ++d) g[d] += src[d];
   }
@@ -332,7 +451,17 @@ void Training::Worker(int t) {
     const uint32_t now = uint32_t(step_ + 1);
     // Phase 1: owners gather their shards' rows; everyone copies dense features of its slice.
     for (int s = t; s < num_shards_; s += threads_) {
-      Gather(shards_[s], batch->shard_positions[s], *batch, now, x_.data());
+      if (ranks_ == 1) {
+        Gather(shards_[s], batch->shard_positions[s], *batch, now, x_.data());
+        continue;
+      }
+      // The ids other ranks (and this one) sent this shard; their rows go out in that order.
+      const std::vector<uint32_t>& index = ex_.local_index[s];
+      Shard& shard = shards_[s];
+      shard.keys.resize(index.size());
+      for (size_t k = 0; k < index.size(); ++k) shard.keys[k] = ex_.recv_keys[index[k]];
+      GatherRows(shard, index.size(), now,
+                 [&](size_t k) { return ex_.rows_out.data() + size_t(index[k]) * dim_; });
     }
     const int r0 = int(int64_t(n) * t / threads_), r1 = int(int64_t(n) * (t + 1) / threads_);
     for (int i = r0; i < r1; ++i) {
@@ -346,7 +475,7 @@ void Training::Worker(int t) {
     if (r1 > r0) {
       const float* x = &x_[size_t(r0) * input_];
       mlp_->Forward(ws, x, r1 - r0, &logits_[r0]);
-      const float scale = 1.0f / float(n);
+      const float scale = 1.0f / float(ranks_ > 1 ? job_batch_ : n);
       for (int i = r0; i < r1; ++i) {
         const float z = logits_[i], y = batch->labels[i];
         loss += std::max(z, 0.0f) + std::log1p(std::exp(-std::fabs(z))) - y * z;
@@ -363,7 +492,13 @@ void Training::Worker(int t) {
     mlp_->AdamStep(workspace_ptrs_, params * t / threads_, params * (t + 1) / threads_,
                    adam_step_ + 1);
     for (int s = t; s < num_shards_; s += threads_) {
-      ApplyGradients(shards_[s], batch->shard_positions[s], now);
+      if (ranks_ == 1) {
+        ApplyGradients(shards_[s], batch->shard_positions[s], now);
+      } else {
+        const std::vector<uint32_t>& index = ex_.local_index[s];
+        ApplyRowGradients(shards_[s], index.size(), now,
+                          [&](size_t k) { return ex_.grads_in.data() + size_t(index[k]) * dim_; });
+      }
       if (evict_now_ && int64_t(now) > config_.expire_after_steps) {
         shards_[s].evicted +=
             int64_t(shards_[s].table->EvictOlderThan(uint32_t(now - config_.expire_after_steps)));
@@ -374,7 +509,7 @@ void Training::Worker(int t) {
       const bool full = chain_.empty() || int(chain_.size()) >= config_.full_checkpoint_every;
       for (int s = t; s < num_shards_; s += threads_) {
         shards_[s].checkpoint_status =
-            WriteShardCheckpoint(config_.checkpoint_dir, CheckpointName(step_), s, full,
+            WriteShardCheckpoint(checkpoint_dir_, CheckpointName(step_), s, full,
                                  uint32_t(step_), *shards_[s].table);
       }
       barrier_d_.arrive_and_wait();
@@ -383,6 +518,18 @@ void Training::Worker(int t) {
 }
 
 void Training::Fail(absl::Status status) {
+  if (ranks_ > 1) {
+    // The other ranks wait in this step's collectives: end the whole job, saying why here.
+    const std::string line = ErrorLine(
+        absl::Status(status.code(), absl::StrCat("rank ", rank_, ": ", status.message())), step_);
+    if (rank_ == 0) {
+      Emit(line);
+    } else {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+    std::fflush(nullptr);
+    comm_->Abort(1);
+  }
   status_ = std::move(status);
   checkpoint_now_ = false;
   if (batch_ != nullptr) reader_->Recycle(std::move(batch_));
@@ -419,16 +566,110 @@ void Training::OnStepEnd() {
     }
     batch_ = *std::move(next);
   }
-  if (batch_ != nullptr && StopRequested()) {
+  if (AgreeOnStep(batch_ != nullptr && StopRequested())) {
     // Asked to stop: this step is the last; its checkpoint (below) is where a resume starts.
     interrupted_ = true;
     reader_->Recycle(std::move(batch_));
     batch_.reset();
   }
-  checkpoint_now_ = !config_.checkpoint_dir.empty() &&
+  checkpoint_now_ = !checkpoint_dir_.empty() &&
                     ((config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0) ||
                      batch_ == nullptr);
   evict_now_ = EvictAt(step_ + 1);
+  if (ranks_ > 1 && batch_ != nullptr) PrepareExchange(batch_.get());
+}
+
+bool Training::AgreeOnStep(bool stop) {
+  if (ranks_ == 1) return stop;
+  int64_t v[3] = {batch_ == nullptr ? 1 : 0, stop ? 1 : 0, batch_ != nullptr ? batch_->size : 0};
+  comm_->AllReduceSum(v, 3);
+  job_batch_ = v[2];
+  if (v[0] > 0 && batch_ != nullptr) {
+    // Another rank's slice ran out: the job's training ends here for all (each rank leaves at
+    // most one batch unread).
+    reader_->Recycle(std::move(batch_));
+    batch_.reset();
+  }
+  return v[0] == 0 && v[1] > 0;
+}
+
+void Training::PrepareExchange(const ExampleBatch* batch) {
+  const int L = num_shards_;
+  Exchange& e = ex_;
+  e.send_keys.clear();
+  e.send_counts.assign(ranks_, 0);
+  e.shard_send.assign(size_t(ranks_) * L, 0);
+  if (batch != nullptr) {
+    for (int g = 0; g < ranks_ * L; ++g) {
+      for (uint32_t p : batch->shard_positions[g]) e.send_keys.push_back(batch->fids[p]);
+      e.shard_send[g] = int64_t(batch->shard_positions[g].size());
+      e.send_counts[g / L] += e.shard_send[g];
+    }
+  }
+  const std::vector<int64_t> per_rank(ranks_, L);
+  comm_->AllToAllVKnown(e.shard_send, per_rank, &e.shard_recv, per_rank);
+  e.recv_counts.assign(ranks_, 0);
+  for (int r = 0; r < ranks_; ++r) {
+    for (int l = 0; l < L; ++l) e.recv_counts[r] += e.shard_recv[size_t(r) * L + l];
+  }
+  comm_->AllToAllVKnown(e.send_keys, e.send_counts, &e.recv_keys, e.recv_counts);
+  for (auto& index : e.local_index) index.clear();
+  uint32_t offset = 0;
+  for (int r = 0; r < ranks_; ++r) {
+    for (int l = 0; l < L; ++l) {
+      const int64_t c = e.shard_recv[size_t(r) * L + l];
+      for (int64_t i = 0; i < c; ++i) e.local_index[l].push_back(offset++);
+    }
+  }
+  e.rows_out.resize(e.recv_keys.size() * size_t(dim_));
+}
+
+// The rows this rank looked up go back to the ranks that asked, and into x_ where they asked.
+void Training::OnRowsGathered() {
+  Exchange& e = ex_;
+  std::vector<int64_t> out(ranks_), in(ranks_);
+  for (int r = 0; r < ranks_; ++r) {
+    out[r] = e.recv_counts[r] * dim_;
+    in[r] = e.send_counts[r] * dim_;
+  }
+  comm_->AllToAllVKnown(e.rows_out, out, &e.rows_in, in);
+  const size_t row_bytes = sizeof(float) * dim_;
+  size_t k = 0;
+  for (const auto& positions : batch_->shard_positions) {
+    for (uint32_t p : positions) {
+      std::memcpy(&x_[size_t(p / kNumCategorical) * input_ + size_t(p % kNumCategorical) * dim_],
+                  &e.rows_in[k++ * dim_], row_bytes);
+    }
+  }
+}
+
+// The rows' gradients (x_, after the backward pass) go to their owners; the dense gradients
+// are summed over this rank's workers and then over the job.
+void Training::OnGradientsComputed() {
+  Exchange& e = ex_;
+  e.grads_out.resize(e.send_keys.size() * size_t(dim_));
+  const size_t row_bytes = sizeof(float) * dim_;
+  size_t k = 0;
+  for (const auto& positions : batch_->shard_positions) {
+    for (uint32_t p : positions) {
+      std::memcpy(&e.grads_out[k++ * dim_],
+                  &x_[size_t(p / kNumCategorical) * input_ + size_t(p % kNumCategorical) * dim_],
+                  row_bytes);
+    }
+  }
+  std::vector<int64_t> out(ranks_), in(ranks_);
+  for (int r = 0; r < ranks_; ++r) {
+    out[r] = e.send_counts[r] * dim_;
+    in[r] = e.recv_counts[r] * dim_;
+  }
+  comm_->AllToAllVKnown(e.grads_out, out, &e.grads_in, in);
+  std::vector<float>& sum = workspaces_[0].grads;
+  for (size_t t = 1; t < workspaces_.size(); ++t) {
+    std::vector<float>& g = workspaces_[t].grads;
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += g[i];
+    std::fill(g.begin(), g.end(), 0.0f);
+  }
+  comm_->AllReduceSum(sum.data(), sum.size());
 }
 
 void Training::OnCheckpointEnd() {
@@ -452,14 +693,17 @@ void Training::OnCheckpointEnd() {
   m.mlp_sizes = absl::StrJoin(mlp_->sizes(), ",");
   m.full = full;
   m.chain = chain_;
-  absl::Status status = WriteDenseAndManifest(config_.checkpoint_dir, m, adam_step_, mlp_->params(),
-                                              mlp_->adam_m(), mlp_->adam_v());
+  // A rank of a job keeps its previous checkpoint (see Resume).
+  absl::Status status = WriteDenseAndManifest(checkpoint_dir_, m, adam_step_, mlp_->params(),
+                                              mlp_->adam_m(), mlp_->adam_v(),
+                                              ranks_ > 1 ? previous_chain_front_ : "");
+  previous_chain_front_ = chain_.front();
   if (!status.ok()) {
     Fail(status);
     return;
   }
   ++checkpoints_written_;
-  Emit(CheckpointLine(step_, examples_, full, config_.checkpoint_dir + "/" + chain_.back()));
+  Emit(CheckpointLine(step_, examples_, full, checkpoint_dir_ + "/" + chain_.back()));
 }
 
 absl::Status Training::Train() {
@@ -467,6 +711,10 @@ absl::Status Training::Train() {
   if (!first.ok()) return first.status();
   batch_ = *std::move(first);
   if (config_.max_steps > 0 && step_ >= config_.max_steps) batch_.reset();
+  if (ranks_ > 1) {
+    AgreeOnStep(false);
+    if (batch_ != nullptr) PrepareExchange(batch_.get());
+  }
   evict_now_ = EvictAt(step_ + 1);
   train_start_ = Clock::now();
   std::vector<std::thread> workers;
@@ -474,12 +722,14 @@ absl::Status Training::Train() {
   Worker(0);
   for (auto& w : workers) w.join();
   train_seconds_ = internal::SecondsSince(train_start_);
+  bytes_at_train_end_ = comm_->bytes_sent();
   malformed_ = reader_->malformed();
   reader_.reset();
   return status_;
 }
 
 absl::StatusOr<BinaryMetrics> Training::Evaluate() {
+  if (ranks_ > 1) return EvaluateDistributed();
   absl::StatusOr<std::unique_ptr<ExampleSource>> source = OpenSource(true, {});
   if (!source.ok()) return source.status();
   const BatchReaderOptions options =
@@ -504,6 +754,77 @@ absl::StatusOr<BinaryMetrics> Training::Evaluate() {
     reader.Recycle(std::move(batch));
   }
   return metrics;
+}
+
+// Several ranks: each evaluates its slice of the evaluation rows, asking the owners for the rows
+// (looked up, never inserted) batch by batch, until every rank is done; rank 0 then gets every
+// logit and label, so the metrics are those of the whole set (not an average over ranks).
+absl::StatusOr<BinaryMetrics> Training::EvaluateDistributed() {
+  absl::StatusOr<std::unique_ptr<ExampleSource>> source = OpenSource(true, {});
+  if (!source.ok()) Fail(source.status());  // the others would wait for this rank's batches
+  BatchReaderOptions options = internal::ReaderOptions(config_, batch_size_, num_shards_ * ranks_,
+                                                       /*for_eval=*/true);
+  options.filter.ranks = ranks_;
+  options.filter.rank = rank_;
+  BinaryMetrics mine;
+  if (config_.test_path.empty() && options.filter.holdout_every <= 0) return mine;
+  BatchReader reader(*std::move(source), options);
+  Mlp::Workspace& ws = workspaces_[0];
+  std::vector<uint32_t> rows;
+  while (true) {
+    absl::StatusOr<std::unique_ptr<ExampleBatch>> got = reader.Next();
+    if (!got.ok()) Fail(got.status());
+    std::unique_ptr<ExampleBatch> batch = *std::move(got);
+    if (comm_->AllReduceMax(int64_t(batch != nullptr)) == 0) break;
+    PrepareExchange(batch.get());
+    for (int s = 0; s < num_shards_; ++s) {
+      const std::vector<uint32_t>& index = ex_.local_index[s];
+      Shard& shard = shards_[s];
+      shard.keys.resize(index.size());
+      rows.resize(index.size());
+      for (size_t k = 0; k < index.size(); ++k) shard.keys[k] = ex_.recv_keys[index[k]];
+      shard.table->FindBatch(shard.keys.data(), index.size(), rows.data());
+      for (size_t k = 0; k < index.size(); ++k) {
+        float* dst = ex_.rows_out.data() + size_t(index[k]) * dim_;
+        if (rows[k] == EmbeddingTable::kNoRow) {
+          std::memset(dst, 0, sizeof(float) * dim_);  // never trained: no information
+        } else {
+          std::memcpy(dst, shard.table->embedding(rows[k]), sizeof(float) * dim_);
+        }
+      }
+    }
+    std::vector<int64_t> out(ranks_), in(ranks_);
+    for (int r = 0; r < ranks_; ++r) {
+      out[r] = ex_.recv_counts[r] * dim_;
+      in[r] = ex_.send_counts[r] * dim_;
+    }
+    comm_->AllToAllVKnown(ex_.rows_out, out, &ex_.rows_in, in);
+    if (batch == nullptr) continue;
+    const int n = batch->size;
+    size_t k = 0;
+    for (const auto& positions : batch->shard_positions) {
+      for (uint32_t p : positions) {
+        std::memcpy(&x_[size_t(p / kNumCategorical) * input_ + size_t(p % kNumCategorical) * dim_],
+                    &ex_.rows_in[k++ * dim_], sizeof(float) * dim_);
+      }
+    }
+    for (int i = 0; i < n; ++i) {
+      std::memcpy(&x_[size_t(i) * input_ + kNumCategorical * dim_],
+                  &batch->dense[size_t(i) * kNumDense], sizeof(float) * kNumDense);
+    }
+    for (int r0 = 0; r0 < n; r0 += ws.max_rows) {
+      const int r1 = std::min(n, r0 + ws.max_rows);
+      mlp_->Forward(ws, &x_[size_t(r0) * input_], r1 - r0, &logits_[r0]);
+    }
+    mine.Add(logits_.data(), batch->labels.data(), size_t(n));
+    reader.Recycle(std::move(batch));
+  }
+  std::vector<float> logits, labels;
+  comm_->GatherToRoot(mine.logits(), &logits);
+  comm_->GatherToRoot(mine.labels(), &labels);
+  BinaryMetrics all;
+  if (rank_ == 0) all.Add(logits.data(), labels.data(), logits.size());
+  return all;
 }
 
 void Training::GatherEvalInputs(const ExampleBatch& batch, std::vector<uint32_t>* rows) {
@@ -544,6 +865,16 @@ nlohmann::ordered_json Training::ModelDetails(uint64_t peak_rss_bytes) const {
     evicted += shard.evicted;
     shard_rows.push_back(shard.table->size());
   }
+  std::vector<int64_t> rank_table_bytes;
+  if (ranks_ > 1) {
+    // The job's tables: sums over the ranks, and each rank's own size.
+    comm_->GatherToRoot(int64_t(table_bytes), &rank_table_bytes);
+    int64_t v[6] = {int64_t(rows), int64_t(table_bytes), int64_t(payload), int64_t(pending),
+                    int64_t(full), evicted};
+    comm_->AllReduceSum(v, 6);
+    rows = size_t(v[0]), table_bytes = size_t(v[1]), payload = size_t(v[2]);
+    pending = size_t(v[3]), full = size_t(v[4]), evicted = v[5];
+  }
   const double peak = double(peak_rss_bytes);
   // What the model must occupy however it is stored: per row its id, embedding and optimizer
   // state; the MLP's weights and Adam moments.
@@ -565,6 +896,8 @@ nlohmann::ordered_json Training::ModelDetails(uint64_t peak_rss_bytes) const {
        Figure(payload > 0 ? peak / double(payload + mlp_->memory_bytes()) : 0)},
       {"threads", threads_},
       {"shards", num_shards_},
+      {"ranks", ranks_},
+      {"rank_table_bytes", rank_table_bytes},
       {"isa", mlp_->isa()},
       {"checkpoints", checkpoints_written_}};
 }
@@ -583,15 +916,41 @@ absl::Status Training::EvaluateAndReport() {
   summary.examples = examples_;
   summary.train_s = train_seconds_;
   summary.malformed_lines = malformed_;
-  Emit(FinalLine(summary, ModelDetails(summary.peak_rss_bytes)));
+  nlohmann::ordered_json details;
+  if (ranks_ > 1) {
+    // The job's figures: examples/s of all ranks over the slowest one's time, the largest
+    // peak RSS, the bytes every rank sent during training over the examples trained.
+    int64_t v[4] = {examples_here_, examples_, malformed_, bytes_at_train_end_};
+    comm_->AllReduceSum(v, 4);
+    const double seconds = comm_->AllReduceMax(train_seconds_);
+    summary.examples_per_s = seconds > 0 ? double(v[0]) / seconds : 0;
+    summary.examples = v[1];
+    summary.malformed_lines = v[2];
+    summary.train_s = seconds;
+    summary.peak_rss_bytes = uint64_t(comm_->AllReduceMax(int64_t(summary.peak_rss_bytes)));
+    details = ModelDetails(summary.peak_rss_bytes);
+    details["bytes_exchanged_per_example"] = Figure(v[0] > 0 ? double(v[3]) / double(v[0]) : 0);
+  } else {
+    details = ModelDetails(summary.peak_rss_bytes);
+  }
+  Emit(FinalLine(summary, details));
   return absl::OkStatus();
 }
 
 }  // namespace
 
 absl::Status RunCpuTrainer(const TrainerConfig& config, const EventSink& sink, int64_t* step) {
-  Training training(config, sink);
+  absl::StatusOr<Comm*> comm = Comm::World();
+  if (!comm.ok()) return comm.status();
+  Training training(config, sink, *comm);
   absl::Status status = training.Setup();
+  if ((*comm)->distributed()) {
+    // A rank that failed to set up would leave the others waiting in the first step.
+    const int64_t failed = (*comm)->AllReduceMax(int64_t(status.ok() ? 0 : 1));
+    if (failed && status.ok()) {
+      status = absl::AbortedError("another rank failed to set up (its error is on its stderr)");
+    }
+  }
   if (status.ok()) status = training.Train();
   if (status.ok() && training.interrupted()) {
     status = absl::AbortedError(absl::StrCat(

@@ -210,7 +210,15 @@ absl::Status BatchReader::Fill(ExampleBatch* batch, bool* end) {
   int n = 0;
   *end = false;
   while (n < b) {
-    int64_t row;
+    int64_t row = source_->NextRow();
+    if (row == -1) {
+      *end = true;
+      break;
+    }
+    if (row >= 0 && !options_.filter.Keep(row)) {
+      source_->SkipNext();
+      continue;
+    }
     absl::StatusOr<bool> got =
         source_->Next(&batch->labels[n], &batch->dense[size_t(n) * kNumDense],
                       &batch->fids[size_t(n) * kNumCategorical], &row);

@@ -51,6 +51,11 @@ class ExampleSource {
   virtual absl::StatusOr<bool> Next(float* label, float* dense, uint64_t* fids, int64_t* row) = 0;
   // The position of the next example (a resume point).
   virtual ReaderPosition position() const = 0;
+  // A source that knows the next example's row index without decoding it returns it (-1 at the
+  // end; moving to the next epoch if need be), so a reader skips the rows it does not keep
+  // (another rank's) with SkipNext instead of decoding them. -2: not known (decode to see).
+  virtual int64_t NextRow() { return -2; }
+  virtual void SkipNext() {}
   virtual int64_t lines() const { return 0; }
   virtual int64_t malformed() const { return 0; }
   // The first malformed line's number (1-based within its epoch) and reason, if any.
@@ -72,12 +77,22 @@ std::unique_ptr<ExampleSource> MakeSyntheticSource(int64_t rows, uint64_t seed, 
 
 // Which rows of a source a reader keeps: with holdout_every = k > 0, row r is held out when
 // r % k == k - 1; `holdout` selects the held-out rows instead of the rest.
+// With ranks > 1 (a job of several processes), each rank keeps every ranks-th of those rows
+// (the training rows, or the held-out ones), so the ranks' slices differ by at most one row.
 struct RowFilter {
   int64_t holdout_every = 0;
   bool holdout = false;
+  int ranks = 1;
+  int rank = 0;
   bool Keep(int64_t row) const {
-    if (holdout_every <= 0) return !holdout;
-    return (row % holdout_every == holdout_every - 1) == holdout;
+    const bool held = holdout_every > 0 && row % holdout_every == holdout_every - 1;
+    if (held != holdout) return false;
+    if (ranks <= 1) return true;
+    // The row's index among the rows of its kind: held-out rows are every k-th.
+    const int64_t index = holdout_every <= 0 ? row
+                          : held             ? row / holdout_every
+                                             : row - row / holdout_every;
+    return index % ranks == rank;
   }
 };
 

@@ -22,6 +22,8 @@ class BinaryMetrics {
   double Auc() const { return ExactAuc(logits_, labels_); }
   double LogLoss() const { return LogLossFromLogits(logits_, labels_); }
   size_t count() const { return labels_.size(); }
+  const std::vector<float>& logits() const { return logits_; }
+  const std::vector<float>& labels() const { return labels_; }
   void Clear() {
     logits_.clear();
     labels_.clear();

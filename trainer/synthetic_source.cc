@@ -144,6 +144,20 @@ class SyntheticSource : public ExampleSource {
     return true;
   }
 
+  // Rows are generated from their index alone, so one another rank reads costs nothing here.
+  int64_t NextRow() override {
+    if (pos_.row >= rows_) {
+      if (pos_.epoch + 1 >= epochs_ || rows_ <= 0) return -1;
+      ++pos_.epoch;
+      pos_.row = 0;
+    }
+    return pos_.row;
+  }
+  void SkipNext() override {
+    ++pos_.row;
+    ++lines_;
+  }
+
   ReaderPosition position() const override { return pos_; }
   int64_t lines() const override { return lines_; }
   std::string name() const override { return absl::StrCat("synthetic(", rows_, ")"); }

@@ -1,8 +1,12 @@
 #include "trainer/trainer.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <optional>
+#include <string_view>
 
+#include "absl/strings/str_cat.h"
+#include "trainer/comm.h"
 #include "trainer/cpu_trainer.h"
 #include "trainer/gpu.h"
 #ifdef EVOSCALE_HAVE_CUDA
@@ -24,8 +28,19 @@ absl::Status RunOnGpu(const TrainerConfig& config, const EventSink& sink, int64_
 
 }  // namespace
 
-absl::Status RunTrainer(const TrainerConfig& config, const EventSink& sink) {
-  absl::Status status = ValidateConfig(config);
+absl::Status RunTrainer(const TrainerConfig& config, const EventSink& to_caller) {
+  // In a job of several processes the protocol's lines come from rank 0 only; another rank's
+  // error line goes to its stderr.
+  absl::StatusOr<Comm*> comm = Comm::World();
+  const int rank = comm.ok() ? (*comm)->rank() : 0;
+  const EventSink quiet = [](std::string_view) {};
+  const EventSink& sink = rank == 0 ? to_caller : quiet;
+  absl::Status status = comm.ok() ? ValidateConfig(config) : comm.status();
+  if (status.ok() && config.device == "cuda" && (*comm)->distributed()) {
+    status = absl::UnimplementedError(
+        "--device cuda in a job of several processes: the GPU exchange (NCCL) is not built yet; "
+        "run one process per GPU job, or several on the CPU");
+  }
   // UNIMPLEMENTED without CUDA, FAILED_PRECONDITION without a device.
   if (status.ok() && config.device == "cuda") status = CheckCudaAvailable();
   std::optional<int64_t> step;  // once a trainer has started
@@ -35,7 +50,15 @@ absl::Status RunTrainer(const TrainerConfig& config, const EventSink& sink) {
                                      : RunCpuTrainer(config, sink, &steps_done);
     step = steps_done;
   }
-  if (!status.ok()) sink(ErrorLine(status, step));
+  if (!status.ok()) {
+    if (rank == 0) {
+      sink(ErrorLine(status, step));
+    } else {
+      std::fprintf(stderr, "%s\n", ErrorLine(absl::Status(status.code(), absl::StrCat(
+                                                  "rank ", rank, ": ", status.message())),
+                                              step).c_str());
+    }
+  }
   return status;
 }
 

@@ -112,6 +112,32 @@ TEST_F(CheckpointTest, IncompleteCheckpointsAreIgnoredAndOldChainsRemoved) {
   EXPECT_EQ(FindNewestCheckpoint(dir_)->step, 12);
 }
 
+// A rank of a job keeps its previous checkpoint until the next is written everywhere: a new
+// full one does not retire the older chain while keep_from names it, and that step stays
+// loadable by FindCheckpoint.
+TEST_F(CheckpointTest, KeepFromHoldsThePreviousCheckpointForAJobsRanks) {
+  auto table = Table();
+  table->FindOrInsert(1, 1);
+  std::vector<float> p = {1}, m = {0}, v = {0};
+  ASSERT_TRUE(WriteShardCheckpoint(dir_, CheckpointName(5), 0, true, 5, *table).ok());
+  ASSERT_TRUE(WriteDenseAndManifest(dir_, Manifest(5, {CheckpointName(5)}), 5, p, m, v).ok());
+  ASSERT_TRUE(WriteShardCheckpoint(dir_, CheckpointName(12), 0, true, 12, *table).ok());
+  ASSERT_TRUE(WriteDenseAndManifest(dir_, Manifest(12, {CheckpointName(12)}), 12, p, m, v,
+                                    CheckpointName(5))
+                  .ok());
+  EXPECT_EQ(FindNewestCheckpoint(dir_)->step, 12);
+  ASSERT_TRUE(FindCheckpoint(dir_, 5).ok());
+  EXPECT_EQ(FindCheckpoint(dir_, 5)->step, 5);
+  EXPECT_EQ(FindCheckpoint(dir_, 7).status().code(), absl::StatusCode::kNotFound);
+  // The next one, keeping 12, retires 5.
+  ASSERT_TRUE(WriteShardCheckpoint(dir_, CheckpointName(20), 0, true, 20, *table).ok());
+  ASSERT_TRUE(WriteDenseAndManifest(dir_, Manifest(20, {CheckpointName(20)}), 20, p, m, v,
+                                    CheckpointName(12))
+                  .ok());
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/" + CheckpointName(5)));
+  EXPECT_TRUE(FindCheckpoint(dir_, 12).ok());
+}
+
 TEST_F(CheckpointTest, PendingOccurrenceCountsSurviveARestore) {
   EmbeddingTableOptions options;
   options.dim = 4;

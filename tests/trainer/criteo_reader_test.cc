@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -41,6 +43,34 @@ class ReaderTest : public ::testing::Test {
   std::vector<std::string> paths_;
   int counter_ = 0;
 };
+
+// The ranks of a job split the training rows and the held-out rows evenly and disjointly.
+TEST(RowFilterTest, RanksSplitEachKindOfRowEvenly) {
+  for (const int64_t holdout_every : {int64_t{0}, int64_t{10}, int64_t{2}}) {
+    for (const bool holdout : {false, true}) {
+      if (holdout && holdout_every == 0) continue;
+      RowFilter one{.holdout_every = holdout_every, .holdout = holdout};
+      std::vector<int> owners(10000, -1);
+      std::vector<int> counts(3, 0);
+      for (int rank = 0; rank < 3; ++rank) {
+        RowFilter f = one;
+        f.ranks = 3;
+        f.rank = rank;
+        for (int64_t row = 0; row < 10000; ++row) {
+          if (!f.Keep(row)) continue;
+          ASSERT_EQ(owners[row], -1) << "row " << row << " kept by two ranks";
+          owners[row] = rank;
+          ++counts[rank];
+        }
+      }
+      for (int64_t row = 0; row < 10000; ++row) {
+        EXPECT_EQ(owners[row] >= 0, one.Keep(row)) << "row " << row;
+      }
+      const auto [lo, hi] = std::minmax_element(counts.begin(), counts.end());
+      EXPECT_LE(*hi - *lo, 1) << holdout_every << " " << holdout;
+    }
+  }
+}
 
 TEST(ParseCriteoLineTest, ParsesLabelDenseAndCategoricals) {
   float label, dense[kNumDense];

@@ -1,14 +1,20 @@
 // End-to-end tests of the real evoscale-trainer binary as a child process: flags, exit codes,
-// and crash recovery (kill -9 mid-training, then --resume).
+// and crash recovery (kill -9 mid-training, then --resume); and jobs of several processes
+// under Debian's Open MPI (`mpirun -np 2`, as root with --allow-run-as-root, --oversubscribe
+// on 2 cores): the same model as one process, half the table each, a dead rank ending the job,
+// resuming from the ranks' checkpoints.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -25,24 +31,44 @@ struct ChildResult {
   int signal = 0;
 };
 
-// Runs the trainer with args; calls stop(line) on each stdout line and sends SIGKILL the first
-// time it returns true.
+// Runs the trainer with args (under `launcher`, e.g. mpirun, when given); calls stop(line) on
+// each stdout line and, the first time it returns true, kill(pid) (default: SIGKILL the child).
 ChildResult RunTrainer(const std::vector<std::string>& args,
-                       const std::function<bool(const std::string&)>& stop = nullptr) {
+                       const std::function<bool(const std::string&)>& stop = nullptr,
+                       const std::vector<std::string>& launcher = {},
+                       const std::function<void(pid_t)>& kill_fn = nullptr,
+                       std::string* stderr_text = nullptr) {
+  int errs[2];
+  EXPECT_EQ(pipe(errs), 0);
   int fds[2];
   EXPECT_EQ(pipe(fds), 0);
   const pid_t pid = fork();
   if (pid == 0) {
     dup2(fds[1], STDOUT_FILENO);
+    if (stderr_text != nullptr) dup2(errs[1], STDERR_FILENO);
     close(fds[0]);
     close(fds[1]);
-    std::vector<char*> argv = {const_cast<char*>(kTrainer.c_str())};
+    close(errs[0]);
+    close(errs[1]);
+    std::vector<char*> argv;
+    for (const auto& a : launcher) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(const_cast<char*>(kTrainer.c_str()));
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
-    execv(kTrainer.c_str(), argv.data());
+    execv(argv[0], argv.data());
     _exit(127);
   }
   close(fds[1]);
+  close(errs[1]);
+  // stderr drains on its own thread, so a chatty child never blocks on a full pipe.
+  std::thread drain([&] {
+    char chunk[4096];
+    ssize_t n;
+    while ((n = read(errs[0], chunk, sizeof(chunk))) > 0) {
+      if (stderr_text != nullptr) stderr_text->append(chunk, size_t(n));
+    }
+    close(errs[0]);
+  });
   ChildResult result;
   FILE* out = fdopen(fds[0], "r");
   char buffer[1 << 16];
@@ -52,13 +78,18 @@ ChildResult RunTrainer(const std::vector<std::string>& args,
     if (!line.empty() && line.back() == '\n') line.pop_back();
     result.lines.push_back(line);
     if (!killed && stop && stop(line)) {
-      kill(pid, SIGKILL);
+      if (kill_fn) {
+        kill_fn(pid);
+      } else {
+        kill(pid, SIGKILL);
+      }
       killed = true;
     }
   }
   fclose(out);
   int status = 0;
   waitpid(pid, &status, 0);
+  drain.join();
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
   return result;
@@ -161,6 +192,168 @@ TEST_F(TrainerProcessTest, ResumeWithADifferentShapeIsRefused) {
   EXPECT_NE(second.lines.back().find("FAILED_PRECONDITION"), std::string::npos);
   EXPECT_NE(second.lines.back().find("embedding-dim 16 but this run has 4"), std::string::npos)
       << second.lines.back();
+}
+
+// ---- Jobs of several processes (mpirun) ------------------------------------------------------
+
+const char kMpirun[] = "/usr/bin/mpirun";
+
+std::vector<std::string> Mpirun(int np) {
+  return {kMpirun, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np",
+          std::to_string(np)};
+}
+
+// The pid of rank `rank` among the children of mpirun `launcher` (its OMPI_COMM_WORLD_RANK).
+pid_t RankPid(pid_t launcher, int rank) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(entry.path().filename().string(), &pid)) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const size_t close_paren = text.rfind(')');
+    if (close_paren == std::string::npos) continue;
+    int ppid = 0;
+    char state = 0;
+    if (std::sscanf(text.c_str() + close_paren + 1, " %c %d", &state, &ppid) != 2 ||
+        ppid != launcher) {
+      continue;
+    }
+    std::ifstream environ(entry.path() / "environ");
+    std::string env((std::istreambuf_iterator<char>(environ)), std::istreambuf_iterator<char>());
+    if (env.find(absl::StrCat(std::string(1, '\0'), "OMPI_COMM_WORLD_RANK=", rank, std::string(1, '\0'))) !=
+        std::string::npos) {
+      return pid;
+    }
+  }
+  return 0;
+}
+
+int Count(const std::vector<std::string>& lines, const std::string& text) {
+  int n = 0;
+  for (const std::string& line : lines) n += line.find(text) != std::string::npos;
+  return n;
+}
+
+class TrainerMpiTest : public TrainerProcessTest {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(kMpirun)) {
+      GTEST_SKIP() << "no " << kMpirun << " (scripts/dev.sh deps installs openmpi-bin)";
+    }
+    TrainerProcessTest::SetUp();
+  }
+};
+
+// Must show 1 and 2 of the distributed trainer: -np 2 reaches -np 1's AUC with the same seed,
+// each rank holding about half the table; the job's figures come from rank 0 alone.
+TEST_F(TrainerMpiTest, TwoRanksTrainAsOneOnSyntheticRowsWithHalfTheTableEach) {
+  const std::vector<std::string> common = {"--synthetic", "200000", "--seed", "3",
+                                           "--progress-every", "50"};
+  std::vector<std::string> one = common;
+  one.insert(one.end(), {"--threads", "2"});
+  ChildResult single = RunTrainer(one);
+  ASSERT_EQ(single.exit_code, 0);
+  std::vector<std::string> two = common;
+  two.insert(two.end(), {"--threads", "1"});
+  std::string err;
+  ChildResult job = RunTrainer(two, nullptr, Mpirun(2), nullptr, &err);
+  ASSERT_EQ(job.exit_code, 0) << err;
+  // One protocol: rank 0's progress lines and one final line.
+  EXPECT_EQ(Count(job.lines, "\"event\":\"final\""), 1);
+  EXPECT_EQ(Count(job.lines, "\"event\":\"progress\""), Count(single.lines, "\"event\":\"progress\""));
+  const std::string& a = single.lines.back();
+  const std::string& b = job.lines.back();
+  EXPECT_EQ(Number(b, "ranks"), 2) << b;
+  EXPECT_EQ(Number(b, "examples"), Number(a, "examples"));
+  EXPECT_EQ(Number(b, "steps"), Number(a, "steps"));
+  EXPECT_EQ(Number(b, "eval_examples"), Number(a, "eval_examples"));
+  EXPECT_NEAR(Number(b, "auc"), Number(a, "auc"), 0.003) << a << "\n" << b;
+  EXPECT_GT(Number(b, "bytes_exchanged_per_example"), 0);
+  // Every row once over the job; each rank's table at most 0.6x the single process's.
+  EXPECT_EQ(Number(b, "rows"), Number(a, "rows"));
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(b, m, std::regex(R"re("rank_table_bytes":\[(\d+),(\d+)\])re"))) << b;
+  const double single_bytes = Number(a, "bytes");
+  for (int r = 1; r <= 2; ++r) {
+    double bytes = 0;
+    ASSERT_TRUE(absl::SimpleAtod(m[r].str(), &bytes));
+    EXPECT_LE(bytes, 0.6 * single_bytes) << "rank " << r - 1;
+  }
+}
+
+TEST_F(TrainerMpiTest, TwoRanksTrainAsOneOnTheCriteoSample) {
+  const std::string data = std::string(EVOSCALE_SOURCE_DIR) + "/../shared/data/criteo-8k/";
+  if (!std::filesystem::exists(data + "train.tsv")) GTEST_SKIP() << "no " << data;
+  const std::vector<std::string> common = {"--train", data + "train.tsv", "--test", data + "test.tsv",
+                                           "--epochs", "3", "--batch-size", "256", "--seed", "1"};
+  std::vector<std::string> one = common;
+  one.insert(one.end(), {"--threads", "2"});
+  ChildResult single = RunTrainer(one);
+  ASSERT_EQ(single.exit_code, 0);
+  std::vector<std::string> two = common;
+  two.insert(two.end(), {"--threads", "1"});
+  std::string err;
+  ChildResult job = RunTrainer(two, nullptr, Mpirun(2), nullptr, &err);
+  ASSERT_EQ(job.exit_code, 0) << err;
+  EXPECT_EQ(Number(job.lines.back(), "eval_examples"), Number(single.lines.back(), "eval_examples"));
+  EXPECT_NEAR(Number(job.lines.back(), "auc"), Number(single.lines.back(), "auc"), 0.003)
+      << single.lines.back() << "\n" << job.lines.back();
+}
+
+// kill -9 of one rank ends the job (non-zero, within 10 s, mpirun naming the rank); the job
+// resumes from the step both ranks checkpointed and ends with the uninterrupted run's AUC.
+TEST_F(TrainerMpiTest, KillNineOfOneRankEndsTheJobAndItResumes) {
+  const std::vector<std::string> common = {"--synthetic", "60000", "--batch-size", "256",
+                                           "--embedding-dim", "8", "--hidden", "32,16",
+                                           "--threads", "1", "--seed", "7", "--progress-every", "20",
+                                           "--checkpoint-every", "20", "--full-checkpoint-every", "2"};
+  std::vector<std::string> args = common;
+  args.insert(args.end(), {"--checkpoint-dir", dir_ + "/plain"});
+  std::string err;
+  ChildResult plain = RunTrainer(args, nullptr, Mpirun(2), nullptr, &err);
+  ASSERT_EQ(plain.exit_code, 0) << err;
+  const std::string& plain_final = plain.lines.back();
+
+  args = common;
+  args.insert(args.end(), {"--checkpoint-dir", dir_ + "/crash"});
+  int checkpoints = 0;
+  std::chrono::steady_clock::time_point killed_at;
+  std::string crash_err;
+  ChildResult crashed = RunTrainer(
+      args,
+      [&](const std::string& line) {
+        return line.find("\"event\":\"checkpoint\"") != std::string::npos && ++checkpoints == 3;
+      },
+      Mpirun(2),
+      [&](pid_t launcher) {
+        const pid_t rank1 = RankPid(launcher, 1);
+        ASSERT_GT(rank1, 0);
+        killed_at = std::chrono::steady_clock::now();
+        kill(rank1, SIGKILL);
+      },
+      &crash_err);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  EXPECT_NE(crashed.exit_code, 0);
+  EXPECT_LT(seconds, 10) << "the job outlived its dead rank";
+  EXPECT_EQ(Count(crashed.lines, "\"event\":\"final\""), 0);
+  EXPECT_NE(crash_err.find("rank 1"), std::string::npos) << crash_err;
+
+  args.push_back("--resume");
+  ChildResult resumed = RunTrainer(args, nullptr, Mpirun(2), nullptr, &err);
+  ASSERT_EQ(resumed.exit_code, 0) << err;
+  ASSERT_FALSE(resumed.lines.empty());
+  EXPECT_GE(Number(resumed.lines.front(), "step"), 40) << resumed.lines.front();
+  EXPECT_EQ(Number(resumed.lines.back(), "examples"), Number(plain_final, "examples"));
+  EXPECT_NEAR(Number(resumed.lines.back(), "auc"), Number(plain_final, "auc"), 0.002)
+      << plain_final << "\n" << resumed.lines.back();
+
+  // With another number of processes: refused, saying how many it had.
+  ChildResult three = RunTrainer(args, nullptr, Mpirun(3), nullptr, &err);
+  EXPECT_NE(three.exit_code, 0);
+  ASSERT_FALSE(three.lines.empty());
+  EXPECT_NE(three.lines.back().find("another number of ranks"), std::string::npos)
+      << three.lines.back();
 }
 
 }  // namespace

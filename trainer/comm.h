@@ -1,0 +1,84 @@
+// The processes of one training job. Started by `mpirun -np N` (or `srun`), each is a rank of
+// MPI's world; started alone, the world is this process. The collectives the trainer needs,
+// with the bytes each rank sends counted (the final line's bytes_exchanged_per_example).
+//
+// MPI is initialised on the first World() call only when a launcher says there are several
+// processes (OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK), so a single-process run and the
+// tests never touch it. Errors in a collective end the whole job (MPI_ERRORS_ARE_FATAL): no
+// rank is left waiting for a dead peer.
+#ifndef EVOSCALE_TRAINER_COMM_H_
+#define EVOSCALE_TRAINER_COMM_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace evoscale::trainer {
+
+class Comm {
+ public:
+  // The job's world; built once. Fails when launched as several processes by a binary built
+  // without MPI, or when MPI cannot start.
+  static absl::StatusOr<Comm*> World();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  bool distributed() const { return size_ > 1; }
+
+  // Each rank sends send_counts[r] elements of `send` (in rank order) to rank r and receives
+  // what each sends it, in rank order; recv_counts gets the counts. T is trivially copyable.
+  template <typename T>
+  void AllToAllV(const std::vector<T>& send, const std::vector<int64_t>& send_counts,
+                 std::vector<T>* recv, std::vector<int64_t>* recv_counts) {
+    recv_counts->assign(size_, 0);
+    ExchangeCounts(send_counts, recv_counts);
+    int64_t total = 0;
+    for (int64_t c : *recv_counts) total += c;
+    recv->resize(size_t(total));
+    AllToAllVBytes(send.data(), send_counts, recv->data(), *recv_counts, sizeof(T));
+  }
+  // As AllToAllV when the receiver already knows the counts (the reverse of an earlier one).
+  template <typename T>
+  void AllToAllVKnown(const std::vector<T>& send, const std::vector<int64_t>& send_counts,
+                      std::vector<T>* recv, const std::vector<int64_t>& recv_counts) {
+    int64_t total = 0;
+    for (int64_t c : recv_counts) total += c;
+    recv->resize(size_t(total));
+    AllToAllVBytes(send.data(), send_counts, recv->data(), recv_counts, sizeof(T));
+  }
+
+  void AllReduceSum(float* data, size_t n);
+  void AllReduceSum(double* data, size_t n);
+  void AllReduceSum(int64_t* data, size_t n);
+  int64_t AllReduceMin(int64_t v);
+  int64_t AllReduceMax(int64_t v);
+  double AllReduceMax(double v);
+  // Rank 0 gets every rank's `mine`, in rank order; the others get nothing.
+  void GatherToRoot(const std::vector<float>& mine, std::vector<float>* all);
+  void GatherToRoot(int64_t mine, std::vector<int64_t>* all);
+
+  // Ends every rank of the job with `code` (MPI_Abort); returns only when not distributed.
+  void Abort(int code);
+
+  int64_t bytes_sent() const { return bytes_sent_; }
+
+ private:
+  Comm() = default;
+  void ExchangeCounts(const std::vector<int64_t>& send_counts, std::vector<int64_t>* recv_counts);
+  void AllToAllVBytes(const void* send, const std::vector<int64_t>& send_counts, void* recv,
+                      const std::vector<int64_t>& recv_counts, size_t elem_bytes);
+
+  int rank_ = 0;
+  int size_ = 1;
+  int64_t bytes_sent_ = 0;
+};
+
+// The launcher's process count from the environment (1 when not launched by one).
+int LauncherWorldSize();
+
+}  // namespace evoscale::trainer
+
+#endif  // EVOSCALE_TRAINER_COMM_H_
