@@ -2,6 +2,8 @@
 
 #ifdef EVOSCALE_HAVE_CUDA
 #include <cuda_runtime_api.h>
+
+#include "trainer/cuda/cuda_status.h"
 #endif
 
 namespace evoscale::trainer {
@@ -13,14 +15,13 @@ bool BuiltWithCuda() { return true; }
 absl::StatusOr<int> CudaDeviceCount() {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
-  // No device and no (or an old) driver both mean: nothing to run on.
-  if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver) return 0;
+  cuda::CudaVersions versions;
   if (err != cudaSuccess) {
-    return absl::InternalError(
-        std::string("cudaGetDeviceCount: ") + cudaGetErrorName(err) + ": " +
-        cudaGetErrorString(err));
+    // For the error's message, and to tell "no driver installed" (version 0) from an old one.
+    if (cudaDriverGetVersion(&versions.driver) != cudaSuccess) versions.driver = -1;
+    if (cudaRuntimeGetVersion(&versions.runtime) != cudaSuccess) versions.runtime = -1;
   }
-  return count;
+  return cuda::DeviceCountFromCuda(err, count, versions);
 }
 
 #else

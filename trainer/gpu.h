@@ -11,12 +11,15 @@ namespace evoscale::trainer {
 // True when the trainer was built with CUDA (CMake option EVOSCALE_CUDA).
 bool BuiltWithCuda();
 
-// The number of CUDA devices this process can use: 0 when the driver reports none (or no
-// driver is installed). UNIMPLEMENTED in a build without CUDA. Thread-safe.
+// The number of CUDA devices this process can use: 0 when the driver reports none
+// (cudaErrorNoDevice) or no NVIDIA driver is installed at all. Any other CUDA error is an error
+// naming it and the driver and runtime versions (cuda::DeviceCountFromCuda): FAILED_PRECONDITION
+// for a driver that cannot run this build (too old, a stub library, ...), INTERNAL otherwise.
+// UNIMPLEMENTED in a build without CUDA. Thread-safe.
 absl::StatusOr<int> CudaDeviceCount();
 
-// OK when --device cuda can run here; otherwise UNIMPLEMENTED "built without CUDA" or
-// FAILED_PRECONDITION "no CUDA device".
+// OK when --device cuda can run here; otherwise UNIMPLEMENTED "built without CUDA",
+// FAILED_PRECONDITION "no CUDA device", or CudaDeviceCount's error, prefixed "--device cuda: ".
 absl::Status CheckCudaAvailable();
 
 }  // namespace evoscale::trainer

@@ -455,6 +455,10 @@ class LocalProcessRunner : public TrialRunner {
     if (launch.limits.memory_bytes < 0 || launch.limits.cpu_cores < 0 || launch.limits.gpus < 0) {
       return absl::InvalidArgumentError("limits: must be >= 0");
     }
+    if (launch.processes < 1 || launch.processes > 1024) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("processes: ", launch.processes, " must be in [1, 1024]"));
+    }
     // The environment: the runner's, then the launch's, then the trial's own variables.
     std::map<std::string, std::string> env = internal::ProcessEnvironment();
     for (const auto& [k, v] : launch.env) {
@@ -471,7 +475,24 @@ class LocalProcessRunner : public TrialRunner {
       env["EVOSCALE_MEMORY_BYTES"] = absl::StrCat(launch.limits.memory_bytes);
     }
     env["CUDA_VISIBLE_DEVICES"] = absl::StrJoin(launch.gpu_ids, ",");
-    absl::StatusOr<std::string> program = ResolveProgram(launch.argv[0], env["PATH"]);
+    std::vector<std::string> argv = launch.argv;
+    if (launch.processes > 1) {
+      absl::StatusOr<std::string> mpirun = ResolveProgram("mpirun", env["PATH"]);
+      if (!mpirun.ok()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "processes: ", launch.processes, " needs Open MPI's mpirun (apt install openmpi-bin): ",
+            mpirun.status().message()));
+      }
+      // Not bound to cores: the trial's cgroup, not mpirun, says how much CPU the job gets.
+      argv = {*mpirun, "-np", absl::StrCat(launch.processes), "--oversubscribe", "--bind-to",
+              "none"};
+      if (geteuid() == 0) argv.push_back("--allow-run-as-root");
+      argv.insert(argv.end(), launch.argv.begin(), launch.argv.end());
+      // The program itself must exist too: mpirun's own message for one that does not is long.
+      absl::StatusOr<std::string> inner = ResolveProgram(launch.argv[0], env["PATH"]);
+      if (!inner.ok()) return inner.status();
+    }
+    absl::StatusOr<std::string> program = ResolveProgram(argv[0], env["PATH"]);
     if (!program.ok()) return program.status();
     if (!launch.work_dir.empty()) {
       struct stat st {};
@@ -482,7 +503,7 @@ class LocalProcessRunner : public TrialRunner {
     }
 
     // Everything the child needs is built before fork: after it, only async-signal-safe calls.
-    const internal::ExecStrings exec(launch.argv, env);
+    const internal::ExecStrings exec(argv, env);
     const char* work_dir = launch.work_dir.empty() ? nullptr : launch.work_dir.c_str();
 
     std::unique_ptr<TrialCgroup> cgroup;

@@ -36,6 +36,9 @@ struct TrialLaunch {
   // never lands on a GPU it was not given).
   std::vector<int> gpu_ids;
   std::string work_dir;  // empty: the runner's
+  // A job of several processes (an MPI program): the local runner starts argv under Open MPI's
+  // `mpirun -np N` (found in PATH), all of it in the trial's one cgroup. 1: argv itself.
+  int processes = 1;
 };
 
 // Usage of the trial's processes (its first process and their descendants) at one moment.

@@ -1,72 +1,348 @@
 #!/usr/bin/env bash
-# The CUDA slice's checks, in one go, on a machine with a GPU (see README.md beside this file):
-#   1. build the trainer with -DEVOSCALE_CUDA=ON (skipped with --no-build: use BUILD_DIR as is,
-#      e.g. one built on a machine without a GPU and carried over);
-#   2. run the gpu-labelled tests (GPU against CPU: lookups, sparse updates, MLP, training curve);
-#   3. train on the same data with --device cpu and --device cuda and print both final lines and
-#      the speedup.
+# The CUDA path's checks for a session that is lent a GPU machine (see README.md beside this
+# file). That machine has CUDA 13 and the driver but none of our Debian libraries, so the
+# binaries are built here and travel, with the shared libraries they need, in one git-ignored
+# folder that the device call carries:
 #
-#   bench/trainer/gpu_check.sh [--no-build] [BUILD_DIR (build-gpu)] [WORK_DIR (/tmp/evoscale-ctr)]
+#   bench/trainer/gpu_check.sh pack [BUILD_DIR (build-gpu)]        here, on a machine with nvcc
+#       Release build with -DEVOSCALE_CUDA=ON of evoscale-trainer, trainer_gpu_test and
+#       gpu_table_bench only (MPI left out); copies them, stripped, into gpu-pack/ with every
+#       shared library they load that a stock CUDA machine lacks; prints the folder's size, the
+#       device command and its carry list, and what that command would run (--dry-run).
+#   bash gpu-pack/run.sh [--dry-run]                                there, from the repository root
+#       (= gpu_check.sh run gpu-pack): nvidia-smi; the gpu tests, failing on any skip; the GPU
+#       table's find / find-or-insert rates; the trainer on its own synthetic data with
+#       --device cuda and --device cpu --threads $(nproc), same seed and epochs: both final
+#       lines, the examples/s ratio and the AUC difference. Each step under `timeout`, all of
+#       them within GPU_CHECK_BUDGET_S (300 s). Writes gpu_check.txt and the logs to $OUT when
+#       set. Exit status 1 when anything failed, was skipped or timed out.
+#
+# Knobs (environment): JOBS (pack: build jobs, default nproc); GPU_CHECK_ROWS (4000000 synthetic
+# rows), GPU_CHECK_BATCH (1024), GPU_CHECK_BUDGET_S (300), GPU_CHECK_AUC_TOLERANCE (0.005).
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-build_it=1
-if [ "${1:-}" = "--no-build" ]; then build_it=0; shift; fi
-build="${1:-$root/build-gpu}"
-work="${2:-/tmp/evoscale-ctr}"
-jobs="$(nproc)"
-
-say() { printf '[gpu_check] %s\n' "$*" >&2; }
-
-if ! nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; then
-  say "nvidia-smi finds no GPU: nothing to check here"
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+say() { printf '[gpu_check] %s\n' "$*"; }
+# In run mode the reason also goes to $OUT/gpu_check.txt, the file the device call brings back.
+die() {
+  say "$*" >&2
+  if [ "${mode:-}" = run ] && [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then
+    printf 'FAILED: %s\n' "$*" >>"$OUT/gpu_check.txt"
+  fi
   exit 1
-fi
+}
 
-if [ "$build_it" = 1 ]; then
+# The binaries the pack carries (CMake target, file name under bin/).
+readonly targets=(evoscale_trainer_main trainer_gpu_test gpu_table_bench)
+readonly binaries=(evoscale-trainer trainer_gpu_test gpu_table_bench)
+readonly device_timeout_s=360
+readonly pack_name=gpu-pack
+
+# ---------------------------------------------------------------------------------------------
+# pack (here)
+
+# True for a library every CUDA machine has, which the pack must not carry: glibc and the
+# loader, GCC's C++ runtime (the machine's is as new or newer), and the driver's libcuda and
+# libnvidia-*, which must match the kernel module there.
+provided_there() {
+  case "$1" in
+    linux-vdso.so.* | ld-linux*.so.* | libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | \
+      librt.so.* | libutil.so.* | libresolv.so.* | libstdc++.so.* | libgcc_s.so.* | \
+      libcuda.so.* | libnvidia-*.so.*)
+      return 0 ;;
+  esac
+  return 1
+}
+
+# Copies into $1 every library the binaries $2... load that provided_there rejects, and lists
+# them ("name <- path") on stdout. Fails on a library the loader cannot find here.
+copy_libraries() {
+  local lib_dir=$1 bin name arrow path rest
+  shift
+  declare -A seen=()
+  for bin in "$@"; do
+    while read -r name arrow path rest; do
+      [ "$arrow" = "=>" ] || continue  # the vdso and the loader: no path to copy
+      [ "$path" != "not" ] || die "$bin: $name not found here"
+      provided_there "$name" && continue
+      [ -z "${seen[$name]:-}" ] || continue
+      seen[$name]=1
+      cp -L "$path" "$lib_dir/$name"
+      printf '%s <- %s\n' "$name" "$(readlink -f "$path")"
+    done < <(ldd "$bin")
+  done
+}
+
+# The absolute path of $1 (which need not exist yet), relative to the current directory.
+absolute() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s/%s\n' "$PWD" "$1" ;; esac; }
+
+pack() {
+  local root build pack_dir nvcc jobs start
+  root="$(cd "$script_dir/../.." && pwd)"
+  build="$(absolute "${1:-$root/build-gpu}")"
+  pack_dir="$root/$pack_name"
+  jobs="${JOBS:-$(nproc)}"
   nvcc="$(command -v nvcc || true)"
   [ -n "$nvcc" ] || nvcc="$(ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)"
-  [ -n "$nvcc" ] || { say "no nvcc on PATH or in /usr/local/cuda/bin"; exit 1; }
-  "$nvcc" --version | tail -1
+  [ -n "$nvcc" ] || die "no nvcc on PATH or in /usr/local/cuda/bin: pack on a machine with CUDA"
+  say "nvcc: $("$nvcc" --version | tail -1)"
+
+  # The trainer's folders only; MPI left out: the GPU path never calls it, and Open MPI would
+  # need its plugins and launcher there too (its libraries alone only satisfy the loader).
   start=$(date +%s)
+  mkdir -p "$build"
+  local configure_log="$build/gpu_check_configure.log"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEVOSCALE_CUDA=ON \
-    -DCMAKE_CUDA_COMPILER="$nvcc" -DEVOSCALE_TEST_DIRS=trainer -DEVOSCALE_BENCH_DIRS=trainer >/dev/null
-  cmake --build "$build" -j "$jobs" --target evoscale_trainer_main trainer_test trainer_gpu_test
-  say "build: $(( $(date +%s) - start )) s"
-fi
+    -DCMAKE_CUDA_COMPILER="$nvcc" -DEVOSCALE_TEST_DIRS=trainer -DEVOSCALE_BENCH_DIRS=trainer \
+    -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >"$configure_log" 2>&1 ||
+    { tail -30 "$configure_log"; die "configure failed: $configure_log"; }
+  cmake --build "$build" -j "$jobs" --target "${targets[@]}"
+  say "build: $(( $(date +%s) - start )) s in $build"
 
-say "gpu tests"
-ctest --test-dir "$build" -L gpu --output-on-failure --timeout 300
-# A run where every gpu test skipped would pass too: make sure they ran.
-if ctest --test-dir "$build" -L gpu --timeout 300 2>&1 | grep -q "Skipped"; then
-  say "gpu tests were skipped: the test binary sees no CUDA device"
-  exit 1
-fi
+  rm -rf "$pack_dir"
+  mkdir -p "$pack_dir/bin" "$pack_dir/lib"
+  local b
+  for b in "${binaries[@]}"; do
+    cp "$build/bin/$b" "$pack_dir/bin/$b"
+    strip --strip-unneeded "$pack_dir/bin/$b"
+  done
+  local libs
+  libs="$(copy_libraries "$pack_dir/lib" "${binaries[@]/#/$pack_dir/bin/}")"
+  cp "$script_dir/gpu_check.sh" "$pack_dir/gpu_check.sh"
+  cat >"$pack_dir/run.sh" <<'EOF'
+#!/usr/bin/env bash
+# Run on the GPU machine, from the repository root: bash gpu-pack/run.sh [--dry-run]
+# (written by bench/trainer/gpu_check.sh pack; MANIFEST beside this file says what is here).
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+exec bash "$here/gpu_check.sh" run "$here" "$@"
+EOF
+  chmod +x "$pack_dir/run.sh" "$pack_dir/gpu_check.sh"
+  write_manifest "$root" "$build" "$nvcc" "$libs" >"$pack_dir/MANIFEST"
 
-trainer="$build/bin/evoscale-trainer"
-gen="$root/../shared/bench/ctr/gen_synth.py"
-data=()
-if [ -f "$work/train200k.tsv" ] && [ -f "$work/test50k.tsv" ]; then
-  data=(--train "$work/train200k.tsv" --test "$work/test50k.tsv")
-elif [ -f "$gen" ] && command -v python3 >/dev/null; then
-  mkdir -p "$work"
-  python3 "$gen" 200000 1 "$work/train200k.tsv"
-  python3 "$gen" 50000 2 "$work/test50k.tsv"
-  data=(--train "$work/train200k.tsv" --test "$work/test50k.tsv")
-else
-  say "no 200k file and no gen_synth.py: using the built-in generator (--synthetic 200000)"
-  data=(--synthetic 200000)
-fi
+  local bytes
+  bytes=$(du -sb "$pack_dir" | cut -f1)
+  say "packed $pack_name/: $(awk -v b="$bytes" 'BEGIN{printf "%.1f MiB", b/1048576}') ($bytes bytes)"
+  (cd "$pack_dir" && ls -l bin lib | awk 'NF>=9{printf "  %10d  %s\n", $5, $9}')
+  # The working tree travels too, and all of it must stay under 64 MiB.
+  (( bytes < 40 * 1048576 )) || die "$pack_name/ is $bytes bytes: too close to the 64 MiB limit"
+  git -C "$root" check-ignore -q "$pack_name/" ||
+    die "$pack_name/ is not git-ignored: it would travel as part of the tree"
 
-run() {  # device batch threads
-  "$trainer" "${data[@]}" --embedding-dim 16 --batch-size "$2" --threads "$3" --device "$1" \
-    --progress-every 0 | tail -1
+  say "device command (the run tool, from the repository root):"
+  printf '  command:   bash %s/run.sh\n  carry:     ["%s"]\n  timeout_s: %d\n' \
+    "$pack_name" "$pack_name" "$device_timeout_s"
+  say "what it would run there (bash $pack_name/run.sh --dry-run, here):"
+  bash "$pack_dir/run.sh" --dry-run
 }
-rate() { sed -n 's/.*"examples_per_s":\([0-9.]*\).*/\1/p'; }
 
-say "throughput, dim 16, one epoch (same data, seed and model on both devices)"
-cpu=$(run cpu 1024 2);    echo "cpu  batch 1024, 2 threads: $cpu"
-gpu=$(run cuda 1024 1);   echo "cuda batch 1024:            $gpu"
-gpu8=$(run cuda 8192 1);  echo "cuda batch 8192:            $gpu8"
-c=$(rate <<<"$cpu"); g=$(rate <<<"$gpu"); g8=$(rate <<<"$gpu8")
-echo "{\"cpu_examples_per_s\":$c,\"cuda_examples_per_s\":$g,\"cuda_batch8192_examples_per_s\":$g8,\"speedup_batch1024\":$(awk -v a="$g" -v b="$c" 'BEGIN{printf "%.2f", a/b}')}"
+# What is in the pack and where it came from, for the report and for whoever runs it later.
+write_manifest() {
+  local root=$1 build=$2 nvcc=$3 libs=$4 rev code
+  rev="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  if [ -n "$(git -C "$root" status --porcelain 2>/dev/null)" ]; then
+    rev="$rev + uncommitted changes"
+  fi
+  code="$(grep -o -- '--generate-code=[^ ]*' "$build/build.ninja" | sed 's/--generate-code=//' |
+    sort -u | paste -sd' ')"
+  cat <<EOF
+packed: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname) ($(. /etc/os-release && echo "$PRETTY_NAME"))
+source: $rev
+build:  $build (Release, EVOSCALE_CUDA=ON, no MPI), $("$nvcc" --version | tail -1)
+cuda code: $code
+binaries (stripped): ${binaries[*]}
+libraries carried (lib/, first on LD_LIBRARY_PATH there):
+$(printf '%s\n' "$libs" | sed 's/^/  /')
+left to the machine: glibc, libstdc++, libgcc_s, the driver (libcuda, libnvidia-*), and cuBLAS
+  (libcublas.so.13 + libcublasLt.so.13, about 600 MB, opened with dlopen on first use: run
+  finds the machine's copy and puts its folder after lib/)
+EOF
+}
+
+# ---------------------------------------------------------------------------------------------
+# run (there)
+
+failures=()
+fail() { failures+=("$*"); say "FAILED: $*"; }
+
+# The folder holding the machine's libcublas.so.13, or nothing.
+find_cublas_dir() {
+  local path
+  path="$(ldconfig -p 2>/dev/null | awk '$1 == "libcublas.so.13" {print $NF; exit}')"
+  if [ -z "$path" ]; then
+    path="$(find /usr/local/cuda/lib64 /usr/local/cuda/targets /usr/local /opt /usr/lib \
+      -name 'libcublas.so.13' -print -quit 2>/dev/null || true)"
+  fi
+  [ -z "$path" ] || dirname "$path"
+}
+
+# step NAME LIMIT_S CMD...: runs CMD under timeout, limited to the smaller of LIMIT_S and what
+# is left of the budget, with its output in $logs/NAME.log; sets step_rc (124: timed out).
+step() {
+  local name=$1 limit=$2 left t0
+  shift 2
+  left=$(( deadline - $(date +%s) ))
+  if (( limit > left )); then limit=$left; fi
+  say "$name (limit ${limit} s): $(printf '%q ' "$@")"
+  step_rc=0
+  if (( dry_run )); then return 0; fi
+  if (( limit < 5 )); then
+    step_rc=124
+    fail "$name: no time left in the ${budget} s budget"
+    return 0
+  fi
+  t0=$(date +%s)
+  timeout --kill-after=5 "$limit" "$@" >"$logs/$name.log" 2>&1 || step_rc=$?
+  say "$name: exit $step_rc after $(( $(date +%s) - t0 )) s"
+  if (( step_rc == 124 || step_rc == 137 )); then fail "$name: timed out after $limit s"; fi
+  return 0
+}
+
+# "ran passed skipped failed" from a gtest log; skipped and failed are the larger of the
+# summary's figure and the number of per-test result lines ("[  SKIPPED ] Suite.Test (0 ms)").
+gtest_counts() {
+  awk '
+    /^\[==========\] [0-9]+ tests? from .* ran\./ { ran = $2 }
+    /^\[  PASSED  \] [0-9]+ tests?\./            { passed = $4 }
+    /^\[  SKIPPED \] [0-9]+ tests?, listed below/ { skipped = $4 }
+    /^\[  SKIPPED \] [^ ]+ \([0-9]+ ms\)/        { skip_lines++ }
+    /^\[  FAILED  \] [0-9]+ tests?, listed below/ { failed = $4 }
+    /^\[  FAILED  \] [^ ]+ \([0-9]+ ms\)/        { fail_lines++ }
+    END {
+      if (skip_lines > skipped) skipped = skip_lines
+      if (fail_lines > failed) failed = fail_lines
+      printf "%d %d %d %d\n", ran, passed, skipped, failed
+    }' "$1"
+}
+
+run_gpu_tests() {
+  local bin="$pack/bin/trainer_gpu_test" listed ran passed skipped failed
+  step gpu_test 120 "$bin" --gtest_color=no
+  (( dry_run )) && return 0
+  cat "$logs/gpu_test.log"
+  listed=$(timeout 30 "$bin" --gtest_list_tests | awk '/^  /{n++} END{print n+0}')
+  read -r ran passed skipped failed < <(gtest_counts "$logs/gpu_test.log")
+  summary+=("gpu tests: $passed of $listed passed, $skipped skipped, $failed failed (exit $step_rc)")
+  if (( step_rc != 0 || skipped != 0 || failed != 0 || passed != listed || ran != listed )); then
+    fail "gpu tests: $passed of $listed passed, $skipped skipped, $failed failed, exit $step_rc"
+  fi
+}
+
+run_table_bench() {
+  step gpu_table_bench 90 "$pack/bin/gpu_table_bench"
+  (( dry_run )) && return 0
+  cat "$logs/gpu_table_bench.log"
+  if (( step_rc == 0 )); then
+    summary+=("GPU table, ours: $(sed -n 1p "$logs/gpu_table_bench.log")")
+    summary+=("$(sed -n '2,5p' "$logs/gpu_table_bench.log" | sed 's/^/  /')")
+  else
+    summary+=("GPU table, ours: failed (exit $step_rc): $(tail -1 "$logs/gpu_table_bench.log")")
+  fi
+  summary+=("GPU table, HierarchicalKV's README (A100 80GB PCIe; uint64 keys, 8 floats each;"
+            "  capacity 128M KV in 4 GB; 1,048,576 keys per call; load 0.50 / 0.75 / 1.00):"
+            "  find 2.47 / 2.45 / 2.48, find_or_insert 1.48 / 1.34 / 0.61, find* (addresses"
+            "  only) 3.73 / 3.37 / 1.87 G keys/s. Our fill 1.00 (64M keys in 128M slots) is"
+            "  their load 0.50; our find is their find*, our find+gather their find.")
+  if (( step_rc != 0 )); then fail "gpu_table_bench: exit $step_rc (see its log)"; fi
+}
+
+# The final line of a trainer log, and fields of it.
+final_line() { awk '/"event":"final"/ { line = $0 } END { print line }' "$1"; }
+field() { sed -n "s/.*\"$1\":\\([-0-9.eE+]*\\).*/\\1/p" <<<"$2"; }
+
+run_trainers() {
+  local rows="${GPU_CHECK_ROWS:-4000000}" batch="${GPU_CHECK_BATCH:-1024}" threads
+  local tolerance="${GPU_CHECK_AUC_TOLERANCE:-0.005}"
+  threads=$(nproc)
+  local common=(--synthetic "$rows" --epochs 1 --seed 1 --batch-size "$batch"
+                --embedding-dim 16 --progress-every 0)
+  local trainer="$pack/bin/evoscale-trainer" device line
+  declare -A rc=() final=()
+  step trainer_cuda 120 "$trainer" "${common[@]}" --device cuda
+  rc[cuda]=$step_rc
+  step trainer_cpu 120 "$trainer" "${common[@]}" --device cpu --threads "$threads"
+  rc[cpu]=$step_rc
+  (( dry_run )) && return 0
+  for device in cuda cpu; do
+    line="$(final_line "$logs/trainer_$device.log")"
+    if [ -z "$line" ] || (( rc[$device] != 0 )); then
+      tail -5 "$logs/trainer_$device.log"
+      fail "trainer --device $device: exit ${rc[$device]}$([ -n "$line" ] || echo ', no final line')"
+    fi
+    final[$device]="$line"
+    say "final, --device $device: ${line:-none}"
+  done
+  local cuda_line="${final[cuda]}" cpu_line="${final[cpu]}"
+  [ -n "$cuda_line" ] && [ -n "$cpu_line" ] || return 0
+  local ce ge ca ga verdict ratio dauc off
+  ce=$(field examples_per_s "$cpu_line"); ge=$(field examples_per_s "$cuda_line")
+  ca=$(field auc "$cpu_line"); ga=$(field auc "$cuda_line")
+  verdict=$(awk -v ce="$ce" -v ge="$ge" -v ca="$ca" -v ga="$ga" -v tol="$tolerance" 'BEGIN {
+    d = ga - ca; printf "%.2f %+.6f %d", ge / ce, d, (d < -tol || d > tol) }')
+  read -r ratio dauc off <<<"$verdict"
+  summary+=("trainer, --synthetic $rows, batch $batch, one epoch, seed 1:"
+            "  cuda: $ge examples/s, AUC $ga"
+            "  cpu ($threads threads): $ce examples/s, AUC $ca"
+            "  cuda / cpu examples/s: ${ratio}x; AUC cuda - cpu: $dauc")
+  if (( off )); then fail "trainer: AUC differs by $dauc (tolerance $tolerance)"; fi
+}
+
+run() {
+  pack="$(cd "${1:-$pack_name}" && pwd)" || die "no pack folder ${1:-$pack_name}: run pack first"
+  shift || true
+  dry_run=0
+  if [ "${1:-}" = "--dry-run" ]; then dry_run=1; fi
+  budget="${GPU_CHECK_BUDGET_S:-300}"
+  deadline=$(( $(date +%s) + budget ))
+  summary=()
+  local b cublas_dir missing
+  for b in "${binaries[@]}"; do
+    [ -x "$pack/bin/$b" ] || die "$pack/bin/$b missing: run bench/trainer/gpu_check.sh pack"
+  done
+  cublas_dir="$(find_cublas_dir)"
+  export LD_LIBRARY_PATH="$pack/lib${cublas_dir:+:$cublas_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  say "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  [ -n "$cublas_dir" ] || fail "no libcublas.so.13 on this machine: the MLP on the GPU cannot run"
+  missing="$(for b in "${binaries[@]}"; do
+    ldd "$pack/bin/$b" | awk -v b="$b" '/not found/ { print b ": " $1 }'
+  done)"
+  [ -z "$missing" ] || die "libraries missing: $missing"
+  if (( dry_run )); then
+    logs="(none: dry run)"
+  elif [ -n "${OUT:-}" ]; then
+    logs="$OUT"
+  else
+    logs="$(mktemp -d /tmp/gpu_check.XXXXXX)"
+  fi
+
+  say "budget ${budget} s; $(nproc) cores; logs in $logs"
+  if (( dry_run )); then
+    say "nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader"
+  elif ! gpu="$(nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm \
+      --format=csv,noheader)"; then
+    die "nvidia-smi finds no GPU: nothing to check here"
+  else
+    say "GPU: $gpu"
+    summary+=("GPU: $gpu; $(nproc) cores; pack $(sed -n 's/^source: //p' "$pack/MANIFEST")")
+  fi
+  run_gpu_tests
+  run_table_bench
+  run_trainers
+  if (( dry_run )); then say "dry run: nothing was run"; return 0; fi
+
+  if (( ${#failures[@]} )); then
+    summary+=("FAILED:" "${failures[@]/#/  }")
+  else
+    summary+=("all passed")
+  fi
+  local text
+  text="$(printf '%s\n' "${summary[@]}")"
+  printf '\n%s\n' "$text"
+  if [ -n "${OUT:-}" ]; then printf '%s\n' "$text" >"$OUT/gpu_check.txt"; fi
+  (( ${#failures[@]} == 0 ))
+}
+
+case "${1:-}" in
+  pack) shift; pack "$@" ;;
+  run) shift; mode=run; run "$@" ;;
+  *) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 2 ;;
+esac

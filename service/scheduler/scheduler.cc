@@ -741,6 +741,7 @@ void Scheduler::Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial tri
   launch.limits.memory_bytes = trial.resources().memory_bytes();
   launch.limits.gpus = trial.resources().gpus();
   launch.gpu_ids = slot->gpu_ids;
+  launch.processes = std::max(1, tt.processes());
   const int64_t first_step =
       trial.measurements_size() > 0
           ? trial.measurements(trial.measurements_size() - 1).step() + 1

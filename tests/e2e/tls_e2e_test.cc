@@ -114,7 +114,9 @@ class TlsTest : public ::testing::Test {
     absl::StrAppend(&cmd, " ", scheme, "://", server_->http_address(), "/healthz >", Quote(out),
                     " 2>/dev/null");
     const int code = Shell(cmd);
-    if (code == 0) EXPECT_EQ(ReadFile(out), "ok\n");
+    if (code == 0) {
+      EXPECT_EQ(ReadFile(out), "ok\n");
+    }
     return code;
   }
 

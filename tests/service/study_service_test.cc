@@ -703,6 +703,17 @@ TEST_F(StudyServiceTest, CreateStudyRejectsNegativeMaxTrials) {
   ExpectCreateStudyRejected(spec, "study.spec.max_trials: -1 must be >= 0 (0 = unlimited)");
 }
 
+TEST_F(StudyServiceTest, CreateStudyRejectsBadTrialProcesses) {
+  v1::StudySpec spec = ValidSpec();
+  spec.mutable_trial_template()->set_command("/bin/true");
+  spec.mutable_trial_template()->set_processes(-2);
+  ExpectCreateStudyRejected(spec, "spec.trial_template.processes: -2 must be in [0, 1024]");
+  spec.mutable_trial_template()->set_processes(2);
+  spec.mutable_trial_template()->set_runner("slurm");
+  ExpectCreateStudyRejected(
+      spec, "spec.trial_template.processes: 2 with runner \"slurm\" is not supported yet");
+}
+
 TEST_F(StudyServiceTest, CreateStudyRejectsNegativeHeartbeatTimeout) {
   v1::StudySpec spec = ValidSpec();
   spec.set_heartbeat_timeout_seconds(-1);

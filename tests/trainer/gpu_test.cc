@@ -1,8 +1,11 @@
 // The CUDA path against the CPU path (label "gpu"): same seed, same rows, same updates, same
-// training curve within float tolerance. Skips when no CUDA device is present.
+// training curve within float tolerance. Skips only when there is no CUDA device (or no NVIDIA
+// driver at all); any other CUDA error, an old driver included, fails every test.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <random>
 #include <regex>
@@ -30,9 +33,11 @@ using cuda::DeviceBuffer;
 class GpuTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    // CudaDeviceCount answers 0 for "nothing to run on" only; a GPU machine that cannot run
+    // (old driver, stub libcuda, ...) is an error here, not a skip.
     absl::StatusOr<int> devices = CudaDeviceCount();
     ASSERT_TRUE(devices.ok()) << devices.status();
-    if (*devices == 0) GTEST_SKIP() << "no CUDA device";
+    if (*devices == 0) GTEST_SKIP() << "no CUDA device (cudaErrorNoDevice, or no driver installed)";
     ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
   }
   void TearDown() override {
@@ -132,6 +137,58 @@ TEST_F(GpuTest, LookupsReturnTheRowsOfTheCpuTable) {
   EXPECT_NE(rows[0], cuda::GpuEmbeddingTable::kNoRow);
   EXPECT_NE(rows[1], cuda::GpuEmbeddingTable::kNoRow);
   EXPECT_EQ(rows[2], cuda::GpuEmbeddingTable::kNoRow);
+}
+
+// The arena fills in the middle of a launch with repeated ids, then 10x its size in new ids
+// arrive: repeats agree, rows stay max_rows, each new occurrence is one full rejection, and the
+// index still answers (no new id claimed a slot: gpu_logic_test checks the count on the host).
+TEST_F(GpuTest, AFullTableRejectsNewIdsAndCountsEachRejection) {
+  constexpr size_t kRows = 1000;
+  cuda::GpuEmbeddingTableOptions o;
+  o.dim = kDim;
+  o.max_rows = kRows;
+  auto table = cuda::GpuEmbeddingTable::Create(o, stream_);
+  ASSERT_TRUE(table.ok()) << table.status();
+  std::vector<uint64_t> keys;
+  for (uint64_t v = 0; v < 3 * kRows / 2; ++v) keys.insert(keys.end(), 2, MakeFid(1, v));
+  std::shuffle(keys.begin(), keys.end(), std::mt19937_64(3));
+  auto d_keys = Upload(keys);
+  auto d_rows = DeviceBuffer<uint32_t>::Create(10 * kRows, stream_);
+  ASSERT_TRUE(d_rows.ok());
+  ASSERT_TRUE((*table)->FindOrInsert(d_keys.data(), keys.size(), 1, d_rows->data()).ok());
+  const std::vector<uint32_t> rows = Download(d_rows->data(), keys.size());
+  std::map<uint64_t, uint32_t> row_of;
+  size_t rejected = 0;
+  for (size_t k = 0; k < keys.size(); ++k) {
+    auto [it, first] = row_of.emplace(keys[k], rows[k]);
+    ASSERT_EQ(rows[k], it->second) << "repeats of id " << keys[k] << " disagree";
+    if (rows[k] == cuda::GpuEmbeddingTable::kNoRow) ++rejected;
+  }
+  EXPECT_EQ(rejected, keys.size() - 2 * kRows);
+  absl::StatusOr<size_t> size = (*table)->Size();
+  ASSERT_TRUE(size.ok()) << size.status();
+  EXPECT_EQ(*size, kRows);
+  absl::StatusOr<uint64_t> rejections = (*table)->FullRejections();
+  ASSERT_TRUE(rejections.ok()) << rejections.status();
+  EXPECT_EQ(*rejections, rejected);
+
+  std::vector<uint64_t> fresh;
+  for (uint64_t v = 0; v < 10 * kRows; ++v) fresh.push_back(MakeFid(2, v));
+  auto d_fresh = Upload(fresh);
+  ASSERT_TRUE((*table)->FindOrInsert(d_fresh.data(), fresh.size(), 2, d_rows->data()).ok());
+  for (uint32_t row : Download(d_rows->data(), fresh.size())) {
+    ASSERT_EQ(row, cuda::GpuEmbeddingTable::kNoRow);
+  }
+  rejections = (*table)->FullRejections();
+  ASSERT_TRUE(rejections.ok()) << rejections.status();
+  EXPECT_EQ(*rejections, rejected + fresh.size());
+  size = (*table)->Size();
+  ASSERT_TRUE(size.ok()) << size.status();
+  EXPECT_EQ(*size, kRows);
+  // Every id of the first batch still finds what it got.
+  ASSERT_TRUE((*table)->Find(d_keys.data(), keys.size(), d_rows->data()).ok());
+  const std::vector<uint32_t> found = Download(d_rows->data(), keys.size());
+  for (size_t k = 0; k < keys.size(); ++k) ASSERT_EQ(found[k], row_of[keys[k]]) << k;
 }
 
 TEST_F(GpuTest, SparseUpdatesMatchTheCpuOptimizers) {

@@ -308,6 +308,36 @@ TEST_F(LocalRunnerTest, StartErrorsNameTheProblem) {
   EXPECT_EQ(runner_->Start(launch, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// processes = 2: the trial is an MPI job of two ranks under mpirun, in the trial's one group.
+TEST_F(LocalRunnerTest, ATrialOfSeveralProcessesRunsUnderMpirun) {
+  if (access("/usr/bin/mpirun", X_OK) != 0) {
+    GTEST_SKIP() << "no /usr/bin/mpirun (scripts/dev.sh deps installs openmpi-bin)";
+  }
+  TrialLaunch launch;
+  launch.processes = 2;
+  // Rank 0 speaks the protocol; every rank says who it is on stderr.
+  const TrialOutcome o = RunScript(
+      "echo \"rank $OMPI_COMM_WORLD_RANK of $OMPI_COMM_WORLD_SIZE\" >&2; "
+      "if [ \"$OMPI_COMM_WORLD_RANK\" = 0 ]; then "
+      "echo '{\"event\":\"final\",\"metrics\":{\"auc\":0.75}}'; fi",
+      nullptr, launch);
+  ASSERT_EQ(o.kind, TrialOutcome::Kind::kSucceeded) << o.reason << "\n" << o.stderr_tail;
+  EXPECT_THAT(o.stderr_tail, HasSubstr("rank 0 of 2"));
+  EXPECT_THAT(o.stderr_tail, HasSubstr("rank 1 of 2"));
+  ASSERT_TRUE(o.final.has_value());
+  EXPECT_EQ(o.final->metrics.at("auc"), 0.75);
+  // A rank that fails fails the trial.
+  const TrialOutcome failed = RunScript(
+      "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then exit 3; fi; sleep 5", nullptr, launch);
+  EXPECT_EQ(failed.kind, TrialOutcome::Kind::kFailed);
+  EXPECT_NE(failed.exit_code, 0);
+  launch.processes = 0;
+  launch.argv = {"/bin/true"};
+  const absl::Status bad = runner_->Start(launch, nullptr).status();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.message()), HasSubstr("processes: 0 must be in [1, 1024]"));
+}
+
 TEST_F(LocalRunnerTest, RunsTheRealTrainerAndSamplesItsUsage) {
   const std::string trainer = std::string(EVOSCALE_BIN_DIR) + "/evoscale-trainer";
   if (access(trainer.c_str(), X_OK) != 0) GTEST_SKIP() << "no " << trainer;

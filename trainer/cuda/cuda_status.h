@@ -6,12 +6,30 @@
 #include <cuda_runtime_api.h>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace evoscale::trainer::cuda {
 
 // INTERNAL (RESOURCE_EXHAUSTED for cudaErrorMemoryAllocation) "file:line: expr: cudaErrorX: text".
 absl::Status CudaError(cudaError_t err, const char* expr, const char* file, int line);
 absl::Status CublasError(cublasStatus_t err, const char* expr, const char* file, int line);
+
+// CUDA versions as cudaDriverGetVersion and cudaRuntimeGetVersion answer them (both work without
+// a device): 1000 * major + 10 * minor.
+struct CudaVersions {
+  int driver = 0;  // the newest CUDA the installed driver supports; 0 when none is installed
+  int runtime = 0;
+};
+
+// What cudaGetDeviceCount's answer (err, count) means for --device cuda; a pure function of its
+// arguments. The count for cudaSuccess. 0 ("no GPU": --device cuda is FAILED_PRECONDITION and GPU
+// tests skip) only when there is nothing to run on: cudaErrorNoDevice, or no NVIDIA driver
+// installed at all (cudaErrorInsufficientDriver with driver version 0, as on a CPU machine).
+// Anything else is an error naming the CUDA error and both versions, so that a GPU machine that
+// cannot run fails loudly instead of passing for one without a GPU: FAILED_PRECONDITION when the
+// machine's driver setup cannot run this build (a driver older than the runtime, a stub
+// libcuda, a driver/kernel module mismatch, devices busy or unsupported), INTERNAL otherwise.
+absl::StatusOr<int> DeviceCountFromCuda(cudaError_t err, int count, CudaVersions versions);
 
 }  // namespace evoscale::trainer::cuda
 

@@ -1,6 +1,5 @@
 #include "trainer/cuda/gpu_embedding_table.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -8,10 +7,8 @@
 namespace evoscale::trainer::cuda {
 namespace {
 
-constexpr uint32_t kNoRow = GpuEmbeddingTable::kNoRow;
-constexpr uint64_t kEmptyKey = GpuEmbeddingTable::kEmptyKey;
-// A slot's row until its inserter publishes one (a byte pattern, so memset can fill it).
-constexpr uint32_t kPending = 0xFEFEFEFEu;
+constexpr uint32_t kNoRow = probe::kNoRow;
+constexpr uint32_t kPending = probe::kPending;
 constexpr int kThreads = 256;
 
 unsigned Blocks(size_t n) { return unsigned((n + kThreads - 1) / kThreads); }
@@ -24,105 +21,84 @@ __device__ __forceinline__ uint64_t SplitMix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-__device__ __forceinline__ size_t Home(uint64_t key, size_t capacity) {
-  key ^= key >> 33;
-  key *= 0xFF51AFD7ED558CCDull;
-  key ^= key >> 33;
-  key *= 0xC4CEB9FE1A85EC53ull;
-  key ^= key >> 33;
-  return size_t(((key >> 32) * uint64_t(capacity)) >> 32);
-}
-
+// The table as a launch sees it, with the memory operations table_probe.h's probe runs on.
 struct TableView {
-  uint64_t* keys;         // device, (capacity)
-  uint32_t* slot_rows;    // device, (capacity)
-  float* values;          // device, (max_rows, row_floats)
-  uint32_t* last_update;  // device, (max_rows)
-  uint32_t* counters;     // device, (2)
-  size_t capacity;
-  size_t max_rows;
+  uint64_t* keys;                       // device, (slots)
+  uint32_t* slot_rows;                  // device, (slots)
+  float* values;                        // device, (rows, row_floats)
+  uint32_t* last_update;                // device, (rows)
+  uint32_t* counters;                   // device, (probe::kNumCounters)
+  unsigned long long* full_rejections;  // device, (1)
+  size_t slots;   // index capacity
+  uint32_t rows;  // max_rows, below kPending
   int dim;
   int row_floats;
   float init_stddev;
   uint64_t seed;
   float initial_state;
+  uint32_t now;  // the last update of rows this launch inserts
+
+  __device__ size_t capacity() const { return slots; }
+  __device__ uint32_t max_rows() const { return rows; }
+  // Volatile: another thread may claim the slot while this one waits on it.
+  __device__ uint64_t LoadKey(size_t slot) const {
+    return *static_cast<const volatile uint64_t*>(&keys[slot]);
+  }
+  __device__ uint64_t CasKey(size_t slot, uint64_t expected, uint64_t desired) const {
+    return atomicCAS(reinterpret_cast<unsigned long long*>(&keys[slot]),
+                     static_cast<unsigned long long>(expected),
+                     static_cast<unsigned long long>(desired));
+  }
+  __device__ uint32_t LoadRow(size_t slot) const {
+    const uint32_t row = *static_cast<const volatile uint32_t*>(&slot_rows[slot]);
+    __threadfence();  // pairs with PublishRow's: once the row is seen, so are its values
+    return row;
+  }
+  __device__ void PublishRow(size_t slot, uint32_t row) const {
+    __threadfence();  // the row's values before its number
+    atomicExch(&slot_rows[slot], row);
+  }
+  // The fences order a row's count after its slot's claim (AddCounter) and a claim's reading
+  // after the count's (LoadCounter): a probe that sees every row counted sees every claim.
+  __device__ uint32_t LoadCounter(int c) const {
+    const uint32_t value = *static_cast<const volatile uint32_t*>(&counters[c]);
+    __threadfence();
+    return value;
+  }
+  __device__ uint32_t CasCounter(int c, uint32_t expected, uint32_t desired) const {
+    return atomicCAS(&counters[c], expected, desired);
+  }
+  __device__ uint32_t AddCounter(int c, uint32_t delta) const {
+    __threadfence();
+    return atomicAdd(&counters[c], delta);
+  }
+  __device__ void InitRow(uint64_t key, uint32_t row) const {
+    float* emb = values + size_t(row) * row_floats;
+    const uint64_t base = SplitMix(seed ^ SplitMix(key));
+    for (int d = 0; d < dim; d += 2) {
+      const uint64_t r = SplitMix(base + uint64_t(d));
+      const float u1 = (float(r & 0xFFFFFF) + 0.5f) * (1.0f / 16777216.0f);
+      const float angle = float(r >> 40) * (6.2831853f / 16777216.0f);
+      const float radius = sqrtf(-2.0f * logf(u1)) * init_stddev;
+      emb[d] = radius * cosf(angle);
+      if (d + 1 < dim) emb[d + 1] = radius * sinf(angle);
+    }
+    for (int s = dim; s < row_floats; ++s) emb[s] = initial_state;
+    last_update[row] = now;
+  }
+  __device__ void CountFullRejection() const { atomicAdd(full_rejections, 1ull); }
 };
 
-__device__ void InitRow(const TableView& t, uint64_t key, uint32_t row) {
-  float* emb = t.values + size_t(row) * t.row_floats;
-  const uint64_t base = SplitMix(t.seed ^ SplitMix(key));
-  for (int d = 0; d < t.dim; d += 2) {
-    const uint64_t r = SplitMix(base + uint64_t(d));
-    const float u1 = (float(r & 0xFFFFFF) + 0.5f) * (1.0f / 16777216.0f);
-    const float angle = float(r >> 40) * (6.2831853f / 16777216.0f);
-    const float radius = sqrtf(-2.0f * logf(u1)) * t.init_stddev;
-    emb[d] = radius * cosf(angle);
-    if (d + 1 < t.dim) emb[d + 1] = radius * sinf(angle);
-  }
-  for (int s = t.dim; s < t.row_floats; ++s) emb[s] = t.initial_state;
-}
-
-__global__ void FindOrInsertKernel(TableView t, const uint64_t* keys, size_t n, uint32_t now,
-                                   uint32_t* rows) {
+__global__ void FindOrInsertKernel(TableView t, const uint64_t* keys, size_t n, uint32_t* rows) {
   const size_t k = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= n) return;
-  const uint64_t key = keys[k];
-  uint32_t result = kNoRow;
-  if (key != kEmptyKey) {
-    size_t i = Home(key, t.capacity);
-    for (size_t probes = 0; probes < t.capacity; ++probes) {
-      const unsigned long long prev =
-          atomicCAS(reinterpret_cast<unsigned long long*>(&t.keys[i]),
-                    static_cast<unsigned long long>(kEmptyKey), static_cast<unsigned long long>(key));
-      if (prev == kEmptyKey) {
-        // This thread inserted the id: take a row, initialise it, then publish it.
-        uint32_t row = atomicAdd(&t.counters[0], 1u);
-        if (row >= t.max_rows) {
-          row = kNoRow;
-        } else {
-          InitRow(t, key, row);
-          t.last_update[row] = now;
-        }
-        __threadfence();
-        atomicExch(&t.slot_rows[i], row);
-        result = row;
-        break;
-      }
-      if (prev == key) {
-        // Inserted by another thread (perhaps in this very launch): wait for its row.
-        const volatile uint32_t* published = &t.slot_rows[i];
-        uint32_t row;
-        while ((row = *published) == kPending) {
-        }
-        __threadfence();
-        result = row;
-        break;
-      }
-      i = i + 1 == t.capacity ? 0 : i + 1;
-    }
-  }
-  rows[k] = result;
+  rows[k] = probe::FindOrInsertKey(t, keys[k]).row;
 }
 
 __global__ void FindKernel(TableView t, const uint64_t* keys, size_t n, uint32_t* rows) {
   const size_t k = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (k >= n) return;
-  const uint64_t key = keys[k];
-  uint32_t result = kNoRow;
-  if (key != kEmptyKey) {
-    size_t i = Home(key, t.capacity);
-    for (size_t probes = 0; probes < t.capacity; ++probes) {
-      const uint64_t here = t.keys[i];
-      if (here == key) {
-        const uint32_t row = t.slot_rows[i];
-        result = row == kPending ? kNoRow : row;
-        break;
-      }
-      if (here == kEmptyKey) break;
-      i = i + 1 == t.capacity ? 0 : i + 1;
-    }
-  }
-  rows[k] = result;
+  rows[k] = probe::FindKey(t, keys[k]);
 }
 
 __device__ __forceinline__ size_t Place(RowLayout layout, int dim, size_t k) {
@@ -155,7 +131,7 @@ __global__ void CompactKernel(const uint32_t* rows, size_t n, const uint32_t* ow
   if (row == kNoRow) {
     local[k] = kNoRow;
   } else if (owner[row] == uint32_t(k)) {
-    const uint32_t u = atomicAdd(&counters[1], 1u);
+    const uint32_t u = atomicAdd(&counters[probe::kBatchUniques], 1u);
     unique_rows[u] = row;
     local[k] = u;
   }
@@ -188,7 +164,7 @@ __global__ void UpdateKernel(float* values, int row_floats, int dim, uint32_t* l
   const size_t e = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= n * dim) return;
   const size_t u = e / dim;
-  if (u >= counters[1]) return;
+  if (u >= counters[probe::kBatchUniques]) return;
   const int d = int(e % dim);
   const uint32_t row = unique_rows[u];
   const float g = unique_grads[e];
@@ -255,9 +231,12 @@ absl::StatusOr<std::unique_ptr<GpuEmbeddingTable>> GpuEmbeddingTable::Create(
   auto owner = DeviceBuffer<uint32_t>::Filled(t->max_rows_, 0xFF, stream);
   if (!owner.ok()) return owner.status();
   t->owner_ = *std::move(owner);
-  auto counters = DeviceBuffer<uint32_t>::Filled(2, 0, stream);
+  auto counters = DeviceBuffer<uint32_t>::Filled(probe::kNumCounters, 0, stream);
   if (!counters.ok()) return counters.status();
   t->counters_ = *std::move(counters);
+  auto full_rejections = DeviceBuffer<unsigned long long>::Filled(1, 0, stream);
+  if (!full_rejections.ok()) return full_rejections.status();
+  t->full_rejections_ = *std::move(full_rejections);
   return t;
 }
 
@@ -269,22 +248,25 @@ absl::Status GpuEmbeddingTable::FindOrInsert(const uint64_t* keys, size_t n, uin
               values_.data(),
               last_update_.data(),
               counters_.data(),
+              full_rejections_.data(),
               capacity_,
-              max_rows_,
+              uint32_t(max_rows_),
               dim_,
               dim_ + state_floats_,
               options_.init_stddev,
               options_.seed,
-              options_.optimizer.initial_accumulator};
-  FindOrInsertKernel<<<Blocks(n), kThreads, 0, stream_>>>(t, keys, n, now, rows);
+              options_.optimizer.initial_accumulator,
+              now};
+  FindOrInsertKernel<<<Blocks(n), kThreads, 0, stream_>>>(t, keys, n, rows);
   EVOSCALE_CUDA_RETURN_IF_LAUNCH_FAILED();
   return absl::OkStatus();
 }
 
 absl::Status GpuEmbeddingTable::Find(const uint64_t* keys, size_t n, uint32_t* rows) const {
   if (n == 0) return absl::OkStatus();
-  TableView t{keys_.data(), slot_rows_.data(), nullptr, nullptr, nullptr, capacity_,
-              max_rows_,    dim_,              0,       0.0f,    0,       0.0f};
+  // Reads keys and slot rows only.
+  TableView t{keys_.data(), slot_rows_.data(), nullptr, nullptr, nullptr, nullptr, capacity_,
+              uint32_t(max_rows_)};
   FindKernel<<<Blocks(n), kThreads, 0, stream_>>>(t, keys, n, rows);
   EVOSCALE_CUDA_RETURN_IF_LAUNCH_FAILED();
   return absl::OkStatus();
@@ -321,7 +303,7 @@ absl::Status GpuEmbeddingTable::ApplyGradients(const uint32_t* rows, size_t n, R
   absl::Status status = EnsureScratch(n);
   if (!status.ok()) return status;
   EVOSCALE_CUDA_RETURN_IF_ERROR(
-      cudaMemsetAsync(counters_.data() + 1, 0, sizeof(uint32_t), stream_));
+      cudaMemsetAsync(counters_.data() + probe::kBatchUniques, 0, sizeof(uint32_t), stream_));
   EVOSCALE_CUDA_RETURN_IF_ERROR(
       cudaMemsetAsync(unique_grads_.data(), 0, n * dim_ * sizeof(float), stream_));
   ClaimKernel<<<Blocks(n), kThreads, 0, stream_>>>(rows, n, owner_.data());
@@ -345,16 +327,27 @@ absl::Status GpuEmbeddingTable::ApplyGradients(const uint32_t* rows, size_t n, R
 
 absl::StatusOr<size_t> GpuEmbeddingTable::Size() const {
   uint32_t handed_out = 0;
-  EVOSCALE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&handed_out, counters_.data(), sizeof(uint32_t),
-                                                cudaMemcpyDeviceToHost, stream_));
+  EVOSCALE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&handed_out,
+                                                counters_.data() + probe::kRowsHandedOut,
+                                                sizeof(uint32_t), cudaMemcpyDeviceToHost,
+                                                stream_));
   EVOSCALE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
-  return std::min<size_t>(handed_out, max_rows_);
+  return size_t{handed_out};  // never above max_rows: a row is handed out only with a permit
+}
+
+absl::StatusOr<uint64_t> GpuEmbeddingTable::FullRejections() const {
+  unsigned long long rejections = 0;
+  EVOSCALE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(&rejections, full_rejections_.data(),
+                                                sizeof(rejections), cudaMemcpyDeviceToHost,
+                                                stream_));
+  EVOSCALE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return uint64_t{rejections};
 }
 
 size_t GpuEmbeddingTable::memory_bytes() const {
   return keys_.bytes() + slot_rows_.bytes() + values_.bytes() + last_update_.bytes() +
-         owner_.bytes() + counters_.bytes() + local_.bytes() + unique_rows_.bytes() +
-         unique_grads_.bytes();
+         owner_.bytes() + counters_.bytes() + full_rejections_.bytes() + local_.bytes() +
+         unique_rows_.bytes() + unique_grads_.bytes();
 }
 
 }  // namespace evoscale::trainer::cuda

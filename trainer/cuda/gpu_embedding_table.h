@@ -2,11 +2,13 @@
 // distinct 64-bit id, rows initialised from (seed, id) exactly as the CPU table does) with
 // batched device-side calls.
 //
-// Open addressing with linear probing in device memory: keys (capacity) claimed with atomicCAS,
-// each slot pointing at a row of a fixed arena (max_rows, dim + state) handed out by an atomic
-// counter. The index does not grow: capacity is fixed at creation (2x max_rows by default), so
-// probes stay short; once max_rows rows exist, new ids get kNoRow (zeros in, no update), as the
-// CPU table answers a full arena.
+// Open addressing with linear probing in device memory: keys (capacity), each claimed slot
+// pointing at a row of a fixed arena (max_rows, dim + state) handed out by an atomic counter. The
+// probe (table_probe.h) reads a slot before it CASes one, and claims a slot only with a row for
+// it, so the index never holds more than max_rows ids. It does not grow: capacity is fixed at
+// creation (2x max_rows by default), so probes stay short. Once max_rows rows exist, new ids get
+// kNoRow (zeros in, no update) and claim nothing, each counted as a full rejection, as the CPU
+// table answers a full arena.
 //
 // Sparse optimizers: SGD and Adagrad (the row keeps Adagrad's accumulator after the embedding,
 // as on the CPU); ApplyGradients sums the gradients of repeated ids first, so a row is updated
@@ -26,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "trainer/cuda/device_buffer.h"
+#include "trainer/cuda/table_probe.h"
 #include "trainer/sparse_optimizer.h"
 
 namespace evoscale::trainer::cuda {
@@ -49,9 +52,9 @@ struct RowLayout {
 
 class GpuEmbeddingTable {
  public:
-  static constexpr uint32_t kNoRow = 0xFFFFFFFFu;
+  static constexpr uint32_t kNoRow = probe::kNoRow;
   // The id reserved as the empty-slot marker (no FID has its top bit set, feature_id.h).
-  static constexpr uint64_t kEmptyKey = ~uint64_t{0};
+  static constexpr uint64_t kEmptyKey = probe::kEmptyKey;
 
   // INVALID_ARGUMENT for a bad dim or size, UNIMPLEMENTED for FTRL/Adam, RESOURCE_EXHAUSTED if
   // device memory runs out. `stream` must outlive the table.
@@ -59,7 +62,9 @@ class GpuEmbeddingTable {
       const GpuEmbeddingTableOptions& options, cudaStream_t stream);
 
   // rows[i] = the row of keys[i], inserting initialised rows for new ids (last update = now);
-  // kNoRow when the arena is full or keys[i] == kEmptyKey. keys, rows: device, (n).
+  // kNoRow when keys[i] == kEmptyKey, or for a new id when the arena is full (no slot claimed;
+  // counted in FullRejections). Repeats of an id in one call get the same row. keys, rows:
+  // device, (n).
   absl::Status FindOrInsert(const uint64_t* keys, size_t n, uint32_t now, uint32_t* rows);
   // The same without inserting: kNoRow on a miss.
   absl::Status Find(const uint64_t* keys, size_t n, uint32_t* rows) const;
@@ -73,6 +78,9 @@ class GpuEmbeddingTable {
 
   // Rows in use (a device-to-host copy; synchronises the stream).
   absl::StatusOr<size_t> Size() const;
+  // New ids answered kNoRow because the arena was full, one per occurrence, as the CPU table's
+  // full_rejections() (a device-to-host copy; synchronises the stream).
+  absl::StatusOr<uint64_t> FullRejections() const;
   int dim() const { return dim_; }
   int state_floats() const { return state_floats_; }
   // Device bytes held (index, arena, update scratch).
@@ -91,11 +99,12 @@ class GpuEmbeddingTable {
   const cudaStream_t stream_;
 
   DeviceBuffer<uint64_t> keys_;          // device, (capacity): kEmptyKey or the slot's id
-  DeviceBuffer<uint32_t> slot_rows_;     // device, (capacity): row, pending, or kNoRow (full)
+  DeviceBuffer<uint32_t> slot_rows_;     // device, (capacity): row, or kPending until published
   DeviceBuffer<float> values_;           // device, (max_rows, dim + state_floats)
   DeviceBuffer<uint32_t> last_update_;   // device, (max_rows)
   DeviceBuffer<uint32_t> owner_;         // device, (max_rows): first batch position, or kNoRow
-  DeviceBuffer<uint32_t> counters_;      // device, (2): rows handed out, uniques of this batch
+  DeviceBuffer<uint32_t> counters_;      // device, (probe::kNumCounters), probe::TableCounter
+  DeviceBuffer<unsigned long long> full_rejections_;  // device, (1)
   // Update scratch, grown to the largest batch seen.
   DeviceBuffer<uint32_t> local_;         // device, (n): batch position -> unique index
   DeviceBuffer<uint32_t> unique_rows_;   // device, (n)
