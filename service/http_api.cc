@@ -146,6 +146,15 @@ absl::StatusOr<int> IntParam(absl::string_view field, absl::string_view text, in
   return n;
 }
 
+// The query's max_points (2..100000), or `fallback` when it has none.
+absl::StatusOr<int> MaxPoints(const std::vector<std::pair<std::string, std::string>>& query,
+                              int fallback) {
+  for (const auto& [k, v] : query) {
+    if (k == "max_points") return IntParam(k, v, 2, 100000);
+  }
+  return fallback;
+}
+
 std::string ProtoJson(const google::protobuf::Message& m) {
   google::protobuf::util::JsonPrintOptions opts;
   opts.preserve_proto_field_names = true;
@@ -203,15 +212,10 @@ HttpResponse Analysis(StudyCore* core, ServiceMetrics* metrics, const std::strin
 HttpResponse TrialUsage(AutoscalerCore* autoscaler, const std::string& study,
                         const std::string& trial,
                         const std::vector<std::pair<std::string, std::string>>& query) {
-  int max_points = 500;
-  for (const auto& [k, v] : query) {
-    if (k != "max_points") continue;
-    absl::StatusOr<int> n = IntParam(k, v, 2, 100000);
-    if (!n.ok()) return Error(n.status());
-    max_points = *n;
-  }
+  absl::StatusOr<int> max_points = MaxPoints(query, 500);
+  if (!max_points.ok()) return Error(max_points.status());
   absl::StatusOr<std::vector<UsagePoint>> points =
-      autoscaler->InstanceHistory(study, trial, max_points);
+      autoscaler->InstanceHistory(study, trial, *max_points);
   if (!points.ok()) {
     if (absl::IsNotFound(points.status())) {
       return Error(absl::NotFoundError(absl::StrCat(
@@ -239,14 +243,9 @@ HttpResponse TrialUsage(AutoscalerCore* autoscaler, const std::string& study,
 // running against recommended: AutoscalerCore::History, one array per field.
 HttpResponse WorkloadHistoryJson(AutoscalerCore* autoscaler, const std::string& workload,
                                  const std::vector<std::pair<std::string, std::string>>& query) {
-  int max_points = 720;
-  for (const auto& [k, v] : query) {
-    if (k != "max_points") continue;
-    absl::StatusOr<int> n = IntParam(k, v, 2, 100000);
-    if (!n.ok()) return Error(n.status());
-    max_points = *n;
-  }
-  absl::StatusOr<WorkloadHistory> h = autoscaler->History(workload, max_points);
+  absl::StatusOr<int> max_points = MaxPoints(query, 720);
+  if (!max_points.ok()) return Error(max_points.status());
+  absl::StatusOr<WorkloadHistory> h = autoscaler->History(workload, *max_points);
   if (!h.ok()) return Error(h.status());
   using nlohmann::json;
   json times = json::array(), instances = json::array(), cpu_mean = json::array(),

@@ -56,6 +56,36 @@ std::vector<size_t> Spread(size_t size, size_t n) {
   return out;
 }
 
+// Which of n items to draw within `budget`: those already `taken`, then the `best` best by
+// `value` among the rest, then an even spread of what is left; indices in order.
+std::vector<size_t> FillBudget(std::vector<bool> taken, const std::vector<double>& value,
+                               bool minimize, size_t best, size_t budget) {
+  size_t count = 0;
+  std::vector<size_t> order;
+  for (size_t i = 0; i < taken.size(); ++i) {
+    if (taken[i]) {
+      ++count;
+    } else {
+      order.push_back(i);
+    }
+  }
+  best = std::min({best, order.size(), budget - std::min(count, budget)});
+  std::partial_sort(order.begin(), order.begin() + best, order.end(), [&](size_t a, size_t b) {
+    return minimize ? value[a] < value[b] : value[a] > value[b];
+  });
+  for (size_t k = 0; k < best; ++k) taken[order[k]] = true, ++count;
+  std::vector<size_t> rest;
+  for (size_t i = 0; i < taken.size(); ++i) {
+    if (!taken[i]) rest.push_back(i);
+  }
+  for (size_t k : Spread(rest.size(), budget - std::min(count, budget))) taken[rest[k]] = true;
+  std::vector<size_t> chosen;
+  for (size_t i = 0; i < taken.size(); ++i) {
+    if (taken[i]) chosen.push_back(i);
+  }
+  return chosen;
+}
+
 // A parameter of the spec, children included, as the charts need it.
 struct ParamInfo {
   std::string name;
@@ -212,25 +242,11 @@ json Curves(absl::Span<const v1::Trial> trials, const std::string& metric, bool 
     for (size_t i = with.size(); i-- > 0 && count < max_curves / 4;) {
       if (IsLive(*with[i])) taken[i] = true, ++count;
     }
-    std::vector<size_t> by_value;
-    for (size_t i = 0; i < with.size(); ++i) {
-      if (!taken[i]) by_value.push_back(i);
-    }
     std::vector<double> last(with.size());
-    for (size_t i : by_value) last[i] = last_value(with[i]);
-    const size_t want_best = std::min(by_value.size(), max_curves / 2 - std::min(count, max_curves / 2));
-    std::partial_sort(by_value.begin(), by_value.begin() + want_best, by_value.end(),
-                      [&](size_t a, size_t b) {
-                        return minimize ? last[a] < last[b] : last[a] > last[b];
-                      });
-    for (size_t k = 0; k < want_best; ++k) taken[by_value[k]] = true, ++count;
-    std::vector<size_t> rest;
-    for (size_t i = 0; i < with.size(); ++i) {
-      if (!taken[i]) rest.push_back(i);
-    }
-    for (size_t k : Spread(rest.size(), max_curves - count)) taken[rest[k]] = true;
-    for (size_t i = 0; i < with.size(); ++i) {
-      if (taken[i]) chosen.push_back(with[i]);
+    for (size_t i = 0; i < with.size(); ++i) last[i] = last_value(with[i]);
+    const size_t best = max_curves / 2 - std::min(count, max_curves / 2);
+    for (size_t i : FillBudget(std::move(taken), last, minimize, best, max_curves)) {
+      chosen.push_back(with[i]);
     }
   }
   json lines = json::array();
@@ -459,24 +475,10 @@ std::string StudyAnalysisJson(const v1::Study& study, absl::Span<const v1::Trial
         ++count;
       }
     }
-    std::vector<size_t> order;
     std::vector<double> value(done.size());
-    for (size_t i = 0; i < done.size(); ++i) {
-      value[i] = *FinalValue(*done[i], metric);
-      if (!taken[i]) order.push_back(i);
-    }
-    const size_t want = std::min(order.size(), max_points / 4);
-    std::partial_sort(order.begin(), order.begin() + want, order.end(), [&](size_t a, size_t b) {
-      return minimize ? value[a] < value[b] : value[a] > value[b];
-    });
-    for (size_t k = 0; k < want; ++k) taken[order[k]] = true, ++count;
-    std::vector<size_t> rest;
-    for (size_t i = 0; i < done.size(); ++i) {
-      if (!taken[i]) rest.push_back(i);
-    }
-    for (size_t k : Spread(rest.size(), max_points - count)) taken[rest[k]] = true;
-    for (size_t i = 0; i < done.size(); ++i) {
-      if (taken[i]) chosen.push_back(done[i]);
+    for (size_t i = 0; i < done.size(); ++i) value[i] = *FinalValue(*done[i], metric);
+    for (size_t i : FillBudget(std::move(taken), value, minimize, max_points / 4, max_points)) {
+      chosen.push_back(done[i]);
     }
   }
   json point_ids = json::array();

@@ -112,6 +112,18 @@ class Training {
   // Ids of `batch` (nullptr: none) to their owners: ex_.recv_keys and local_index say what this
   // rank must look up for whom.
   void PrepareExchange(const ExampleBatch* batch);
+  // Where id position p (example p / 26, slot p % 26) of the batch goes in x_.
+  size_t InputOffset(uint32_t p) const {
+    return size_t(p / kNumCategorical) * input_ + size_t(p % kNumCategorical) * dim_;
+  }
+  // Copies row k of `rows` (in the exchange's send order) to x_ (to_input), or x_'s rows to
+  // `rows` (else).
+  void CopyExchanged(const ExampleBatch& batch, std::vector<float>* rows, bool to_input);
+  // Per-rank counts of ids as counts of floats (rows of dim_).
+  std::vector<int64_t> RowCounts(std::vector<int64_t> ids) const {
+    for (int64_t& n : ids) n *= dim_;
+    return ids;
+  }
   void OnRowsGathered();
   void OnGradientsComputed();
   // Whether the job goes on with this step's batch: only while every rank has one, and not once
@@ -387,7 +399,7 @@ void Training::Gather(Shard& shard, const std::vector<uint32_t>& positions,
   for (size_t k = 0; k < m; ++k) shard.keys[k] = batch.fids[positions[k]];
   GatherRows(shard, m, now, [&](size_t k) {
     const uint32_t p = positions[k];
-    return x + size_t(p / kNumCategorical) * input_ + size_t(p % kNumCategorical) * dim_;
+    return x + InputOffset(p);
   });
 }
 
@@ -418,7 +430,7 @@ void Training::GatherRows(Shard& shard, size_t m, uint32_t now, Dst dst_of) cons
 void Training::ApplyGradients(Shard& shard, const std::vector<uint32_t>& positions, uint32_t now) {
   ApplyRowGradients(shard, positions.size(), now, [&](size_t k) {
     const uint32_t p = positions[k];
-    return x_.data() + size_t(p / kNumCategorical) * input_ + size_t(p % kNumCategorical) * dim_;
+    return x_.data() + InputOffset(p);
   });
 }
 
@@ -627,18 +639,23 @@ void Training::PrepareExchange(const ExampleBatch* batch) {
 // The rows this rank looked up go back to the ranks that asked, and into x_ where they asked.
 void Training::OnRowsGathered() {
   Exchange& e = ex_;
-  std::vector<int64_t> out(ranks_), in(ranks_);
-  for (int r = 0; r < ranks_; ++r) {
-    out[r] = e.recv_counts[r] * dim_;
-    in[r] = e.send_counts[r] * dim_;
-  }
-  comm_->AllToAllVKnown(e.rows_out, out, &e.rows_in, in);
+  comm_->AllToAllVKnown(e.rows_out, RowCounts(e.recv_counts), &e.rows_in,
+                        RowCounts(e.send_counts));
+  CopyExchanged(*batch_, &e.rows_in, /*to_input=*/true);
+}
+
+void Training::CopyExchanged(const ExampleBatch& batch, std::vector<float>* rows, bool to_input) {
+  if (!to_input) rows->resize(ex_.send_keys.size() * size_t(dim_));
   const size_t row_bytes = sizeof(float) * dim_;
   size_t k = 0;
-  for (const auto& positions : batch_->shard_positions) {
+  for (const auto& positions : batch.shard_positions) {
     for (uint32_t p : positions) {
-      std::memcpy(&x_[size_t(p / kNumCategorical) * input_ + size_t(p % kNumCategorical) * dim_],
-                  &e.rows_in[k++ * dim_], row_bytes);
+      float* row = rows->data() + k++ * dim_;
+      if (to_input) {
+        std::memcpy(&x_[InputOffset(p)], row, row_bytes);
+      } else {
+        std::memcpy(row, &x_[InputOffset(p)], row_bytes);
+      }
     }
   }
 }
@@ -647,22 +664,9 @@ void Training::OnRowsGathered() {
 // are summed over this rank's workers and then over the job.
 void Training::OnGradientsComputed() {
   Exchange& e = ex_;
-  e.grads_out.resize(e.send_keys.size() * size_t(dim_));
-  const size_t row_bytes = sizeof(float) * dim_;
-  size_t k = 0;
-  for (const auto& positions : batch_->shard_positions) {
-    for (uint32_t p : positions) {
-      std::memcpy(&e.grads_out[k++ * dim_],
-                  &x_[size_t(p / kNumCategorical) * input_ + size_t(p % kNumCategorical) * dim_],
-                  row_bytes);
-    }
-  }
-  std::vector<int64_t> out(ranks_), in(ranks_);
-  for (int r = 0; r < ranks_; ++r) {
-    out[r] = e.send_counts[r] * dim_;
-    in[r] = e.recv_counts[r] * dim_;
-  }
-  comm_->AllToAllVKnown(e.grads_out, out, &e.grads_in, in);
+  CopyExchanged(*batch_, &e.grads_out, /*to_input=*/false);
+  comm_->AllToAllVKnown(e.grads_out, RowCounts(e.send_counts), &e.grads_in,
+                        RowCounts(e.recv_counts));
   std::vector<float>& sum = workspaces_[0].grads;
   for (size_t t = 1; t < workspaces_.size(); ++t) {
     std::vector<float>& g = workspaces_[t].grads;
@@ -793,21 +797,11 @@ absl::StatusOr<BinaryMetrics> Training::EvaluateDistributed() {
         }
       }
     }
-    std::vector<int64_t> out(ranks_), in(ranks_);
-    for (int r = 0; r < ranks_; ++r) {
-      out[r] = ex_.recv_counts[r] * dim_;
-      in[r] = ex_.send_counts[r] * dim_;
-    }
-    comm_->AllToAllVKnown(ex_.rows_out, out, &ex_.rows_in, in);
+    comm_->AllToAllVKnown(ex_.rows_out, RowCounts(ex_.recv_counts), &ex_.rows_in,
+                          RowCounts(ex_.send_counts));
     if (batch == nullptr) continue;
     const int n = batch->size;
-    size_t k = 0;
-    for (const auto& positions : batch->shard_positions) {
-      for (uint32_t p : positions) {
-        std::memcpy(&x_[size_t(p / kNumCategorical) * input_ + size_t(p % kNumCategorical) * dim_],
-                    &ex_.rows_in[k++ * dim_], sizeof(float) * dim_);
-      }
-    }
+    CopyExchanged(*batch, &ex_.rows_in, /*to_input=*/true);
     for (int i = 0; i < n; ++i) {
       std::memcpy(&x_[size_t(i) * input_ + kNumCategorical * dim_],
                   &batch->dense[size_t(i) * kNumDense], sizeof(float) * kNumDense);
@@ -838,7 +832,7 @@ void Training::GatherEvalInputs(const ExampleBatch& batch, std::vector<uint32_t>
     for (size_t k = 0; k < positions.size(); ++k) {
       const uint32_t p = positions[k];
       float* dst =
-          x_.data() + size_t(p / kNumCategorical) * input_ + size_t(p % kNumCategorical) * dim_;
+          x_.data() + InputOffset(p);
       if ((*rows)[k] == EmbeddingTable::kNoRow) {
         std::memset(dst, 0, sizeof(float) * dim_);  // never trained: no information
       } else {

@@ -15,6 +15,8 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -64,6 +66,24 @@ absl::StatusOr<std::string> ResolveProgram(const std::string& program, const std
     if (check(candidate).ok()) return candidate;
   }
   return absl::NotFoundError(absl::StrCat("argv[0] \"", program, "\": not found in PATH"));
+}
+
+// Which rank of an MPI job failed first and how, from Open MPI's mpirun's report on stderr
+// ("process rank 1 with PID 7 on node h exited on signal 9 (Killed)", or "Process name:
+// [[528,1],1] ... Exit code: 3"); nullopt when it is not there.
+std::optional<std::string> MpirunFailedRank(const std::string& stderr_tail) {
+  static const std::regex kSignal(
+      R"(process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+) \(([^)]*)\))");
+  static const std::regex kExit(R"(Process name:\s*\[\[\d+,\d+\],(\d+)\]\s*Exit code:\s*(\d+))");
+  std::smatch m;
+  if (std::regex_search(stderr_tail, m, kSignal)) {
+    return absl::StrCat("rank ", m[1].str(), " was killed by signal ", m[2].str(), " (", m[3].str(),
+                        ")");
+  }
+  if (std::regex_search(stderr_tail, m, kExit)) {
+    return absl::StrCat("rank ", m[1].str(), " exited with code ", m[2].str());
+  }
+  return std::nullopt;
 }
 
 // CPU ticks and resident memory of the trial's processes.
@@ -389,10 +409,13 @@ class LocalTrial : public RunningTrial {
       } else {
         o.reason = "exited 0 without a \"final\" event";
       }
-      // The last line of stderr usually says why.
+      // The last line of stderr usually says why; for a job of several processes, mpirun's
+      // report of the first rank that failed does.
       absl::string_view tail = o.stderr_tail;
       while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r')) tail.remove_suffix(1);
-      if (!tail.empty()) {
+      if (std::optional<std::string> rank = MpirunFailedRank(o.stderr_tail)) {
+        absl::StrAppend(&o.reason, "; ", *rank, " (mpirun ended the job)");
+      } else if (!tail.empty()) {
         const size_t nl = tail.rfind('\n');
         absl::StrAppend(&o.reason, "; stderr: ",
                         nl == absl::string_view::npos ? tail : tail.substr(nl + 1));

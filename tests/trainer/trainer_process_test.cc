@@ -242,22 +242,28 @@ class TrainerMpiTest : public TrainerProcessTest {
     }
     TrainerProcessTest::SetUp();
   }
+
+  // `common` as one process of two threads, then as two ranks of one thread each (the same two
+  // cores); both must succeed.
+  void RunOneAndTwo(const std::vector<std::string>& common, ChildResult* one, ChildResult* two) {
+    std::vector<std::string> args = common;
+    args.insert(args.end(), {"--threads", "2"});
+    *one = RunTrainer(args);
+    ASSERT_EQ(one->exit_code, 0);
+    args = common;
+    args.insert(args.end(), {"--threads", "1"});
+    std::string err;
+    *two = RunTrainer(args, nullptr, Mpirun(2), nullptr, &err);
+    ASSERT_EQ(two->exit_code, 0) << err;
+  }
 };
 
 // Must show 1 and 2 of the distributed trainer: -np 2 reaches -np 1's AUC with the same seed,
 // each rank holding about half the table; the job's figures come from rank 0 alone.
 TEST_F(TrainerMpiTest, TwoRanksTrainAsOneOnSyntheticRowsWithHalfTheTableEach) {
-  const std::vector<std::string> common = {"--synthetic", "200000", "--seed", "3",
-                                           "--progress-every", "50"};
-  std::vector<std::string> one = common;
-  one.insert(one.end(), {"--threads", "2"});
-  ChildResult single = RunTrainer(one);
-  ASSERT_EQ(single.exit_code, 0);
-  std::vector<std::string> two = common;
-  two.insert(two.end(), {"--threads", "1"});
-  std::string err;
-  ChildResult job = RunTrainer(two, nullptr, Mpirun(2), nullptr, &err);
-  ASSERT_EQ(job.exit_code, 0) << err;
+  ChildResult single, job;
+  ASSERT_NO_FATAL_FAILURE(RunOneAndTwo(
+      {"--synthetic", "200000", "--seed", "3", "--progress-every", "50"}, &single, &job));
   // One protocol: rank 0's progress lines and one final line.
   EXPECT_EQ(Count(job.lines, "\"event\":\"final\""), 1);
   EXPECT_EQ(Count(job.lines, "\"event\":\"progress\""), Count(single.lines, "\"event\":\"progress\""));
@@ -284,17 +290,10 @@ TEST_F(TrainerMpiTest, TwoRanksTrainAsOneOnSyntheticRowsWithHalfTheTableEach) {
 TEST_F(TrainerMpiTest, TwoRanksTrainAsOneOnTheCriteoSample) {
   const std::string data = std::string(EVOSCALE_SOURCE_DIR) + "/../shared/data/criteo-8k/";
   if (!std::filesystem::exists(data + "train.tsv")) GTEST_SKIP() << "no " << data;
-  const std::vector<std::string> common = {"--train", data + "train.tsv", "--test", data + "test.tsv",
-                                           "--epochs", "3", "--batch-size", "256", "--seed", "1"};
-  std::vector<std::string> one = common;
-  one.insert(one.end(), {"--threads", "2"});
-  ChildResult single = RunTrainer(one);
-  ASSERT_EQ(single.exit_code, 0);
-  std::vector<std::string> two = common;
-  two.insert(two.end(), {"--threads", "1"});
-  std::string err;
-  ChildResult job = RunTrainer(two, nullptr, Mpirun(2), nullptr, &err);
-  ASSERT_EQ(job.exit_code, 0) << err;
+  ChildResult single, job;
+  ASSERT_NO_FATAL_FAILURE(RunOneAndTwo({"--train", data + "train.tsv", "--test", data + "test.tsv",
+                                        "--epochs", "3", "--batch-size", "256", "--seed", "1"},
+                                       &single, &job));
   EXPECT_EQ(Number(job.lines.back(), "eval_examples"), Number(single.lines.back(), "eval_examples"));
   EXPECT_NEAR(Number(job.lines.back(), "auc"), Number(single.lines.back(), "auc"), 0.003)
       << single.lines.back() << "\n" << job.lines.back();

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdio>
+#include <regex>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -18,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_support.h"
+#include "trainer_adapter/cgroup.h"
 #include "trainer_adapter/trial_runner.h"
 
 namespace evoscale::trainer_adapter {
@@ -331,11 +334,77 @@ TEST_F(LocalRunnerTest, ATrialOfSeveralProcessesRunsUnderMpirun) {
       "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then exit 3; fi; sleep 5", nullptr, launch);
   EXPECT_EQ(failed.kind, TrialOutcome::Kind::kFailed);
   EXPECT_NE(failed.exit_code, 0);
+  EXPECT_THAT(failed.reason, HasSubstr("rank 1 exited with code 3 (mpirun ended the job)"));
+  const TrialOutcome killed = RunScript(
+      "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then kill -9 $$; fi; sleep 5", nullptr, launch);
+  EXPECT_EQ(killed.kind, TrialOutcome::Kind::kFailed);
+  EXPECT_THAT(killed.reason, HasSubstr("rank 1 was killed by signal 9 (Killed)"));
   launch.processes = 0;
   launch.argv = {"/bin/true"};
   const absl::Status bad = runner_->Start(launch, nullptr).status();
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.message()), HasSubstr("processes: 0 must be in [1, 1024]"));
+}
+
+// Runs `command` with /bin/sh; its stdout's last line.
+std::string LastLine(const std::string& command) {
+  FILE* out = popen(command.c_str(), "r");
+  if (out == nullptr) return "";
+  std::string last;
+  char line[1 << 16];
+  while (std::fgets(line, sizeof(line), out) != nullptr) last = line;
+  pclose(out);
+  return last;
+}
+
+double Field(const std::string& line, const std::string& key) {
+  std::smatch m;
+  if (!std::regex_search(line, m, std::regex("\"" + key + "\":([-0-9.e+]+)"))) return -1;
+  return std::stod(m[1].str());
+}
+
+// The distributed trainer's point: a table over what one process may use trains as two ranks
+// that each hold half. Each process gets a cgroup memory limit halfway between the single
+// process's peak and the largest rank's: one process is OOM-killed, two ranks are not.
+TEST_F(LocalRunnerTest, ATableOverOneProcessesMemoryCapTrainsAsTwoRanks) {
+  const std::string trainer = std::string(EVOSCALE_BIN_DIR) + "/evoscale-trainer";
+  if (access(trainer.c_str(), X_OK) != 0) GTEST_SKIP() << "no " << trainer;
+  if (access("/usr/bin/mpirun", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/mpirun";
+  absl::StatusOr<std::unique_ptr<CgroupRoot>> root = CgroupRoot::Detect("evoscale-mpicap");
+  if (!root.ok()) GTEST_SKIP() << "no cgroups to cap a process: " << root.status();
+  const std::string args = trainer + " --synthetic 400000 --threads 1 --seed 2 --progress-every 0";
+  const std::string mpirun = "/usr/bin/mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 ";
+  const std::string one = LastLine(args);
+  const std::string two = LastLine(mpirun + args);
+  const double one_peak = Field(one, "peak_rss_bytes"), two_peak = Field(two, "peak_rss_bytes");
+  ASSERT_GT(one_peak, 0) << one;
+  ASSERT_GT(two_peak, 0) << two;
+  ASSERT_GT(one_peak, 1.4 * two_peak) << "each rank should need well under one process";
+  const int64_t cap = int64_t((one_peak + two_peak) / 2);
+
+  // One process under the cap: killed for it.
+  TrialLaunch launch;
+  launch.limits.memory_bytes = cap;
+  launch.argv = {trainer, "--synthetic", "400000", "--threads", "1", "--seed", "2",
+                 "--progress-every", "0"};
+  absl::StatusOr<std::unique_ptr<RunningTrial>> single = runner_->Start(launch, nullptr);
+  ASSERT_TRUE(single.ok()) << single.status();
+  const TrialOutcome& o = (*single)->Wait();
+  EXPECT_EQ(o.kind, TrialOutcome::Kind::kOutOfMemory) << o.reason;
+
+  // Two ranks, each in a group of its own with the same cap: the job trains to the end.
+  absl::StatusOr<std::unique_ptr<TrialCgroup>> g0 = (*root)->Create(cap, 0);
+  absl::StatusOr<std::unique_ptr<TrialCgroup>> g1 = (*root)->Create(cap, 0);
+  ASSERT_TRUE(g0.ok() && g1.ok());
+  const std::string join =
+      "sh -c 'eval d=\\$G$OMPI_COMM_WORLD_RANK; echo $$ > \"$d/cgroup.procs\" && exec \"$@\"' rank ";
+  const std::string capped = LastLine("G0=" + (*g0)->memory_dir() + " G1=" + (*g1)->memory_dir() +
+                                      " " + mpirun + join + args);
+  EXPECT_NE(capped.find("\"event\":\"final\""), std::string::npos) << capped;
+  EXPECT_EQ((*g0)->oom_kills() + (*g1)->oom_kills(), 0);
+  EXPECT_LE((*g0)->peak_memory_bytes(), cap);
+  EXPECT_LE((*g1)->peak_memory_bytes(), cap);
+  EXPECT_NEAR(Field(capped, "auc"), Field(two, "auc"), 1e-9);  // the same job, capped or not
 }
 
 TEST_F(LocalRunnerTest, RunsTheRealTrainerAndSamplesItsUsage) {
