@@ -70,6 +70,23 @@ absl::StatusOr<Comm*> Comm::World() {
   return world;
 }
 
+absl::Status Comm::FirstFailure(const absl::Status& mine) {
+  if (size_ == 1) return mine;
+  const int64_t first = AllReduceMin(int64_t(mine.ok() ? size_ : rank_));
+  if (first == size_) return absl::OkStatus();
+  int64_t code = first == rank_ ? int64_t(mine.code()) : 0;
+  std::string message = first == rank_ ? std::string(mine.message()) : "";
+#ifdef EVOSCALE_HAVE_MPI
+  int64_t length = int64_t(message.size());
+  MPI_Bcast(&code, 1, MPI_INT64_T, int(first), MPI_COMM_WORLD);
+  MPI_Bcast(&length, 1, MPI_INT64_T, int(first), MPI_COMM_WORLD);
+  message.resize(size_t(length));
+  MPI_Bcast(message.data(), int(length), MPI_CHAR, int(first), MPI_COMM_WORLD);
+#endif
+  return absl::Status(static_cast<absl::StatusCode>(code),
+                      absl::StrCat("rank ", first, ": ", message));
+}
+
 void Comm::Abort(int code) {
 #ifdef EVOSCALE_HAVE_MPI
   if (size_ > 1) MPI_Abort(MPI_COMM_WORLD, code);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace evoscale::trainer {
@@ -59,6 +60,11 @@ class Comm {
   // Rank 0 gets every rank's `mine`, in rank order; the others get nothing.
   void GatherToRoot(const std::vector<float>& mine, std::vector<float>* all);
   void GatherToRoot(int64_t mine, std::vector<int64_t>* all);
+
+  // The job's first failure: every rank passes its own status and gets the same answer, OK when
+  // all are, else the status of the lowest failing rank, its message prefixed "rank R: " (in a
+  // job of several), so rank 0 can report another rank's reason.
+  absl::Status FirstFailure(const absl::Status& mine);
 
   // Ends every rank of the job with `code` (MPI_Abort); returns only when not distributed.
   void Abort(int code);

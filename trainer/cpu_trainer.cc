@@ -129,7 +129,9 @@ class Training {
   // Whether the job goes on with this step's batch: only while every rank has one, and not once
   // any was asked to stop; also counts the step's examples over the job. `stop`: this rank
   // was asked to stop. Returns the job's decision to stop.
-  bool AgreeOnStep(bool stop);
+  bool AgreeOnStep(bool stop, absl::Status failure = absl::OkStatus());
+  // A failure at the end of a step: Fail alone, or in a job the coordinated end of every rank.
+  void StepFailed(absl::Status status);
   absl::StatusOr<BinaryMetrics> EvaluateDistributed();
   struct CheckpointEnd {
     Training* t;
@@ -273,6 +275,11 @@ absl::Status Training::Setup() {
       // A job's ranks checkpoint beside each other; one of another size cannot resume here.
       std::error_code ec;
       std::filesystem::create_directories(checkpoint_dir_, ec);
+      if (ec || !std::filesystem::is_directory(checkpoint_dir_)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "checkpoint_dir: cannot make this rank's folder ", checkpoint_dir_, ": ",
+            ec ? ec.message() : "not a directory"));
+      }
       const std::string mine = absl::StrCat("-of-", ranks_);
       for (const auto& entry : std::filesystem::directory_iterator(config_.checkpoint_dir, ec)) {
         const std::string name = entry.path().filename().string();
@@ -558,7 +565,7 @@ void Training::OnStepEnd() {
   double loss = 0;
   for (double part : loss_parts_) loss += part;
   if (!std::isfinite(loss)) {
-    Fail(
+    StepFailed(
         absl::InternalError(absl::StrCat("non-finite training loss (", loss, ") at step ", step_)));
     return;
   }
@@ -573,7 +580,7 @@ void Training::OnStepEnd() {
   if (!last) {
     absl::StatusOr<std::unique_ptr<ExampleBatch>> next = reader_->Next();
     if (!next.ok()) {
-      Fail(next.status());
+      StepFailed(next.status());
       return;
     }
     batch_ = *std::move(next);
@@ -584,6 +591,7 @@ void Training::OnStepEnd() {
     reader_->Recycle(std::move(batch_));
     batch_.reset();
   }
+  if (!status_.ok()) return;  // another rank failed: the job ends without a checkpoint
   checkpoint_now_ = !checkpoint_dir_.empty() &&
                     ((config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0) ||
                      batch_ == nullptr);
@@ -591,11 +599,32 @@ void Training::OnStepEnd() {
   if (ranks_ > 1 && batch_ != nullptr) PrepareExchange(batch_.get());
 }
 
-bool Training::AgreeOnStep(bool stop) {
+void Training::StepFailed(absl::Status status) {
+  if (ranks_ == 1) {
+    Fail(std::move(status));
+    return;
+  }
+  // The others are about to agree on the next step: they learn of this failure there.
+  if (batch_ != nullptr) reader_->Recycle(std::move(batch_));
+  batch_.reset();
+  AgreeOnStep(false, std::move(status));
+}
+
+bool Training::AgreeOnStep(bool stop, absl::Status failure) {
   if (ranks_ == 1) return stop;
-  int64_t v[3] = {batch_ == nullptr ? 1 : 0, stop ? 1 : 0, batch_ != nullptr ? batch_->size : 0};
-  comm_->AllReduceSum(v, 3);
+  int64_t v[4] = {batch_ == nullptr ? 1 : 0, stop ? 1 : 0, batch_ != nullptr ? batch_->size : 0,
+                  failure.ok() ? 0 : 1};
+  comm_->AllReduceSum(v, 4);
   job_batch_ = v[2];
+  if (v[3] > 0) {
+    // A rank failed: the job ends here on every rank, each with that rank's reason (rank 0
+    // reports it); no checkpoint of a step that failed.
+    status_ = comm_->FirstFailure(failure);
+    checkpoint_now_ = false;
+    if (batch_ != nullptr) reader_->Recycle(std::move(batch_));
+    batch_.reset();
+    return false;
+  }
   if (v[0] > 0 && batch_ != nullptr) {
     // Another rank's slice ran out: the job's training ends here for all (each rank leaves at
     // most one batch unread).
@@ -712,11 +741,12 @@ void Training::OnCheckpointEnd() {
 
 absl::Status Training::Train() {
   absl::StatusOr<std::unique_ptr<ExampleBatch>> first = reader_->Next();
-  if (!first.ok()) return first.status();
-  batch_ = *std::move(first);
+  if (!first.ok() && ranks_ == 1) return first.status();
+  if (first.ok()) batch_ = *std::move(first);
   if (config_.max_steps > 0 && step_ >= config_.max_steps) batch_.reset();
   if (ranks_ > 1) {
-    AgreeOnStep(false);
+    AgreeOnStep(false, first.status());
+    if (!status_.ok()) return status_;
     if (batch_ != nullptr) PrepareExchange(batch_.get());
   }
   evict_now_ = EvictAt(step_ + 1);
@@ -938,13 +968,9 @@ absl::Status RunCpuTrainer(const TrainerConfig& config, const EventSink& sink, i
   if (!comm.ok()) return comm.status();
   Training training(config, sink, *comm);
   absl::Status status = training.Setup();
-  if ((*comm)->distributed()) {
-    // A rank that failed to set up would leave the others waiting in the first step.
-    const int64_t failed = (*comm)->AllReduceMax(int64_t(status.ok() ? 0 : 1));
-    if (failed && status.ok()) {
-      status = absl::AbortedError("another rank failed to set up (its error is on its stderr)");
-    }
-  }
+  // A rank that failed to set up would leave the others waiting in the first step: all stop,
+  // with the first failing rank's reason.
+  status = (*comm)->FirstFailure(status);
   if (status.ok()) status = training.Train();
   if (status.ok() && training.interrupted()) {
     status = absl::AbortedError(absl::StrCat(

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string_view>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "trainer/comm.h"
 #include "trainer/cpu_trainer.h"
@@ -54,9 +55,12 @@ absl::Status RunTrainer(const TrainerConfig& config, const EventSink& to_caller)
     if (rank == 0) {
       sink(ErrorLine(status, step));
     } else {
-      std::fprintf(stderr, "%s\n", ErrorLine(absl::Status(status.code(), absl::StrCat(
-                                                  "rank ", rank, ": ", status.message())),
-                                              step).c_str());
+      // A job's failure already names its rank ("rank R: ..."); this rank's own does not.
+      const absl::Status named =
+          absl::StartsWith(status.message(), "rank ")
+              ? status
+              : absl::Status(status.code(), absl::StrCat("rank ", rank, ": ", status.message()));
+      std::fprintf(stderr, "%s\n", ErrorLine(named, step).c_str());
     }
   }
   return status;

@@ -355,4 +355,23 @@ TEST_F(TrainerMpiTest, KillNineOfOneRankEndsTheJobAndItResumes) {
       << three.lines.back();
 }
 
+// A rank that cannot start (here: its checkpoint folder's name is taken by a file) ends the
+// whole job at once, and rank 0's error event names that rank and its reason.
+TEST_F(TrainerMpiTest, ARankThatCannotStartEndsTheJobWithItsReason) {
+  std::filesystem::create_directories(dir_ + "/ck");
+  std::ofstream(dir_ + "/ck/rank-1-of-2") << "not a folder";
+  std::string err;
+  const auto start = std::chrono::steady_clock::now();
+  ChildResult job = RunTrainer({"--synthetic", "5000", "--threads", "1", "--checkpoint-dir",
+                                dir_ + "/ck"},
+                               nullptr, Mpirun(2), nullptr, &err);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30);
+  EXPECT_NE(job.exit_code, 0);
+  ASSERT_EQ(job.lines.size(), 1u) << err;  // rank 0's error event, nothing else
+  EXPECT_NE(job.lines[0].find("\"event\":\"error\""), std::string::npos) << job.lines[0];
+  EXPECT_NE(job.lines[0].find("rank 1: checkpoint_dir: cannot make this rank's folder"),
+            std::string::npos)
+      << job.lines[0];
+}
+
 }  // namespace
