@@ -412,9 +412,20 @@ class SlurmRunner : public TrialRunner {
     }
     // With --gres Slurm sets CUDA_VISIBLE_DEVICES to the GPUs it gave; without, none.
     if (launch.limits.gpus == 0) env["CUDA_VISIBLE_DEVICES"] = "";
+    const int tasks = std::max(1, launch.processes);
+    std::vector<std::string> argv = launch.argv;
+    if (tasks > 1) {
+      // A job of several tasks: Open MPI's mpirun, inside the allocation, starts them on the
+      // job's nodes (it reads the allocation from Slurm's environment). As root (a job submitted
+      // by a root evoscaled) Open MPI wants to be told that is meant.
+      env["OMPI_ALLOW_RUN_AS_ROOT"] = "1";
+      env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1";
+      argv = {"mpirun", "-np", absl::StrCat(tasks), "--bind-to", "none"};
+      argv.insert(argv.end(), launch.argv.begin(), launch.argv.end());
+    }
     for (const auto& [k, v] : env) script.push_back(absl::StrCat("export ", k, "=", ShellQuote(v)));
     std::vector<std::string> quoted;
-    for (const std::string& a : launch.argv) quoted.push_back(ShellQuote(a));
+    for (const std::string& a : argv) quoted.push_back(ShellQuote(a));
     script.push_back(absl::StrCat("exec ", absl::StrJoin(quoted, " ")));
     const std::string script_path = absl::StrCat(base, ".sbatch");
     {
@@ -431,9 +442,10 @@ class SlurmRunner : public TrialRunner {
         absl::StrCat("--job-name=", launch.trial_name),
         absl::StrCat("--output=", out_path),
         absl::StrCat("--error=", err_path),
-        absl::StrCat(
-            "--cpus-per-task=",
-            std::max<int64_t>(1, static_cast<int64_t>(std::ceil(launch.limits.cpu_cores))))};
+        absl::StrCat("--ntasks=", tasks),
+        absl::StrCat("--cpus-per-task=",
+                     std::max<int64_t>(1, static_cast<int64_t>(
+                                              std::ceil(launch.limits.cpu_cores / tasks))))};
     if (launch.limits.memory_bytes > 0) {
       sbatch.push_back(absl::StrCat("--mem=", (launch.limits.memory_bytes + kMiB - 1) / kMiB, "M"));
     }

@@ -380,12 +380,6 @@ absl::Status ValidateTrialTemplate(const v1::StudySpec& spec) {
     return InvalidArgumentError(StrFormat(
         "spec.trial_template.processes: %d must be in [0, 1024]", t.processes()));
   }
-  if (t.processes() > 1 && t.runner() == "slurm") {
-    return InvalidArgumentError(StrFormat(
-        "spec.trial_template.processes: %d with runner \"slurm\" is not supported yet (one task "
-        "per job; the local runner starts several under mpirun)",
-        t.processes()));
-  }
   if (t.command().empty()) {
     if (t.args_size() > 0 || t.env_size() > 0 || t.parallel_trials() > 0) {
       return InvalidArgumentError(

@@ -708,10 +708,8 @@ TEST_F(StudyServiceTest, CreateStudyRejectsBadTrialProcesses) {
   spec.mutable_trial_template()->set_command("/bin/true");
   spec.mutable_trial_template()->set_processes(-2);
   ExpectCreateStudyRejected(spec, "spec.trial_template.processes: -2 must be in [0, 1024]");
-  spec.mutable_trial_template()->set_processes(2);
-  spec.mutable_trial_template()->set_runner("slurm");
-  ExpectCreateStudyRejected(
-      spec, "spec.trial_template.processes: 2 with runner \"slurm\" is not supported yet");
+  spec.mutable_trial_template()->set_processes(1025);
+  ExpectCreateStudyRejected(spec, "spec.trial_template.processes: 1025 must be in [0, 1024]");
 }
 
 TEST_F(StudyServiceTest, CreateStudyRejectsNegativeHeartbeatTimeout) {

@@ -128,6 +128,28 @@ TEST_F(SlurmRunnerTest, JobAsksSlurmForTheTrialsMemoryAndCpus) {
   EXPECT_THAT(*job, Contains(Pair("JobState", "COMPLETED")));
 }
 
+// processes = 2: one job of two tasks (Slurm's record says so), run by mpirun in the allocation.
+TEST_F(SlurmRunnerTest, ATrialOfSeveralProcessesIsAJobOfAsManyTasksUnderMpirun) {
+  if (access("/usr/bin/mpirun", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/mpirun";
+  TrialLaunch launch = ShellTrial(
+      "studies/1/trials/9",
+      "echo \"rank $OMPI_COMM_WORLD_RANK of $OMPI_COMM_WORLD_SIZE in job $SLURM_JOB_ID\" >&2; "
+      "if [ \"$OMPI_COMM_WORLD_RANK\" = 0 ]; then "
+      "echo '{\"event\":\"final\",\"metrics\":{\"auc\":0.8}}'; fi");
+  launch.processes = 2;
+  launch.limits.cpu_cores = 2;
+  absl::StatusOr<std::unique_ptr<RunningTrial>> trial = runner_->Start(launch, nullptr);
+  ASSERT_TRUE(trial.ok()) << trial.status();
+  const TrialOutcome& outcome = (*trial)->Wait();
+  EXPECT_EQ(outcome.kind, TrialOutcome::Kind::kSucceeded) << outcome.reason << "\n" << outcome.stderr_tail;
+  EXPECT_THAT(outcome.stderr_tail, HasSubstr("rank 0 of 2 in job " + (*trial)->job_id()));
+  EXPECT_THAT(outcome.stderr_tail, HasSubstr("rank 1 of 2 in job " + (*trial)->job_id()));
+  absl::StatusOr<std::map<std::string, std::string>> job = cluster_->ShowJob((*trial)->job_id());
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_THAT(*job, Contains(Pair("NumTasks", "2")));
+  EXPECT_THAT(*job, Contains(Pair("CPUs/Task", "1")));
+}
+
 TEST_F(SlurmRunnerTest, ProgressLinesArriveAsEventsAndTheFinalLineEndsTheTrial) {
   Recorder recorder;
   absl::StatusOr<std::unique_ptr<RunningTrial>> trial =
