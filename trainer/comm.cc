@@ -144,32 +144,32 @@ void Comm::AllToAllVBytes(const void* send, const std::vector<int64_t>& send_cou
 #endif
 }
 
-void Comm::AllReduceSum(float* data, size_t n) {
+#ifdef EVOSCALE_HAVE_MPI
+namespace {
+template <typename T>
+MPI_Datatype MpiType();
+template <>
+MPI_Datatype MpiType<float>() { return MPI_FLOAT; }
+template <>
+MPI_Datatype MpiType<double>() { return MPI_DOUBLE; }
+template <>
+MPI_Datatype MpiType<int64_t>() { return MPI_INT64_T; }
+}  // namespace
+#endif
+
+template <typename T>
+void Comm::AllReduceSumOf(T* data, size_t n) {
   (void)data, (void)n;
   if (size_ == 1) return;
 #ifdef EVOSCALE_HAVE_MPI
-  MPI_Allreduce(MPI_IN_PLACE, data, Checked(int64_t(n)), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-  bytes_sent_ += int64_t(n * sizeof(float));
+  MPI_Allreduce(MPI_IN_PLACE, data, Checked(int64_t(n)), MpiType<T>(), MPI_SUM, MPI_COMM_WORLD);
+  bytes_sent_ += int64_t(n * sizeof(T));
 #endif
 }
 
-void Comm::AllReduceSum(double* data, size_t n) {
-  (void)data, (void)n;
-  if (size_ == 1) return;
-#ifdef EVOSCALE_HAVE_MPI
-  MPI_Allreduce(MPI_IN_PLACE, data, Checked(int64_t(n)), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  bytes_sent_ += int64_t(n * sizeof(double));
-#endif
-}
-
-void Comm::AllReduceSum(int64_t* data, size_t n) {
-  (void)data, (void)n;
-  if (size_ == 1) return;
-#ifdef EVOSCALE_HAVE_MPI
-  MPI_Allreduce(MPI_IN_PLACE, data, Checked(int64_t(n)), MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
-  bytes_sent_ += int64_t(n * sizeof(int64_t));
-#endif
-}
+void Comm::AllReduceSum(float* data, size_t n) { AllReduceSumOf(data, n); }
+void Comm::AllReduceSum(double* data, size_t n) { AllReduceSumOf(data, n); }
+void Comm::AllReduceSum(int64_t* data, size_t n) { AllReduceSumOf(data, n); }
 
 int64_t Comm::AllReduceMin(int64_t v) {
 #ifdef EVOSCALE_HAVE_MPI

@@ -76,6 +76,8 @@ class Comm {
   void ExchangeCounts(const std::vector<int64_t>& send_counts, std::vector<int64_t>* recv_counts);
   void AllToAllVBytes(const void* send, const std::vector<int64_t>& send_counts, void* recv,
                       const std::vector<int64_t>& recv_counts, size_t elem_bytes);
+  template <typename T>
+  void AllReduceSumOf(T* data, size_t n);
 
   int rank_ = 0;
   int size_ = 1;
