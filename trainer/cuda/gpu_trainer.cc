@@ -276,6 +276,9 @@ absl::Status GpuTraining::EvaluateAndReport() {
   }
   absl::StatusOr<size_t> rows = table_->Size();
   if (!rows.ok()) return rows.status();
+  // New ids a full table gave no row, as the CPU trainer reports them.
+  absl::StatusOr<uint64_t> full = table_->FullRejections();
+  if (!full.ok()) return full.status();
   int device = 0;
   EVOSCALE_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   cudaDeviceProp prop;
@@ -295,7 +298,8 @@ absl::Status GpuTraining::EvaluateAndReport() {
   sink_(FinalLine(summary, {{"table",
                              {{"rows", *rows},
                               {"device_bytes", table_->memory_bytes()},
-                              {"payload_bytes", payload}}},
+                              {"payload_bytes", payload},
+                              {"full_rejections", *full}}},
                             {"dense_bytes", mlp_->memory_bytes()},
                             {"device", "cuda"},
                             {"gpu", std::string(prop.name)}}));
