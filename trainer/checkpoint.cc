@@ -289,6 +289,12 @@ absl::StatusOr<CheckpointManifest> FindNewestCheckpoint(const std::string& dir) 
 
 absl::Status LoadShardCheckpoint(const std::string& dir, const CheckpointManifest& manifest,
                                  int shard, EmbeddingTable& table) {
+  return LoadShardCheckpoint(dir, manifest, shard, table, nullptr);
+}
+
+absl::Status LoadShardCheckpoint(const std::string& dir, const CheckpointManifest& manifest,
+                                 int shard, EmbeddingTable& table,
+                                 const std::function<bool(uint64_t key)>& keep) {
   const size_t floats = size_t(table.dim()) + table.state_floats();
   std::vector<float> values(floats);
   for (const std::string& name : manifest.chain) {
@@ -316,17 +322,20 @@ absl::Status LoadShardCheckpoint(const std::string& dir, const CheckpointManifes
       uint64_t key;
       if (!ReadExact(f, &key, sizeof(key))) {
         status = absl::DataLossError(absl::StrCat(path, ": truncated in erased keys"));
-      } else {
+      } else if (!keep || keep(key)) {
         table.Erase(key);
       }
     }
-    if (status.ok()) table.ClearPending();  // the newest file's counts replace older ones
+    // Each file holds every pending count of its time: the newest file's replace older ones (a
+    // reshard keeps only the chain's last file's, beside the other shards' already loaded).
+    const bool newest = name == manifest.chain.back();
+    if (status.ok() && !keep) table.ClearPending();
     for (uint64_t i = 0; status.ok() && i < header.pending; ++i) {
       uint64_t key;
       uint32_t count;
       if (!ReadExact(f, &key, sizeof(key)) || !ReadExact(f, &count, sizeof(count))) {
         status = absl::DataLossError(absl::StrCat(path, ": truncated in pending counts"));
-      } else {
+      } else if (!keep || (newest && keep(key))) {
         table.RestorePending(key, count);
       }
     }
@@ -338,6 +347,8 @@ absl::Status LoadShardCheckpoint(const std::string& dir, const CheckpointManifes
       if (!ReadExact(f, &key, sizeof(key)) || !ReadExact(f, &last_update, sizeof(last_update)) ||
           !ReadExact(f, values.data(), floats * sizeof(float))) {
         status = absl::DataLossError(absl::StrCat(path, ": truncated at row ", i));
+      } else if (keep && !keep(key)) {
+        continue;  // another shard's row in the new layout
       } else if (table.Restore(key, last_update, values.data()) == EmbeddingTable::kNoRow) {
         status = absl::ResourceExhaustedError(absl::StrCat(path, ": table full at row ", i));
       }

@@ -12,6 +12,7 @@
 #define EVOSCALE_TRAINER_CHECKPOINT_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,12 @@ absl::StatusOr<CheckpointManifest> FindCheckpoint(const std::string& dir, int64_
 // removed). DATA_LOSS on a truncated or foreign file.
 absl::Status LoadShardCheckpoint(const std::string& dir, const CheckpointManifest& manifest,
                                  int shard, EmbeddingTable& table);
+// Resharding (a job resumed with another number of ranks or shards): applies only the rows,
+// erased keys and pending counts of shard `shard` whose key `keep` accepts, adding to what the
+// table already holds from other shards (their pending counts included).
+absl::Status LoadShardCheckpoint(const std::string& dir, const CheckpointManifest& manifest,
+                                 int shard, EmbeddingTable& table,
+                                 const std::function<bool(uint64_t key)>& keep);
 
 // Reads the dense state of manifest.chain.back(); sizes must match the given vectors.
 absl::Status LoadDenseCheckpoint(const std::string& dir, const CheckpointManifest& manifest,

@@ -4,9 +4,12 @@
 #include <barrier>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +18,7 @@
 #include "trainer/comm.h"
 #include "trainer/criteo_reader.h"
 #include "trainer/embedding_table.h"
+#include "trainer/feature_id.h"
 #include "trainer/internal/run_options.h"
 #include "trainer/metrics.h"
 #include "trainer/mlp.h"
@@ -139,6 +143,8 @@ class Training {
   };
 
   absl::Status Resume();
+  absl::Status FindOtherLayout(std::vector<std::string>* dirs) const;
+  absl::Status Reshard();
   absl::StatusOr<std::unique_ptr<ExampleSource>> OpenSource(bool for_eval,
                                                             ReaderPosition start) const;
   void Worker(int t);
@@ -211,6 +217,7 @@ class Training {
   bool evict_now_ = false;
   std::vector<std::string> chain_;
   std::string previous_chain_front_;  // a rank of a job: the previous checkpoint's chain start
+  std::vector<std::string> resharded_from_;  // the old layout's folders, until replaced
   absl::Status status_;
   BinaryMetrics window_;
   Clock::time_point train_start_;
@@ -272,23 +279,13 @@ absl::Status Training::Setup() {
 
   if (!checkpoint_dir_.empty()) {
     if (ranks_ > 1) {
-      // A job's ranks checkpoint beside each other; one of another size cannot resume here.
+      // A job's ranks checkpoint beside each other, each in its own folder.
       std::error_code ec;
       std::filesystem::create_directories(checkpoint_dir_, ec);
       if (ec || !std::filesystem::is_directory(checkpoint_dir_)) {
         return absl::FailedPreconditionError(absl::StrCat(
             "checkpoint_dir: cannot make this rank's folder ", checkpoint_dir_, ": ",
             ec ? ec.message() : "not a directory"));
-      }
-      const std::string mine = absl::StrCat("-of-", ranks_);
-      for (const auto& entry : std::filesystem::directory_iterator(config_.checkpoint_dir, ec)) {
-        const std::string name = entry.path().filename().string();
-        if (name.rfind("rank-", 0) == 0 && name.find(mine) == std::string::npos && config_.resume) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "checkpoint_dir ", config_.checkpoint_dir, " holds ", name,
-              ", a job of another number of ranks; resume it with as many processes as it had "
-              "(this job has ", ranks_, ")"));
-        }
       }
     }
     if (config_.resume) {
@@ -327,6 +324,119 @@ absl::StatusOr<std::unique_ptr<ExampleSource>> Training::OpenSource(bool for_eva
   return OpenCriteoFile(config_.train_path, config_.epochs, start);
 }
 
+// Finds a checkpoint of another layout in checkpoint_dir: folders rank-Q-of-M of a job of M
+// ranks (M != this job's), or a single process's checkpoints in the folder itself (for a job of
+// several). Empty `dirs` when there is none.
+absl::Status Training::FindOtherLayout(std::vector<std::string>* dirs) const {
+  dirs->clear();
+  std::map<int, std::map<int, std::string>> by_size;  // M -> Q -> folder
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(config_.checkpoint_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    int q = 0, m = 0;
+    // Folders with a checkpoint only: a job that never wrote one left nothing to resume.
+    if (std::sscanf(name.c_str(), "rank-%d-of-%d", &q, &m) == 2 && m != ranks_ && m > 1 &&
+        q >= 0 && q < m && name == absl::StrCat("rank-", q, "-of-", m) &&
+        FindNewestCheckpoint(entry.path().string()).ok()) {
+      by_size[m][q] = entry.path().string();
+    }
+  }
+  const bool single = ranks_ > 1 && FindNewestCheckpoint(config_.checkpoint_dir).ok();
+  if (by_size.size() + (single ? 1 : 0) > 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint_dir ", config_.checkpoint_dir,
+        " holds checkpoints of several other numbers of ranks: keep one layout to resume from"));
+  }
+  if (single) {
+    dirs->push_back(config_.checkpoint_dir);
+  } else if (!by_size.empty()) {
+    const auto& [m, folders] = *by_size.begin();
+    if (int(folders.size()) != m) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint_dir ", config_.checkpoint_dir, " holds ", folders.size(), " of the ", m,
+          " rank folders of a job of ", m, " ranks"));
+    }
+    for (const auto& [q, folder] : folders) dirs->push_back(folder);
+  }
+  return absl::OkStatus();
+}
+
+// Resumes from a checkpoint of another number of ranks (or shards): at the newest step every
+// old rank has, each local shard takes the rows its range of the id hash owns from every old
+// shard; the dense state is rank 0's (the same on all). The stream resumes at the old ranks'
+// earliest position, so up to one batch per old rank is read twice. The next checkpoint starts
+// a full chain in this layout; once every rank has written it, the old layout is removed.
+absl::Status Training::Reshard() {
+  std::vector<std::string> old;
+  absl::Status status = FindOtherLayout(&old);
+  if (!status.ok() || old.empty()) return status;
+  int64_t step = -1;
+  for (const std::string& dir : old) {
+    absl::StatusOr<CheckpointManifest> newest = FindNewestCheckpoint(dir);
+    if (!newest.ok()) return newest.status();
+    step = step < 0 ? newest->step : std::min(step, newest->step);
+  }
+  std::vector<CheckpointManifest> ms;
+  for (const std::string& dir : old) {
+    absl::StatusOr<CheckpointManifest> m = FindCheckpoint(dir, step);
+    if (!m.ok()) return m.status();
+    ms.push_back(*std::move(m));
+  }
+  const CheckpointManifest& m0 = ms[0];
+  const std::string sizes = absl::StrJoin(mlp_->sizes(), ",");
+  if (m0.dim != dim_ || m0.optimizer != SparseOptimizerName(config_.sparse.kind) ||
+      m0.mlp_sizes != sizes) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint ", old[0], "/", CheckpointName(step), " has embedding-dim ", m0.dim,
+        ", optimizer-sparse ", m0.optimizer, ", MLP sizes ", m0.mlp_sizes, " but this run has ",
+        dim_, ", ", SparseOptimizerName(config_.sparse.kind), ", ", sizes));
+  }
+  const uint32_t global = uint32_t(ranks_ * num_shards_);
+  std::vector<std::thread> loaders;
+  for (int t = 0; t < threads_; ++t) {
+    loaders.emplace_back([&, t] {
+      for (int s = t; s < num_shards_; s += threads_) {
+        const uint32_t mine = uint32_t(rank_ * num_shards_ + s);
+        const auto keep = [&](uint64_t key) { return ShardOfFid(key, global) == mine; };
+        absl::Status& st = shards_[s].checkpoint_status;
+        st = absl::OkStatus();
+        for (size_t q = 0; q < old.size() && st.ok(); ++q) {
+          for (int os = 0; os < ms[q].shards && st.ok(); ++os) {
+            st = LoadShardCheckpoint(old[q], ms[q], os, *shards_[s].table, keep);
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : loaders) th.join();
+  for (Shard& shard : shards_) {
+    if (!shard.checkpoint_status.ok()) return shard.checkpoint_status;
+    std::vector<uint32_t> rows;
+    std::vector<uint64_t> erased;
+    shard.table->TakeChanges(uint32_t(step), &rows, &erased);
+  }
+  status = LoadDenseCheckpoint(old[0], m0, &adam_step_, mlp_->params(), mlp_->adam_m(),
+                               mlp_->adam_v());
+  if (!status.ok()) return status;
+  int64_t examples = 0;
+  position_ = ms[0].position;
+  for (const CheckpointManifest& m : ms) {
+    examples += m.examples;
+    const ReaderPosition& p = m.position;
+    if (std::tie(p.epoch, p.row, p.offset) <
+        std::tie(position_.epoch, position_.row, position_.offset)) {
+      position_ = p;
+    }
+  }
+  // The job's count, shared so that the ranks' sum is the old one.
+  examples_ = examples / ranks_ + (rank_ == 0 ? examples % ranks_ : 0);
+  step_ = step;
+  chain_.clear();
+  previous_chain_front_.clear();
+  resharded_from_ = old;
+  return absl::OkStatus();
+}
+
 absl::Status Training::Resume() {
   absl::StatusOr<CheckpointManifest> found = FindNewestCheckpoint(checkpoint_dir_);
   if (ranks_ > 1) {
@@ -353,7 +463,9 @@ absl::Status Training::Resume() {
       found = FindCheckpoint(checkpoint_dir_, lo);
     }
   }
-  if (absl::IsNotFound(found.status())) return absl::OkStatus();  // nothing yet: start fresh
+  // Nothing of this layout: a checkpoint of another number of ranks is resharded, else the run
+  // starts fresh.
+  if (absl::IsNotFound(found.status())) return Reshard();
   if (!found.ok()) return found.status();
   const CheckpointManifest& m = *found;
   const std::string sizes = absl::StrJoin(mlp_->sizes(), ",");
@@ -736,6 +848,26 @@ void Training::OnCheckpointEnd() {
     return;
   }
   ++checkpoints_written_;
+  if (!resharded_from_.empty() && comm_->AllReduceMin(int64_t(1)) == 1) {
+    // Every rank has its first checkpoint in this layout (a rank that failed to write would
+    // have ended the job): the old layout goes, so no later resume can take it for the newest.
+    if (rank_ == 0) {
+      std::error_code ec;
+      for (const std::string& dir : resharded_from_) {
+        if (dir != config_.checkpoint_dir) {
+          std::filesystem::remove_all(dir, ec);
+          continue;
+        }
+        // A single process's checkpoints live in the folder itself, beside the ranks' folders.
+        for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+          if (entry.path().filename().string().rfind("ckpt-", 0) == 0) {
+            std::filesystem::remove_all(entry.path(), ec);
+          }
+        }
+      }
+    }
+    resharded_from_.clear();
+  }
   Emit(CheckpointLine(step_, examples_, full, checkpoint_dir_ + "/" + chain_.back()));
 }
 

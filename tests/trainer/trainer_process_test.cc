@@ -346,13 +346,55 @@ TEST_F(TrainerMpiTest, KillNineOfOneRankEndsTheJobAndItResumes) {
   EXPECT_EQ(Number(resumed.lines.back(), "examples"), Number(plain_final, "examples"));
   EXPECT_NEAR(Number(resumed.lines.back(), "auc"), Number(plain_final, "auc"), 0.002)
       << plain_final << "\n" << resumed.lines.back();
+}
 
-  // With another number of processes: refused, saying how many it had.
-  ChildResult three = RunTrainer(args, nullptr, Mpirun(3), nullptr, &err);
-  EXPECT_NE(three.exit_code, 0);
-  ASSERT_FALSE(three.lines.empty());
-  EXPECT_NE(three.lines.back().find("another number of ranks"), std::string::npos)
-      << three.lines.back();
+// Resharding: a job checkpointed by two ranks resumes as one process, and one process's as two
+// ranks; each ends with the uninterrupted run's AUC and examples (give or take the row each old
+// rank had read ahead), every id once, and the old layout gone.
+TEST_F(TrainerMpiTest, ResumesWithAnotherNumberOfRanks) {
+  const std::vector<std::string> common = {"--synthetic", "60000", "--batch-size", "256",
+                                           "--embedding-dim", "8", "--hidden", "32,16",
+                                           "--threads", "1", "--seed", "7", "--progress-every", "0",
+                                           "--checkpoint-every", "20", "--full-checkpoint-every", "2"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = common;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  ChildResult plain = RunTrainer(with({"--checkpoint-dir", dir_ + "/plain"}));
+  ASSERT_EQ(plain.exit_code, 0);
+  const std::string& want = plain.lines.back();
+  auto has = [](const std::string& dir, const std::string& prefix) {
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      if (entry.path().filename().string().rfind(prefix, 0) == 0) return true;
+    }
+    return false;
+  };
+  std::string err;
+  // Two ranks, then one process.
+  ChildResult first = RunTrainer(with({"--checkpoint-dir", dir_ + "/a", "--max-steps", "60"}),
+                                 nullptr, Mpirun(2), nullptr, &err);
+  ASSERT_EQ(first.exit_code, 0) << err;
+  ChildResult one = RunTrainer(with({"--checkpoint-dir", dir_ + "/a", "--resume"}));
+  ASSERT_EQ(one.exit_code, 0) << (one.lines.empty() ? "" : one.lines.back());
+  // One process, then two ranks.
+  ChildResult second = RunTrainer(with({"--checkpoint-dir", dir_ + "/b", "--max-steps", "60"}));
+  ASSERT_EQ(second.exit_code, 0);
+  ChildResult two = RunTrainer(with({"--checkpoint-dir", dir_ + "/b", "--resume"}), nullptr,
+                               Mpirun(2), nullptr, &err);
+  ASSERT_EQ(two.exit_code, 0) << err;
+  for (const ChildResult* r : {&one, &two}) {
+    const std::string& got = r->lines.back();
+    ASSERT_NE(got.find("\"event\":\"final\""), std::string::npos) << got;
+    EXPECT_EQ(Number(got, "steps"), Number(want, "steps")) << got;
+    EXPECT_NEAR(Number(got, "examples"), Number(want, "examples"), 2) << got;
+    EXPECT_EQ(Number(got, "rows"), Number(want, "rows")) << got;
+    EXPECT_NEAR(Number(got, "auc"), Number(want, "auc"), 0.003) << want << "\n" << got;
+  }
+  EXPECT_FALSE(has(dir_ + "/a", "rank-"));
+  EXPECT_TRUE(has(dir_ + "/a", "ckpt-"));
+  EXPECT_FALSE(has(dir_ + "/b", "ckpt-"));
+  EXPECT_TRUE(has(dir_ + "/b", "rank-0-of-2"));
 }
 
 // A rank that cannot start (here: its checkpoint folder's name is taken by a file) ends the
