@@ -1,4 +1,5 @@
 // HandleHttp: the routes of evoscaled's HTTP side (the server itself is http_server.cc).
+#include <map>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/types/span.h"
 #include "google/protobuf/util/json_util.h"
@@ -200,7 +202,26 @@ HttpResponse Analysis(StudyCore* core, ServiceMetrics* metrics, const std::strin
   req.fn = [&](const v1::Study& s, absl::Span<const v1::Trial> trials) -> absl::StatusOr<std::string> {
     absl::StatusOr<AnalysisOptions> options = ParseAnalysisQuery(s.spec(), query);
     if (!options.ok()) return options.status();
-    return StudyAnalysisJson(s, trials, *options, limit, absl::Now());
+    // Every open page asks every 2 s: an unchanged study's document is the last one, found by
+    // a fingerprint that costs a small part of building it (and of holding the study's lock).
+    const absl::Time now = absl::Now();
+    const std::string key =
+        absl::StrCat(study, "|", options->metric, "|", options->max_points, "|",
+                     options->max_curves, "|", options->max_curve_points, "|", limit.cpu_cores,
+                     "|", limit.memory_bytes);
+    const uint64_t fingerprint = AnalysisFingerprint(s, trials, now);
+    static absl::Mutex mu(absl::kConstInit);
+    static auto* cache = new std::map<std::string, std::pair<uint64_t, std::string>>();
+    {
+      absl::MutexLock lock(&mu);
+      auto it = cache->find(key);
+      if (it != cache->end() && it->second.first == fingerprint) return it->second.second;
+    }
+    std::string body = StudyAnalysisJson(s, trials, *options, limit, now);
+    absl::MutexLock lock(&mu);
+    if (cache->size() >= 256) cache->clear();  // bounded: a few pages' worth
+    (*cache)[key] = {fingerprint, body};
+    return body;
   };
   absl::StatusOr<std::string> body = core->Call(req);
   if (!body.ok()) return Error(body.status());

@@ -524,4 +524,42 @@ std::string StudyAnalysisJson(const v1::Study& study, absl::Span<const v1::Trial
   return doc.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+uint64_t AnalysisFingerprint(const v1::Study& study, absl::Span<const v1::Trial> trials,
+                             absl::Time now) {
+  // FNV-1a over the fields' bytes.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  };
+  auto mix_value = [&mix](auto v) { mix(&v, sizeof(v)); };
+  mix_value(int(study.state()));
+  mix_value(trials.size());
+  bool live_holding = false;
+  for (const v1::Trial& t : trials) {
+    mix_value(t.id());
+    mix_value(int(t.state()));
+    mix_value(t.measurements_size());
+    if (t.measurements_size() > 0) {  // a rerun's history of the same length differs here
+      const v1::Measurement& last = t.measurements(t.measurements_size() - 1);
+      mix_value(last.step());
+      for (const auto& [name, value] : last.metrics()) mix_value(value);
+    }
+    for (const auto& [name, value] : t.final_measurement().metrics()) {
+      mix(name.data(), name.size());
+      mix_value(value);
+    }
+    mix_value(t.resources().cpu_cores());
+    mix_value(t.resources().memory_bytes());
+    mix_value(t.usage().peak_memory_bytes());
+    mix_value(t.usage().wall_seconds());
+    mix_value(t.start_time().seconds());
+    mix_value(t.end_time().seconds());
+    live_holding = live_holding || (IsLive(t) && t.has_start_time() &&
+                                    (t.resources().cpu_cores() > 0 || t.resources().memory_bytes() > 0));
+  }
+  if (live_holding) mix_value(absl::ToUnixSeconds(now));
+  return h;
+}
+
 }  // namespace evoscale::service

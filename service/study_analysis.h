@@ -11,6 +11,7 @@
 #ifndef EVOSCALE_SERVICE_STUDY_ANALYSIS_H_
 #define EVOSCALE_SERVICE_STUDY_ANALYSIS_H_
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +46,14 @@ struct CapacityLimit {
 std::string StudyAnalysisJson(const v1::Study& study, absl::Span<const v1::Trial> trials,
                               const AnalysisOptions& options, const CapacityLimit& capacity,
                               absl::Time now);
+
+// What StudyAnalysisJson's answer depends on, hashed: each trial's id, state, number of
+// measurements and its last one, final values, request, usage and times, and the study's state; and, while trials that
+// hold resources run, the time to the second (their capacity intervals end "now"). Equal
+// fingerprints (for the same options) mean the same document, so a caller may keep the last
+// one: O(trials) and about 1/500th of the document's cost.
+uint64_t AnalysisFingerprint(const v1::Study& study, absl::Span<const v1::Trial> trials,
+                             absl::Time now);
 
 }  // namespace evoscale::service
 

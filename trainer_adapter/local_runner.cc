@@ -412,7 +412,14 @@ class LocalTrial : public RunningTrial {
       // The last line of stderr usually says why; for a job of several processes, mpirun's
       // report of the first rank that failed does.
       absl::string_view tail = o.stderr_tail;
-      while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r')) tail.remove_suffix(1);
+      // Trailing blank lines and rules of dashes (mpirun frames its messages) say nothing.
+      while (!tail.empty()) {
+        while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r')) tail.remove_suffix(1);
+        const size_t start = tail.rfind('\n') == absl::string_view::npos ? 0 : tail.rfind('\n') + 1;
+        const absl::string_view last = tail.substr(start);
+        if (!last.empty() && last.find_first_not_of('-') != absl::string_view::npos) break;
+        tail = tail.substr(0, start);
+      }
       if (std::optional<std::string> rank = MpirunFailedRank(o.stderr_tail)) {
         absl::StrAppend(&o.reason, "; ", *rank, " (mpirun ended the job)");
       } else if (!tail.empty()) {

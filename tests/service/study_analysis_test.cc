@@ -251,6 +251,37 @@ TEST(StudyAnalysisTest, CapacityIsTheStepFunctionOfRunningRequests) {
   EXPECT_EQ(r["cpu_used"], json({0.5, 1.0, nullptr}));  // no wall time yet: no mean
 }
 
+// The fingerprint moves with everything the document shows, and only then.
+TEST(StudyAnalysisTest, FingerprintChangesWithWhatTheDocumentShows) {
+  const v1::Study study = MakeStudy();
+  const absl::Time now = absl::FromUnixSeconds(1000);
+  std::vector<v1::Trial> trials = {Succeeded(1, 0.5, 0.1), Succeeded(2, 0.4, 0.2)};
+  const uint64_t base = AnalysisFingerprint(study, trials, now);
+  EXPECT_EQ(AnalysisFingerprint(study, trials, now), base);
+  // No running trial holds resources: the time does not matter.
+  EXPECT_EQ(AnalysisFingerprint(study, trials, now + absl::Seconds(30)), base);
+  std::vector<v1::Trial> changed = trials;
+  auto* m = changed[0].add_measurements();
+  m->set_step(1);
+  (*m->mutable_metrics())["loss"] = 0.9;
+  EXPECT_NE(AnalysisFingerprint(study, changed, now), base);
+  changed = trials;
+  (*changed[1].mutable_final_measurement()->mutable_metrics())["loss"] = 0.41;
+  EXPECT_NE(AnalysisFingerprint(study, changed, now), base);
+  changed = trials;
+  changed[1].set_state(v1::Trial::STOPPED);
+  EXPECT_NE(AnalysisFingerprint(study, changed, now), base);
+  changed = trials;
+  changed[0].mutable_resources()->set_memory_bytes(1 << 20);
+  EXPECT_NE(AnalysisFingerprint(study, changed, now), base);
+  changed = trials;
+  changed.push_back(Succeeded(3, 0.3, 0.3));
+  EXPECT_NE(AnalysisFingerprint(study, changed, now), base);
+  // A running trial that holds resources: its capacity interval ends now.
+  changed = {Managed(1, 100, 0, 1, 1 << 20)};
+  EXPECT_NE(AnalysisFingerprint(study, changed, now), AnalysisFingerprint(study, changed, now + absl::Seconds(1)));
+}
+
 TEST(StudyAnalysisTest, QueryErrorsNameTheField) {
   const v1::Study s = MakeStudy();
   auto parse = [&](std::vector<std::pair<std::string, std::string>> q) {
@@ -307,6 +338,17 @@ TEST_F(AnalysisHttpTest, AnalysisAndTheTrialTable) {
   EXPECT_EQ(a["history"]["total"], 30);
   EXPECT_LE(a["history"]["trial_ids"].size(), 10u);
   EXPECT_EQ(a["history"]["best"].back(), 1.0 / 30);
+  // Asked again unchanged: the same document; after a new trial, the new one.
+  EXPECT_EQ(Get("/api/v1/studies/1/analysis?max_points=10").body, r.body);
+  v1::CreateTrialRequest more;
+  more.set_parent("studies/1");
+  *more.mutable_trial() = Succeeded(0, 0.001, 0.5);
+  more.mutable_trial()->clear_id();
+  more.mutable_trial()->clear_name();
+  ASSERT_TRUE(core_->Call(more).ok());
+  const json after = json::parse(Get("/api/v1/studies/1/analysis?max_points=10").body);
+  EXPECT_EQ(after["history"]["total"], 31);
+  EXPECT_EQ(after["history"]["best"].back(), 0.001);
 
   // Sorted by loss, SGD only (percent-encoded as a browser sends it), 5 a page.
   r = Get("/api/v1/studies/1/trials?order_by=metric%3Aloss&param=opt%3Asgd&page_size=5");
