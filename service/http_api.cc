@@ -69,14 +69,18 @@ HttpResponse Error(const absl::Status& st) {
               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
 }
 
-template <typename M>
-HttpResponse Json(const absl::StatusOr<M>& m) {
-  if (!m.ok()) return Error(m.status());
+google::protobuf::util::JsonPrintOptions PrintOptions() {
   google::protobuf::util::JsonPrintOptions opts;
   opts.preserve_proto_field_names = true;
   opts.always_print_primitive_fields = true;
+  return opts;
+}
+
+template <typename M>
+HttpResponse Json(const absl::StatusOr<M>& m) {
+  if (!m.ok()) return Error(m.status());
   HttpResponse r;
-  auto st = google::protobuf::util::MessageToJsonString(*m, &r.body, opts);
+  auto st = google::protobuf::util::MessageToJsonString(*m, &r.body, PrintOptions());
   if (!st.ok()) return Error(absl::InternalError(std::string(st.message())));
   return r;
 }
@@ -139,30 +143,18 @@ std::optional<HttpResponse> WebFile(absl::string_view path) {
   return std::nullopt;
 }
 
-absl::StatusOr<int> IntParam(absl::string_view field, absl::string_view text, int lo, int hi) {
-  int n = 0;
-  if (!absl::SimpleAtoi(text, &n) || n < lo || n > hi) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": \"", text, "\" is not an integer in [", lo, ", ", hi, "]"));
-  }
-  return n;
-}
-
 // The query's max_points (2..100000), or `fallback` when it has none.
 absl::StatusOr<int> MaxPoints(const std::vector<std::pair<std::string, std::string>>& query,
                               int fallback) {
   for (const auto& [k, v] : query) {
-    if (k == "max_points") return IntParam(k, v, 2, 100000);
+    if (k == "max_points") return IntQueryParam(k, v, 2, 100000);
   }
   return fallback;
 }
 
 std::string ProtoJson(const google::protobuf::Message& m) {
-  google::protobuf::util::JsonPrintOptions opts;
-  opts.preserve_proto_field_names = true;
-  opts.always_print_primitive_fields = true;
   std::string out;
-  (void)google::protobuf::util::MessageToJsonString(m, &out, opts);
+  (void)google::protobuf::util::MessageToJsonString(m, &out, PrintOptions());
   return out;
 }
 

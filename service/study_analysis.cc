@@ -18,8 +18,8 @@
 #include "absl/types/span.h"
 #include "evoscale/v1/study.pb.h"
 #include "nlohmann/json.hpp"
-#include "search/pareto.h"
 #include "search/types.h"
+#include "service/study/study_converter.h"
 
 namespace evoscale::service {
 namespace {
@@ -155,18 +155,6 @@ json AxisValue(const v1::Trial& t, const ParamInfo& info) {
     }
   }
   return nullptr;
-}
-
-std::vector<search::MetricConfig> Metrics(const v1::StudySpec& spec) {
-  std::vector<search::MetricConfig> out;
-  for (const v1::MetricSpec& m : spec.metrics()) {
-    search::MetricConfig c{.name = m.name(),
-                           .goal = m.goal() == v1::MetricSpec::MINIMIZE ? search::Goal::kMinimize
-                                                                        : search::Goal::kMaximize};
-    if (m.has_safety_threshold()) c.safety_threshold = m.safety_threshold();
-    out.push_back(std::move(c));
-  }
-  return out;
 }
 
 // Optimisation history: each succeeded trial's value and the best so far, by trial id.
@@ -376,29 +364,34 @@ json CapacityUse(absl::Span<const v1::Trial> trials, size_t max_points, const Ca
 
 }  // namespace
 
+absl::StatusOr<int> IntQueryParam(absl::string_view field, absl::string_view text, int lo,
+                                  int hi) {
+  int n = 0;
+  if (!absl::SimpleAtoi(text, &n) || n < lo || n > hi) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": \"", text, "\" is not an integer in [", lo, ", ", hi, "]"));
+  }
+  return n;
+}
+
 absl::StatusOr<AnalysisOptions> ParseAnalysisQuery(
     const v1::StudySpec& spec, const std::vector<std::pair<std::string, std::string>>& query) {
   AnalysisOptions o;
-  auto bounded = [](const std::string& field, const std::string& text, int lo, int hi,
-                    int* out) -> absl::Status {
-    if (!absl::SimpleAtoi(text, out) || *out < lo || *out > hi) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ": \"", text,
-                                                     "\" is not an integer in [", lo, ", ", hi, "]"));
-    }
-    return absl::OkStatus();
-  };
   for (const auto& [k, v] : query) {
-    absl::Status st;
+    absl::StatusOr<int> n = 0;
     if (k == "metric") {
       o.metric = v;
     } else if (k == "max_points") {
-      st = bounded(k, v, 10, 100000, &o.max_points);
+      n = IntQueryParam(k, v, 10, 100000);
+      if (n.ok()) o.max_points = *n;
     } else if (k == "max_curves") {
-      st = bounded(k, v, 0, 1000, &o.max_curves);
+      n = IntQueryParam(k, v, 0, 1000);
+      if (n.ok()) o.max_curves = *n;
     } else if (k == "max_curve_points") {
-      st = bounded(k, v, 2, 10000, &o.max_curve_points);
+      n = IntQueryParam(k, v, 2, 10000);
+      if (n.ok()) o.max_curve_points = *n;
     }
-    if (!st.ok()) return st;
+    if (!n.ok()) return n.status();
   }
   if (spec.metrics().empty()) {
     return absl::FailedPreconditionError("the study has no metrics to analyse");
@@ -441,23 +434,13 @@ std::string StudyAnalysisJson(const v1::Study& study, absl::Span<const v1::Trial
   const size_t max_points = static_cast<size_t>(options.max_points);
 
   // The Pareto front over every objective, when there are several (as ListOptimalTrials).
-  std::vector<search::MetricConfig> configs = Metrics(spec);
-  const size_t objectives = std::count_if(configs.begin(), configs.end(), [](const auto& c) {
-    return !c.safety_threshold.has_value();
-  });
+  const auto objectives = std::count_if(spec.metrics().begin(), spec.metrics().end(),
+                                        [](const v1::MetricSpec& m) { return !m.has_safety_threshold(); });
   std::vector<int64_t> front;
   if (objectives >= 2) {
-    std::vector<search::Trial> succeeded;
-    for (const v1::Trial& t : trials) {
-      if (t.state() != v1::Trial::SUCCEEDED) continue;
-      search::Trial s;
-      s.id = t.id();
-      s.status = search::TrialStatus::kSucceeded;
-      s.final_measurement.metrics.insert(t.final_measurement().metrics().begin(),
-                                         t.final_measurement().metrics().end());
-      succeeded.push_back(std::move(s));
-    }
-    for (size_t i : search::OptimalTrials(configs, succeeded)) front.push_back(succeeded[i].id);
+    // A stored study's spec passed the same validation: its metrics convert.
+    absl::StatusOr<std::vector<search::MetricConfig>> configs = MetricConfigs(spec);
+    if (configs.ok()) front = OptimalTrialIds(*configs, trials);
   }
 
   // Points (parallel coordinates, slices, the Pareto chart): the front, the best quarter, then

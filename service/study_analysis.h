@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "evoscale/v1/study.pb.h"
@@ -29,6 +30,9 @@ struct AnalysisOptions {
   int max_curves = 100;      // learning curves: 0..1000
   int max_curve_points = 200;  // per curve: 2..10000
 };
+
+// An integer query field within [lo, hi]; else INVALID_ARGUMENT naming the field and the text.
+absl::StatusOr<int> IntQueryParam(absl::string_view field, absl::string_view text, int lo, int hi);
 
 // Reads metric, max_points, max_curves and max_curve_points from an HTTP query; a bad value is
 // INVALID_ARGUMENT naming the field. Other keys are ignored.

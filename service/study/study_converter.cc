@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "search/designers.h"
+#include "search/pareto.h"
 #include "trainer_adapter/trial_runner.h"
 
 namespace evoscale::service {
@@ -736,6 +737,28 @@ search::Measurement ToSearchMeasurement(const v1::Measurement& m) {
   return out;
 }
 }  // namespace
+
+absl::StatusOr<std::vector<search::MetricConfig>> MetricConfigs(const v1::StudySpec& spec) {
+  return ToMetrics(spec);
+}
+
+std::vector<int64_t> OptimalTrialIds(absl::Span<const search::MetricConfig> metrics,
+                                     absl::Span<const v1::Trial> trials) {
+  // Only what OptimalTrials reads: the id, the status and the final values.
+  std::vector<search::Trial> succeeded;
+  for (const v1::Trial& t : trials) {
+    if (t.state() != v1::Trial::SUCCEEDED) continue;
+    search::Trial st;
+    st.id = t.id();
+    st.status = search::TrialStatus::kSucceeded;
+    st.final_measurement.metrics.insert(t.final_measurement().metrics().begin(),
+                                        t.final_measurement().metrics().end());
+    succeeded.push_back(std::move(st));
+  }
+  std::vector<int64_t> ids;
+  for (size_t i : search::OptimalTrials(metrics, succeeded)) ids.push_back(succeeded[i].id);
+  return ids;
+}
 
 search::Trial ToSearchTrial(const v1::Trial& trial) {
   search::Trial t;

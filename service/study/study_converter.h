@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "evoscale/v1/study.pb.h"
 #include "search/early_stopping.h"
 #include "search/types.h"
@@ -53,6 +54,14 @@ std::map<std::string, std::string> TrialTemplateNames(const v1::StudySpec& spec)
 
 void SetParameters(const search::ParameterDict& params, v1::Trial* trial);
 search::Trial ToSearchTrial(const v1::Trial& trial);
+
+// The spec's metrics as the designers see them (validated as CreateStudy validates them).
+absl::StatusOr<std::vector<search::MetricConfig>> MetricConfigs(const v1::StudySpec& spec);
+
+// The ids, in order, of the optimal trials among `trials` (search::OptimalTrials over the
+// SUCCEEDED ones): those tied for the best of one objective, the Pareto front of several.
+std::vector<int64_t> OptimalTrialIds(absl::Span<const search::MetricConfig> metrics,
+                                     absl::Span<const v1::Trial> trials);
 
 }  // namespace evoscale::service
 

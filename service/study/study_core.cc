@@ -1091,21 +1091,9 @@ absl::StatusOr<v1::ListOptimalTrialsResponse> StudyCore::Apply(
   StudyState& s = **found;
   absl::MutexLock lock(&s.mu);
   if (s.deleted) return NotFoundStudy(s.id);
-  std::vector<search::Trial> succeeded;
-  std::vector<int64_t> ids;
-  for (const v1::Trial& t : s.trials) {
-    if (t.state() != v1::Trial::SUCCEEDED) continue;
-    search::Trial st;
-    st.id = t.id();
-    st.status = search::TrialStatus::kSucceeded;
-    st.final_measurement.metrics.insert(t.final_measurement().metrics().begin(),
-                                        t.final_measurement().metrics().end());
-    succeeded.push_back(std::move(st));
-    ids.push_back(t.id());
-  }
   v1::ListOptimalTrialsResponse resp;
-  for (size_t i : search::OptimalTrials(s.problem.metrics, succeeded)) {
-    *resp.add_optimal_trials() = s.trial(ids[i]);
+  for (int64_t id : OptimalTrialIds(s.problem.metrics, s.trials)) {
+    *resp.add_optimal_trials() = s.trial(id);
   }
   return resp;
 }
