@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <thread>
 #include <tuple>
@@ -94,6 +95,16 @@ class Training {
   // final line's details of the tables and the model.
   absl::StatusOr<BinaryMetrics> Evaluate();
   void GatherEvalInputs(const ExampleBatch& batch, std::vector<uint32_t>* rows);
+  // Looks up (never inserting) shard.keys[0..m) and copies row k to dst(k), zeros for an id
+  // never trained.
+  template <typename Dst>
+  void FindRows(Shard& shard, size_t m, std::vector<uint32_t>* rows, Dst dst_of) const;
+  // The dense features of examples [i0, i1) of `batch` into their rows of x_.
+  void CopyDense(const ExampleBatch& batch, int i0, int i1);
+  // x_ holds `batch`'s embeddings: its dense features, the MLP's logits, into `metrics`.
+  void ForwardEvalBatch(const ExampleBatch& batch, BinaryMetrics* metrics);
+  // This rank's reader of the training or the evaluation rows.
+  BatchReaderOptions ReaderFor(bool for_eval) const;
   nlohmann::ordered_json ModelDetails(uint64_t peak_rss_bytes) const;
 
   struct StepEnd {
@@ -143,6 +154,14 @@ class Training {
   };
 
   absl::Status Resume();
+  // The shape checkpoint `m` (at `where`) must share with this run: embedding-dim, sparse
+  // optimizer, MLP sizes, and shards when `same_shards` (resuming this run's own layout).
+  absl::Status CheckShape(const CheckpointManifest& m, const std::string& where,
+                          bool same_shards) const;
+  // Fills each local shard with load(s), in parallel by the workers that will own them, starts
+  // their change tracking at dense.step, then reads the dense state of `dense` in `dense_dir`.
+  absl::Status LoadState(const std::string& dense_dir, const CheckpointManifest& dense,
+                         const std::function<absl::Status(int s)>& load);
   absl::Status FindOtherLayout(std::vector<std::string>* dirs) const;
   absl::Status Reshard();
   absl::StatusOr<std::unique_ptr<ExampleSource>> OpenSource(bool for_eval,
@@ -303,12 +322,16 @@ absl::Status Training::Setup() {
   }
   absl::StatusOr<std::unique_ptr<ExampleSource>> source = OpenSource(false, position_);
   if (!source.ok()) return source.status();
-  BatchReaderOptions reader = internal::ReaderOptions(config_, batch_size_, num_shards_ * ranks_,
-                                                      /*for_eval=*/false);
-  reader.filter.ranks = ranks_;
-  reader.filter.rank = rank_;
-  reader_ = std::make_unique<BatchReader>(*std::move(source), reader);
+  reader_ = std::make_unique<BatchReader>(*std::move(source), ReaderFor(/*for_eval=*/false));
   return absl::OkStatus();
+}
+
+BatchReaderOptions Training::ReaderFor(bool for_eval) const {
+  BatchReaderOptions options =
+      internal::ReaderOptions(config_, batch_size_, num_shards_ * ranks_, for_eval);
+  options.filter.ranks = ranks_;
+  options.filter.rank = rank_;
+  return options;
 }
 
 absl::StatusOr<std::unique_ptr<ExampleSource>> Training::OpenSource(bool for_eval,
@@ -322,6 +345,44 @@ absl::StatusOr<std::unique_ptr<ExampleSource>> Training::OpenSource(bool for_eva
     return OpenCriteoFile(config_.test_path.empty() ? config_.train_path : config_.test_path, 1);
   }
   return OpenCriteoFile(config_.train_path, config_.epochs, start);
+}
+
+absl::Status Training::CheckShape(const CheckpointManifest& m, const std::string& where,
+                                  bool same_shards) const {
+  const std::string sizes = absl::StrJoin(mlp_->sizes(), ",");
+  auto mismatch = [&](const char* what, const std::string& have, const std::string& want) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint ", where, " has ", what, " ", have, " but this run has ", want));
+  };
+  if (same_shards && m.shards != num_shards_) {
+    return mismatch("shards", absl::StrCat(m.shards), absl::StrCat(num_shards_));
+  }
+  if (m.dim != dim_) return mismatch("embedding-dim", absl::StrCat(m.dim), absl::StrCat(dim_));
+  if (m.optimizer != SparseOptimizerName(config_.sparse.kind)) {
+    return mismatch("optimizer-sparse", m.optimizer,
+                    std::string(SparseOptimizerName(config_.sparse.kind)));
+  }
+  if (m.mlp_sizes != sizes) return mismatch("MLP sizes", m.mlp_sizes, sizes);
+  return absl::OkStatus();
+}
+
+absl::Status Training::LoadState(const std::string& dense_dir, const CheckpointManifest& dense,
+                                 const std::function<absl::Status(int s)>& load) {
+  std::vector<std::thread> loaders;
+  for (int t = 0; t < threads_; ++t) {
+    loaders.emplace_back([&, t] {
+      for (int s = t; s < num_shards_; s += threads_) shards_[s].checkpoint_status = load(s);
+    });
+  }
+  for (auto& th : loaders) th.join();
+  for (Shard& shard : shards_) {
+    if (!shard.checkpoint_status.ok()) return shard.checkpoint_status;
+    std::vector<uint32_t> rows;
+    std::vector<uint64_t> erased;
+    shard.table->TakeChanges(uint32_t(dense.step), &rows, &erased);  // changes count from here
+  }
+  return LoadDenseCheckpoint(dense_dir, dense, &adam_step_, mlp_->params(), mlp_->adam_m(),
+                             mlp_->adam_v());
 }
 
 // Finds a checkpoint of another layout in checkpoint_dir: folders rank-Q-of-M of a job of M
@@ -383,40 +444,20 @@ absl::Status Training::Reshard() {
     ms.push_back(*std::move(m));
   }
   const CheckpointManifest& m0 = ms[0];
-  const std::string sizes = absl::StrJoin(mlp_->sizes(), ",");
-  if (m0.dim != dim_ || m0.optimizer != SparseOptimizerName(config_.sparse.kind) ||
-      m0.mlp_sizes != sizes) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint ", old[0], "/", CheckpointName(step), " has embedding-dim ", m0.dim,
-        ", optimizer-sparse ", m0.optimizer, ", MLP sizes ", m0.mlp_sizes, " but this run has ",
-        dim_, ", ", SparseOptimizerName(config_.sparse.kind), ", ", sizes));
-  }
+  status = CheckShape(m0, absl::StrCat(old[0], "/", CheckpointName(step)), /*same_shards=*/false);
+  if (!status.ok()) return status;
   const uint32_t global = uint32_t(ranks_ * num_shards_);
-  std::vector<std::thread> loaders;
-  for (int t = 0; t < threads_; ++t) {
-    loaders.emplace_back([&, t] {
-      for (int s = t; s < num_shards_; s += threads_) {
-        const uint32_t mine = uint32_t(rank_ * num_shards_ + s);
-        const auto keep = [&](uint64_t key) { return ShardOfFid(key, global) == mine; };
-        absl::Status& st = shards_[s].checkpoint_status;
-        st = absl::OkStatus();
-        for (size_t q = 0; q < old.size() && st.ok(); ++q) {
-          for (int os = 0; os < ms[q].shards && st.ok(); ++os) {
-            st = LoadShardCheckpoint(old[q], ms[q], os, *shards_[s].table, keep);
-          }
-        }
+  status = LoadState(old[0], m0, [&](int s) {
+    const uint32_t mine = uint32_t(rank_ * num_shards_ + s);
+    const auto keep = [&](uint64_t key) { return ShardOfFid(key, global) == mine; };
+    for (size_t q = 0; q < old.size(); ++q) {
+      for (int os = 0; os < ms[q].shards; ++os) {
+        absl::Status st = LoadShardCheckpoint(old[q], ms[q], os, *shards_[s].table, keep);
+        if (!st.ok()) return st;
       }
-    });
-  }
-  for (auto& th : loaders) th.join();
-  for (Shard& shard : shards_) {
-    if (!shard.checkpoint_status.ok()) return shard.checkpoint_status;
-    std::vector<uint32_t> rows;
-    std::vector<uint64_t> erased;
-    shard.table->TakeChanges(uint32_t(step), &rows, &erased);
-  }
-  status = LoadDenseCheckpoint(old[0], m0, &adam_step_, mlp_->params(), mlp_->adam_m(),
-                               mlp_->adam_v());
+    }
+    return absl::OkStatus();
+  });
   if (!status.ok()) return status;
   int64_t examples = 0;
   position_ = ms[0].position;
@@ -468,40 +509,12 @@ absl::Status Training::Resume() {
   if (absl::IsNotFound(found.status())) return Reshard();
   if (!found.ok()) return found.status();
   const CheckpointManifest& m = *found;
-  const std::string sizes = absl::StrJoin(mlp_->sizes(), ",");
-  auto mismatch = [&](const char* what, const std::string& have, const std::string& want) {
-    return absl::FailedPreconditionError(absl::StrCat("checkpoint ", checkpoint_dir_, "/",
-                                                      m.chain.back(), " has ", what, " ", have,
-                                                      " but this run has ", want));
-  };
-  if (m.shards != num_shards_) {
-    return mismatch("shards", absl::StrCat(m.shards), absl::StrCat(num_shards_));
-  }
-  if (m.dim != dim_) return mismatch("embedding-dim", absl::StrCat(m.dim), absl::StrCat(dim_));
-  if (m.optimizer != SparseOptimizerName(config_.sparse.kind)) {
-    return mismatch("optimizer-sparse", m.optimizer,
-                    std::string(SparseOptimizerName(config_.sparse.kind)));
-  }
-  if (m.mlp_sizes != sizes) return mismatch("MLP sizes", m.mlp_sizes, sizes);
-  // Shards load in parallel, each by the worker that will own it.
-  std::vector<std::thread> loaders;
-  for (int t = 0; t < threads_; ++t) {
-    loaders.emplace_back([&, t] {
-      for (int s = t; s < num_shards_; s += threads_) {
-        shards_[s].checkpoint_status =
-            LoadShardCheckpoint(checkpoint_dir_, m, s, *shards_[s].table);
-      }
-    });
-  }
-  for (auto& th : loaders) th.join();
-  for (Shard& shard : shards_) {
-    if (!shard.checkpoint_status.ok()) return shard.checkpoint_status;
-    std::vector<uint32_t> rows;
-    std::vector<uint64_t> erased;
-    shard.table->TakeChanges(uint32_t(m.step), &rows, &erased);  // changes count from here
-  }
-  absl::Status status = LoadDenseCheckpoint(checkpoint_dir_, m, &adam_step_, mlp_->params(),
-                                            mlp_->adam_m(), mlp_->adam_v());
+  absl::Status status =
+      CheckShape(m, absl::StrCat(checkpoint_dir_, "/", m.chain.back()), /*same_shards=*/true);
+  if (!status.ok()) return status;
+  status = LoadState(checkpoint_dir_, m, [&](int s) {
+    return LoadShardCheckpoint(checkpoint_dir_, m, s, *shards_[s].table);
+  });
   if (!status.ok()) return status;
   step_ = m.step;
   examples_ = m.examples;
@@ -595,10 +608,7 @@ void Training::Worker(int t) {
                  [&](size_t k) { return ex_.rows_out.data() + size_t(index[k]) * dim_; });
     }
     const int r0 = int(int64_t(n) * t / threads_), r1 = int(int64_t(n) * (t + 1) / threads_);
-    for (int i = r0; i < r1; ++i) {
-      std::memcpy(&x_[size_t(i) * input_ + kNumCategorical * dim_],
-                  &batch->dense[size_t(i) * kNumDense], sizeof(float) * kNumDense);
-    }
+    CopyDense(*batch, r0, r1);
     barrier_a_.arrive_and_wait();
     // Phase 2: the MLP on this worker's slice of the batch.
     Mlp::Workspace& ws = workspaces_[t];
@@ -898,25 +908,18 @@ absl::StatusOr<BinaryMetrics> Training::Evaluate() {
   if (ranks_ > 1) return EvaluateDistributed();
   absl::StatusOr<std::unique_ptr<ExampleSource>> source = OpenSource(true, {});
   if (!source.ok()) return source.status();
-  const BatchReaderOptions options =
-      internal::ReaderOptions(config_, config_.batch_size, num_shards_, /*for_eval=*/true);
+  const BatchReaderOptions options = ReaderFor(/*for_eval=*/true);
   BinaryMetrics metrics;
   if (config_.test_path.empty() && options.filter.holdout_every <= 0) return metrics;
   BatchReader reader(*std::move(source), options);
-  Mlp::Workspace& ws = workspaces_[0];
   std::vector<uint32_t> rows;
   while (true) {
     absl::StatusOr<std::unique_ptr<ExampleBatch>> got = reader.Next();
     if (!got.ok()) return got.status();
     std::unique_ptr<ExampleBatch> batch = *std::move(got);
     if (batch == nullptr) break;
-    const int n = batch->size;
     GatherEvalInputs(*batch, &rows);
-    for (int r0 = 0; r0 < n; r0 += ws.max_rows) {
-      const int r1 = std::min(n, r0 + ws.max_rows);
-      mlp_->Forward(ws, &x_[size_t(r0) * input_], r1 - r0, &logits_[r0]);
-    }
-    metrics.Add(logits_.data(), batch->labels.data(), size_t(n));
+    ForwardEvalBatch(*batch, &metrics);
     reader.Recycle(std::move(batch));
   }
   return metrics;
@@ -928,14 +931,10 @@ absl::StatusOr<BinaryMetrics> Training::Evaluate() {
 absl::StatusOr<BinaryMetrics> Training::EvaluateDistributed() {
   absl::StatusOr<std::unique_ptr<ExampleSource>> source = OpenSource(true, {});
   if (!source.ok()) Fail(source.status());  // the others would wait for this rank's batches
-  BatchReaderOptions options = internal::ReaderOptions(config_, batch_size_, num_shards_ * ranks_,
-                                                       /*for_eval=*/true);
-  options.filter.ranks = ranks_;
-  options.filter.rank = rank_;
+  const BatchReaderOptions options = ReaderFor(/*for_eval=*/true);
   BinaryMetrics mine;
   if (config_.test_path.empty() && options.filter.holdout_every <= 0) return mine;
   BatchReader reader(*std::move(source), options);
-  Mlp::Workspace& ws = workspaces_[0];
   std::vector<uint32_t> rows;
   while (true) {
     absl::StatusOr<std::unique_ptr<ExampleBatch>> got = reader.Next();
@@ -947,32 +946,15 @@ absl::StatusOr<BinaryMetrics> Training::EvaluateDistributed() {
       const std::vector<uint32_t>& index = ex_.local_index[s];
       Shard& shard = shards_[s];
       shard.keys.resize(index.size());
-      rows.resize(index.size());
       for (size_t k = 0; k < index.size(); ++k) shard.keys[k] = ex_.recv_keys[index[k]];
-      shard.table->FindBatch(shard.keys.data(), index.size(), rows.data());
-      for (size_t k = 0; k < index.size(); ++k) {
-        float* dst = ex_.rows_out.data() + size_t(index[k]) * dim_;
-        if (rows[k] == EmbeddingTable::kNoRow) {
-          std::memset(dst, 0, sizeof(float) * dim_);  // never trained: no information
-        } else {
-          std::memcpy(dst, shard.table->embedding(rows[k]), sizeof(float) * dim_);
-        }
-      }
+      FindRows(shard, index.size(), &rows,
+               [&](size_t k) { return ex_.rows_out.data() + size_t(index[k]) * dim_; });
     }
     comm_->AllToAllVKnown(ex_.rows_out, RowCounts(ex_.recv_counts), &ex_.rows_in,
                           RowCounts(ex_.send_counts));
     if (batch == nullptr) continue;
-    const int n = batch->size;
     CopyExchanged(*batch, &ex_.rows_in, /*to_input=*/true);
-    for (int i = 0; i < n; ++i) {
-      std::memcpy(&x_[size_t(i) * input_ + kNumCategorical * dim_],
-                  &batch->dense[size_t(i) * kNumDense], sizeof(float) * kNumDense);
-    }
-    for (int r0 = 0; r0 < n; r0 += ws.max_rows) {
-      const int r1 = std::min(n, r0 + ws.max_rows);
-      mlp_->Forward(ws, &x_[size_t(r0) * input_], r1 - r0, &logits_[r0]);
-    }
-    mine.Add(logits_.data(), batch->labels.data(), size_t(n));
+    ForwardEvalBatch(*batch, &mine);
     reader.Recycle(std::move(batch));
   }
   std::vector<float> logits, labels;
@@ -988,24 +970,42 @@ void Training::GatherEvalInputs(const ExampleBatch& batch, std::vector<uint32_t>
     Shard& shard = shards_[s];
     const auto& positions = batch.shard_positions[s];
     shard.keys.resize(positions.size());
-    rows->resize(positions.size());
     for (size_t k = 0; k < positions.size(); ++k) shard.keys[k] = batch.fids[positions[k]];
-    shard.table->FindBatch(shard.keys.data(), positions.size(), rows->data());
-    for (size_t k = 0; k < positions.size(); ++k) {
-      const uint32_t p = positions[k];
-      float* dst =
-          x_.data() + InputOffset(p);
-      if ((*rows)[k] == EmbeddingTable::kNoRow) {
-        std::memset(dst, 0, sizeof(float) * dim_);  // never trained: no information
-      } else {
-        std::memcpy(dst, shard.table->embedding((*rows)[k]), sizeof(float) * dim_);
-      }
+    FindRows(shard, positions.size(), rows,
+             [&](size_t k) { return x_.data() + InputOffset(positions[k]); });
+  }
+}
+
+template <typename Dst>
+void Training::FindRows(Shard& shard, size_t m, std::vector<uint32_t>* rows, Dst dst_of) const {
+  rows->resize(m);
+  shard.table->FindBatch(shard.keys.data(), m, rows->data());
+  for (size_t k = 0; k < m; ++k) {
+    float* dst = dst_of(k);
+    if ((*rows)[k] == EmbeddingTable::kNoRow) {
+      std::memset(dst, 0, sizeof(float) * dim_);  // never trained: no information
+    } else {
+      std::memcpy(dst, shard.table->embedding((*rows)[k]), sizeof(float) * dim_);
     }
   }
-  for (int i = 0; i < batch.size; ++i) {
+}
+
+void Training::CopyDense(const ExampleBatch& batch, int i0, int i1) {
+  for (int i = i0; i < i1; ++i) {
     std::memcpy(&x_[size_t(i) * input_ + kNumCategorical * dim_],
                 &batch.dense[size_t(i) * kNumDense], sizeof(float) * kNumDense);
   }
+}
+
+void Training::ForwardEvalBatch(const ExampleBatch& batch, BinaryMetrics* metrics) {
+  const int n = batch.size;
+  CopyDense(batch, 0, n);
+  Mlp::Workspace& ws = workspaces_[0];
+  for (int r0 = 0; r0 < n; r0 += ws.max_rows) {
+    const int r1 = std::min(n, r0 + ws.max_rows);
+    mlp_->Forward(ws, &x_[size_t(r0) * input_], r1 - r0, &logits_[r0]);
+  }
+  metrics->Add(logits_.data(), batch.labels.data(), size_t(n));
 }
 
 nlohmann::ordered_json Training::ModelDetails(uint64_t peak_rss_bytes) const {
