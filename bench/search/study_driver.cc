@@ -46,6 +46,7 @@ class LibraryStudy final : public StudyDriver {
       trial.id = static_cast<int64_t>(trials_.size()) + 1;
       Suggestion s{trial.id, {}};
       for (int i = 0; i < setup_.dims; ++i) s.x.push_back(std::get<double>(dict.at(ParameterName(i))));
+      s.params = dict;
       trial.parameters = std::move(dict);
       trials_.push_back(std::move(trial));
       pending_.insert(s.id);
@@ -199,7 +200,8 @@ std::string AlgorithmName(search::Algorithm algorithm) {
 
 absl::StatusOr<std::unique_ptr<StudyDriver>> NewLibraryStudy(const StudySetup& setup) {
   search::ProblemStatement problem;
-  for (int i = 0; i < setup.dims; ++i) {
+  problem.space = setup.space;
+  for (int i = 0; i < setup.dims && setup.space.parameters.empty(); ++i) {
     search::ParameterConfig p;
     p.name = ParameterName(i);
     p.type = search::ParameterType::kDouble;
@@ -220,6 +222,9 @@ absl::StatusOr<std::unique_ptr<StudyDriver>> NewLibraryStudy(const StudySetup& s
 
 absl::StatusOr<std::unique_ptr<StudyDriver>> NewGrpcStudy(const std::string& server,
                                                           const StudySetup& setup) {
+  if (!setup.space.parameters.empty()) {
+    return absl::UnimplementedError("search_bench drives evoscaled over gRPC with a box only");
+  }
   auto stub = v1::StudyService::NewStub(
       grpc::CreateChannel(server, grpc::InsecureChannelCredentials()));
   auto study = std::make_unique<GrpcStudy>(setup, std::move(stub));

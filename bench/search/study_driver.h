@@ -19,6 +19,7 @@ namespace evoscale::bench {
 struct Suggestion {
   int64_t id = 0;
   std::vector<double> x;  // x0, x1, ... in order
+  search::ParameterDict params;  // the library study's assignment as suggested
 };
 
 class StudyDriver {
@@ -29,10 +30,11 @@ class StudyDriver {
   virtual absl::Status Complete(int64_t id, const std::map<std::string, double>& metrics) = 0;
 };
 
-// A box [lower, upper]^dims of doubles named x0..x{dims-1}, the given metrics (all
-// minimised), an algorithm and a seed.
+// A box [lower, upper]^dims of doubles named x0..x{dims-1} (or, on the library only, any
+// `space`), the given metrics (all minimised), an algorithm and a seed.
 struct StudySetup {
   int dims = 0;
+  search::SearchSpace space;  // used instead of the box when it has parameters
   double lower = 0, upper = 1;
   std::vector<std::string> metrics;
   search::Algorithm algorithm = search::Algorithm::kGenetic;

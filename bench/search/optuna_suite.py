@@ -1,0 +1,127 @@
+"""Optuna's samplers on evoscale's search suite (bench/search/suite.h), same budget and seeds.
+
+The functions, noise draws and hypervolumes come from `suite_bench --serve` over a pipe, so
+both sides see exactly the same problems. Prints JSON lines:
+  {"suite": P, "split": S, "sampler": X, "median_regret": ..., "regrets": [...]}
+  {"mo": P, "sampler": "nsga2", "median_hv": ..., "hv": [...]}
+
+usage: optuna_suite.py SUITE_BENCH [--budget 200] [--seeds 5] [--mo_budget 300]
+       [--mo_seeds 5] [--samplers random,tpe,nsga2,cmaes] [--problems a,b] [--split held-out]
+"""
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+
+import optuna
+
+optuna.logging.set_verbosity(optuna.logging.ERROR)
+
+SAMPLERS = {
+    "random": lambda s: optuna.samplers.RandomSampler(seed=s),
+    "tpe": lambda s: optuna.samplers.TPESampler(seed=s),
+    "nsga2": lambda s: optuna.samplers.NSGAIISampler(seed=s),
+    "cmaes": lambda s: optuna.samplers.CmaEsSampler(seed=s),
+}
+
+
+class Oracle:
+    def __init__(self, binary):
+        self.proc = subprocess.Popen([binary, "--serve"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, bufsize=1)
+
+    def ask(self, request):
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        answer = json.loads(self.proc.stdout.readline())
+        if "error" in answer:
+            raise RuntimeError("suite_bench --serve: %s" % answer["error"])
+        return answer
+
+
+def suggest(trial, p):
+    if p["type"] == "float":
+        return trial.suggest_float(p["name"], p["low"], p["high"], log=p["log"])
+    if p["type"] == "int":
+        return trial.suggest_int(p["name"], int(p["low"]), int(p["high"]), log=p["log"])
+    return p["choices"].index(trial.suggest_categorical(p["name"], p["choices"]))
+
+
+def run_problem(oracle, problem, sampler, seed, budget):
+    """The true regret of the trial Optuna saw as best."""
+    best = [math.inf, math.inf]
+
+    def objective(trial):
+        values = {}
+        for p in problem["params"]:
+            parent = p.get("parent")
+            if parent is not None and (values.get(parent) is None
+                                       or int(values[parent]) not in p["parent_choices"]):
+                values[p["name"]] = None
+                continue
+            values[p["name"]] = suggest(trial, p)
+        answer = oracle.ask({"op": "eval", "problem": problem["name"], "seed": seed,
+                             "index": trial.number,
+                             "values": [values[p["name"]] for p in problem["params"]]})
+        if answer["value"] < best[0]:
+            best[0], best[1] = answer["value"], answer["true"]
+        return answer["value"]
+
+    study = optuna.create_study(sampler=SAMPLERS[sampler](seed))
+    study.optimize(objective, n_trials=budget)
+    return best[1]
+
+
+def run_mo(oracle, problem, seed, budget):
+    points = []
+
+    def objective(trial):
+        x = [trial.suggest_float("x%d" % i, 0.0, 1.0) for i in range(problem["dims"])]
+        f = oracle.ask({"op": "mo_eval", "problem": problem["name"], "x": x})["f"]
+        points.append(f)
+        return tuple(f)
+
+    study = optuna.create_study(directions=["minimize"] * problem["objectives"],
+                                sampler=optuna.samplers.NSGAIISampler(seed=seed))
+    study.optimize(objective, n_trials=budget)
+    return oracle.ask({"op": "hv", "problem": problem["name"], "points": points})["hv"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("suite_bench")
+    ap.add_argument("--budget", type=int, default=200)
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--mo_budget", type=int, default=300)
+    ap.add_argument("--mo_seeds", type=int, default=5)
+    ap.add_argument("--samplers", default="random,tpe,nsga2,cmaes")
+    ap.add_argument("--problems", default="")
+    ap.add_argument("--split", default="")
+    args = ap.parse_args()
+    oracle = Oracle(args.suite_bench)
+    described = oracle.ask({"op": "describe"})
+    wanted = set(filter(None, args.problems.split(",")))
+    for problem in described["problems"]:
+        if wanted and problem["name"] not in wanted:
+            continue
+        if args.split and problem["split"] != args.split:
+            continue
+        for sampler in filter(None, args.samplers.split(",")):
+            regrets = [run_problem(oracle, problem, sampler, seed, args.budget)
+                       for seed in range(args.seeds)]
+            print(json.dumps({"suite": problem["name"], "split": problem["split"],
+                              "sampler": sampler, "budget": args.budget,
+                              "median_regret": statistics.median(regrets),
+                              "regrets": regrets}), flush=True)
+    if args.mo_budget > 0:
+        for problem in described["mo"]:
+            if wanted and problem["name"] not in wanted:
+                continue
+            hvs = [run_mo(oracle, problem, seed, args.mo_budget) for seed in range(args.mo_seeds)]
+            print(json.dumps({"mo": problem["name"], "sampler": "nsga2", "budget": args.mo_budget,
+                              "median_hv": statistics.median(hvs), "hv": hvs}), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
