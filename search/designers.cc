@@ -59,14 +59,22 @@ constexpr SettingSpec kLocalSearchRate{
 constexpr SettingSpec kInitialStep{
     "initial_step", "must be a number in (0, 1]",
     [](absl::string_view v) { return NumberIn(v, 0, /*lo_open=*/true, 1); }};
+constexpr SettingSpec kCandidates{"candidates", "must be an integer in [1, 256]",
+                                  [](absl::string_view v) { return IntegerIn(v, 1, 256); }};
+constexpr SettingSpec kMinMoveShare{
+    "min_move_share", "must be a number in [0, 0.2]",
+    [](absl::string_view v) { return NumberIn(v, 0, /*lo_open=*/false, 0.2); }};
+constexpr SettingSpec kRewardDecay{
+    "reward_decay", "must be a number in [0, 1]",
+    [](absl::string_view v) { return NumberIn(v, 0, /*lo_open=*/false, 1); }};
 constexpr SettingSpec kGridPoints{"grid_points", "must be an integer in [2, 1000]",
                                   [](absl::string_view v) { return IntegerIn(v, 2, 1000); }};
 
 std::vector<SettingSpec> KnownSettings(Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::kGenetic:
-      return {kPopulationSize, kMutationRate,    kCrossoverRate,
-              kTournamentSize, kLocalSearchRate, kInitialStep};
+      return {kPopulationSize, kMutationRate, kCrossoverRate, kTournamentSize, kLocalSearchRate,
+              kInitialStep,    kCandidates,   kMinMoveShare,  kRewardDecay};
     case Algorithm::kRegularizedEvolution:
       return {kPopulationSize, kTournamentSize, kMutationRate};
     case Algorithm::kNsga2:

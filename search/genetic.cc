@@ -1,20 +1,36 @@
-// GENETIC: an asynchronous steady-state genetic algorithm with a memetic CMA-ES step.
+// GENETIC: an asynchronous steady-state genetic algorithm with a memetic CMA-ES step, a
+// Gaussian-process surrogate that screens candidates, and adaptive choice among its moves.
 //
 // - The first population_size trials are quasi-random (the QUASI_RANDOM designer's Halton
 //   points for the same seed).
 // - Every completed trial competes for a place in the population at once (no generation
 //   barrier): it replaces the worst member when it is better (elitism: the best never
 //   leaves). Failed, infeasible and unrankable trials are worst and never breed.
-// - An offspring is, with probability local_search_rate, a draw from a CMA-ES model of the
-//   region around the elite (the memetic step; categorical genes come from a tournament
-//   winner), and otherwise a GA child: two tournament parents, SBX / uniform crossover with
-//   probability crossover_rate, then per-gene mutation whose Gaussian step follows the 1/5
-//   success rule (a success is a trial that enters the population).
+// - Each offspring comes from one of five moves: a draw from a CMA-ES model of the region
+//   around the elite (the memetic step; categorical genes from a tournament winner); a GA
+//   child (two tournament parents, SBX / uniform crossover with probability crossover_rate,
+//   then per-gene mutation whose Gaussian step follows the 1/5 success rule); each of those
+//   two screened, that is the best of `candidates` draws by the surrogate's prediction; and
+//   the best of `candidates` draws from a Parzen density on the best trials (TPE's proposal,
+//   internal/parzen.h). The surrogate is a Gaussian process on the trials' ranks
+//   (internal/gp.h), native to categorical, integer, log-scaled and conditional parameters.
+//   Screened CMA-ES draws share one step length, so screening picks a direction and leaves
+//   the model's step-size control alone.
+// - Adaptive operator choice: a move's share follows what it paid recently (probability
+//   matching on a decayed mean reward: 1 for a trial better than the population's median, 2
+//   for a new best), never below min_move_share. The move of a suggestion is fixed by the
+//   first draw of its stream and the shares at the time, so the designer tells which move
+//   made a trial when it completes from its index alone; the state stays a function of the
+//   completed trials in order.
 // - Diversity: pending trials and this call's suggestions repel new candidates (spread
 //   radius tied to the model's step size), duplicates of tried or pending points are
 //   redrawn, and on stagnation (the model's step collapses or the best stops improving) the
 //   model restarts around another member of the elite with its initial step.
+//
+// Cost per suggestion: a move, plus for a screened one `candidates` draws and GP predictions
+// (O(candidates m d), m <= 80 points); per Update the two surrogates' fits (gp.h, parzen.h).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -30,6 +46,8 @@
 #include "search/internal/evolutionary_designers.h"
 #include "search/internal/fitness.h"
 #include "search/internal/genome.h"
+#include "search/internal/gp.h"
+#include "search/internal/parzen.h"
 #include "search/internal/sampling.h"
 #include "search/types.h"
 
@@ -43,6 +61,9 @@ struct GeneticOptions {
   int tournament_size = 0;
   double local_search_rate = 0;
   double initial_step = 0;
+  int candidates = 0;
+  double min_move_share = 0;
+  double reward_decay = 0;
 };
 
 GeneticOptions ReadOptions(const ProblemStatement& problem, size_t genes) {
@@ -57,6 +78,9 @@ GeneticOptions ReadOptions(const ProblemStatement& problem, size_t genes) {
   o.tournament_size = static_cast<int>(SettingOr(s, "tournament_size", 2));
   o.local_search_rate = SettingOr(s, "local_search_rate", 0.5);
   o.initial_step = SettingOr(s, "initial_step", 0.08);
+  o.candidates = static_cast<int>(std::clamp(SettingOr(s, "candidates", 32.0), 1.0, 256.0));
+  o.min_move_share = std::clamp(SettingOr(s, "min_move_share", 0.05), 0.0, 0.2);
+  o.reward_decay = std::clamp(SettingOr(s, "reward_decay", 0.97), 0.0, 1.0);
   return o;
 }
 
@@ -74,12 +98,20 @@ constexpr double kMaxMutationStep = 0.2;
 // Pending points repel candidates within this share of the model's typical sample distance.
 constexpr double kSpread = 0.3;
 
+// The moves an offspring can come from.
+enum Move : int { kCma, kCmaScreened, kGa, kGaScreened, kParzen, kMoves };
+
 class GeneticDesigner final : public EvolutionaryDesigner {
  public:
   GeneticDesigner(const ProblemStatement& problem, const GeneticOptions& options)
       : EvolutionaryDesigner(problem, /*single_objective=*/true, options.population_size),
         options_(options),
-        seed_(problem.seed) {
+        seed_(problem.seed),
+        parzen_(codec()),
+        gp_(codec()) {
+    // Starting shares: local_search_rate for the two CMA-ES moves, the rest for the others.
+    const double cma = options_.local_search_rate / 2, other = (1 - options_.local_search_rate) / 3;
+    prior_ = {cma, cma, other, other, other};
     for (size_t g = 0; g < codec().size(); ++g) {
       if (!codec().fixed(g) && codec().kind(g) != GeneKind::kCategorical) {
         numeric_genes_.push_back(g);
@@ -104,7 +136,9 @@ class GeneticDesigner final : public EvolutionaryDesigner {
     return kSpread * cma_->TypicalStdDev() * std::sqrt(static_cast<double>(numeric_genes_.size()));
   }
 
-  void Observe(const Genome& genome, const Fitness& fitness) override {
+  void Observe(const Genome& genome, const Fitness& fitness, int64_t trial_index) override {
+    history_.push_back(genome);
+    history_fitness_.push_back(fitness);
     const bool full = static_cast<int>(population_.size()) >= options_.population_size;
     // The 1/5 success rule on the GA's mutation step: a success is a trial better than the
     // population's median member (beating the worst is too easy early on).
@@ -114,6 +148,18 @@ class GeneticDesigner final : public EvolutionaryDesigner {
       const bool success = 2 * worse_members > static_cast<int>(population_.size());
       mutation_scale_ *= std::exp(success ? 0.8 / 3 : -0.2 / 3);
       mutation_scale_ = std::clamp(mutation_scale_, kMinMutationStep, kMaxMutationStep);
+      // Credit the move that made this trial (when this designer bred it).
+      if (trial_index >= options_.population_size && Ready()) {
+        SplitMix64 rng = SuggestionStream(trial_index);
+        const Move move = PickMove(rng.NextUnit());
+        const bool new_best = !fitness.failed && (best_.failed || Better(fitness, best_));
+        for (int m = 0; m < kMoves; ++m) {
+          reward_[m] *= options_.reward_decay;
+          tries_[m] *= options_.reward_decay;
+        }
+        reward_[move] += (success ? 1.0 : 0.0) + (new_best ? 1.0 : 0.0);
+        tries_[move] += 1;
+      }
     }
     if (!full) {
       population_.push_back({genome, fitness, observed()});
@@ -145,20 +191,83 @@ class GeneticDesigner final : public EvolutionaryDesigner {
     }
   }
 
-  Genome Propose(SplitMix64& rng) const override {
-    if (cma_.has_value() && cma_->initialized() && rng.NextUnit() < options_.local_search_rate) {
-      Genome child = Tournament(rng).genome;
-      const Eigen::VectorXd x = cma_->Sample(rng);
-      for (size_t k = 0; k < numeric_genes_.size(); ++k) {
-        child[numeric_genes_[k]] = ReflectIntoUnit(x[static_cast<Eigen::Index>(k)]);
-      }
-      for (size_t g = 0; g < codec().size(); ++g) {
-        if (codec().kind(g) == GeneKind::kCategorical && rng.NextUnit() < options_.mutation_rate) {
-          MutateGene(codec(), g, mutation_scale_, kUniformShare, rng, child);
-        }
-      }
-      return child;
+  void AfterUpdate() override {
+    if (history_.size() != fitted_on_) {
+      parzen_.Fit(history_, history_fitness_);
+      gp_.Fit(history_, history_fitness_);
+      fitted_on_ = history_.size();
     }
+  }
+
+  // The move of a suggestion whose stream starts with `u`: the shares' interval `u` falls
+  // in, among the moves available now.
+  Move PickMove(double u) const {
+    const bool cma = cma_.has_value() && cma_->initialized();
+    std::array<double, kMoves> share{};
+    double total = 0;
+    int available = 0;
+    for (int m = 0; m < kMoves; ++m) {
+      if (prior_[m] <= 0 || (!cma && (m == kCma || m == kCmaScreened))) continue;
+      // Probability matching: the prior share times the decayed mean reward (with one
+      // pseudo-trial of reward 1/2, so untried moves start level).
+      share[m] = prior_[m] * (reward_[m] + 0.5) / (tries_[m] + 1);
+      total += share[m];
+      ++available;
+    }
+    if (available == 0) return kGa;
+    const double floor = std::min(options_.min_move_share, 1.0 / available);
+    double acc = 0;
+    Move last = kGa;
+    for (int m = 0; m < kMoves; ++m) {
+      if (share[m] <= 0) continue;
+      acc += floor + (1 - floor * available) * share[m] / total;
+      last = static_cast<Move>(m);
+      if (u < acc) return last;
+    }
+    return last;
+  }
+
+  Genome Propose(SplitMix64& rng) const override {
+    const Move move = PickMove(rng.NextUnit());
+    const bool screened = move == kCmaScreened || move == kGaScreened || move == kParzen;
+    const int draws = screened && gp_.fitted() ? options_.candidates : 1;
+    Genome best;
+    double best_predicted = std::numeric_limits<double>::infinity();
+    // Screened CMA-ES draws share one step length, so choosing among them picks a direction
+    // and leaves the model's step-size statistics alone.
+    const double radius = move == kCmaScreened && draws > 1 ? cma_->SampleRadius(rng) : 0;
+    for (int k = 0; k < draws; ++k) {
+      Genome candidate = move == kCma || move == kCmaScreened ? CmaChild(rng, radius)
+                         : move == kParzen && parzen_.fitted() ? parzen_.Sample(rng)
+                                                               : GaChild(rng);
+      if (draws == 1) return candidate;
+      const double predicted = gp_.Predict(candidate);
+      if (predicted < best_predicted) {
+        best_predicted = predicted;
+        best = std::move(candidate);
+      }
+    }
+    return best;
+  }
+
+  // A draw from the CMA-ES model for the numeric genes, the categorical ones from a
+  // tournament winner, each mutated with probability mutation_rate.
+  Genome CmaChild(SplitMix64& rng, double radius) const {
+    Genome child = Tournament(rng).genome;
+    const Eigen::VectorXd x = cma_->Sample(rng, radius);
+    for (size_t k = 0; k < numeric_genes_.size(); ++k) {
+      child[numeric_genes_[k]] = ReflectIntoUnit(x[static_cast<Eigen::Index>(k)]);
+    }
+    for (size_t g = 0; g < codec().size(); ++g) {
+      if (codec().kind(g) == GeneKind::kCategorical && rng.NextUnit() < options_.mutation_rate) {
+        MutateGene(codec(), g, mutation_scale_, kUniformShare, rng, child);
+      }
+    }
+    return child;
+  }
+
+  // Two tournament parents, crossover with probability crossover_rate, mutation.
+  Genome GaChild(SplitMix64& rng) const {
     const Member& first = Tournament(rng);
     Genome child = first.genome;
     if (rng.NextUnit() < options_.crossover_rate) {
@@ -239,6 +348,15 @@ class GeneticDesigner final : public EvolutionaryDesigner {
   int64_t since_improvement_ = 0;
   double mutation_scale_ = 0;
   int64_t restarts_ = 0;
+  std::array<double, kMoves> prior_{};   // constant after construction
+  std::array<double, kMoves> reward_{};  // decayed sum of rewards per move
+  std::array<double, kMoves> tries_{};   // decayed count of credited trials per move
+  std::vector<Genome> history_;          // every completed trial, in order
+  std::vector<Fitness> history_fitness_;
+  // Fitted on history_ by AfterUpdate.
+  ParzenDensity parzen_;
+  GpSurrogate gp_;
+  size_t fitted_on_ = 0;  // history_.size() at the last fit
 };
 
 }  // namespace

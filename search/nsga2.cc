@@ -48,7 +48,7 @@ class Nsga2Designer final : public EvolutionaryDesigner {
 
   bool Ready() const override { return population_.size() >= 2; }
 
-  void Observe(const Genome& genome, const Fitness& fitness) override {
+  void Observe(const Genome& genome, const Fitness& fitness, int64_t /*trial_index*/) override {
     population_.push_back({genome, fitness, observed()});
     Rank();
     if (static_cast<int>(population_.size()) <= population_size_) return;

@@ -42,7 +42,7 @@ class RegularizedEvolutionDesigner final : public EvolutionaryDesigner {
 
   bool Ready() const override { return population_.size() >= 2; }
 
-  void Observe(const Genome& genome, const Fitness& fitness) override {
+  void Observe(const Genome& genome, const Fitness& fitness, int64_t /*trial_index*/) override {
     population_.push_back({genome, fitness});
     if (static_cast<int>(population_.size()) > population_size_) population_.pop_front();
   }

@@ -2,6 +2,8 @@
 // ../shared/bench/hpo/optuna_latency.py) is fed N completed trials, then each iteration
 // asks one suggestion and tells its result (Update + Suggest, what the service does per
 // SuggestTrials with one new completion). Compare with optuna_latency.py's ms per ask+tell.
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -60,12 +62,21 @@ void BM_AskTell(benchmark::State& state, Algorithm algorithm) {
   designer->Update(history, {});
   int64_t next = completed;
   std::vector<Trial> told;
+  std::vector<double> micros;  // per ask+tell, for the tail
   for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
     designer->Update(told, {});
     std::vector<ParameterDict> asked = *designer->Suggest(1, next);
+    micros.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
     told.assign(1, Completed(++next, std::move(asked[0])));
   }
   state.SetItemsProcessed(state.iterations());
+  std::sort(micros.begin(), micros.end());
+  auto quantile = [&](double q) { return micros[static_cast<size_t>(q * static_cast<double>(micros.size() - 1))]; };
+  if (!micros.empty()) {
+    state.counters["p50_us"] = quantile(0.5);
+    state.counters["p99_us"] = quantile(0.99);
+  }
 }
 
 // `completed` trials at uniformly random points of the space.

@@ -113,10 +113,20 @@ void CmaModel::CloseGeneration() {
   generation_.clear();
 }
 
-Eigen::VectorXd CmaModel::Sample(SplitMix64& rng) const {
+Eigen::VectorXd CmaModel::Sample(SplitMix64& rng, double radius) const {
   Eigen::VectorXd z(dims_);
-  for (int i = 0; i < dims_; ++i) z[i] = axis_lengths_[i] * NextGaussian(rng);
-  return mean_ + sigma_ * (basis_ * z);
+  for (int i = 0; i < dims_; ++i) z[i] = NextGaussian(rng);
+  if (radius > 0 && z.norm() > 0) z *= radius / z.norm();
+  return mean_ + sigma_ * (basis_ * axis_lengths_.cwiseProduct(z));
+}
+
+double CmaModel::SampleRadius(SplitMix64& rng) const {
+  double sum = 0;
+  for (int i = 0; i < dims_; ++i) {
+    const double g = NextGaussian(rng);
+    sum += g * g;
+  }
+  return std::sqrt(sum);
 }
 
 double CmaModel::MaxStdDev() const {

@@ -35,8 +35,12 @@ class CmaModel {
   // Adds an evaluated point to the current generation; closes it after lambda() points.
   void Tell(const Eigen::VectorXd& x, const Fitness& fitness);
 
-  // A point drawn from N(mean, sigma^2 C). Does not change the model.
-  Eigen::VectorXd Sample(SplitMix64& rng) const;
+  // A point drawn from N(mean, sigma^2 C). Does not change the model. With `radius` > 0,
+  // the standard normal vector behind it is scaled to that length first: only its direction
+  // is random (candidates that a surrogate screens keep the model's step statistics).
+  Eigen::VectorXd Sample(SplitMix64& rng, double radius = 0) const;
+  // The length of a d-dimensional standard normal vector (a chi draw).
+  double SampleRadius(SplitMix64& rng) const;
 
   int lambda() const { return lambda_; }
   int64_t generations() const { return generations_; }

@@ -59,7 +59,7 @@ void EvolutionaryDesigner::Update(absl::Span<const Trial> newly_completed,
   for (const Trial& trial : newly_completed) {
     tried_.insert(Fingerprint(trial.parameters));
     ++observed_;
-    Observe(codec_.Encode(trial.parameters), fitness_.Evaluate(trial));
+    Observe(codec_.Encode(trial.parameters), fitness_.Evaluate(trial), trial.id - 1);
   }
   pending_keys_.clear();
   pending_genomes_.clear();
@@ -67,6 +67,11 @@ void EvolutionaryDesigner::Update(absl::Span<const Trial> newly_completed,
     pending_keys_.insert(Fingerprint(trial.parameters));
     pending_genomes_.push_back(codec_.Encode(trial.parameters));
   }
+  AfterUpdate();
+}
+
+SplitMix64 EvolutionaryDesigner::SuggestionStream(int64_t trial_index) const {
+  return SplitMix64(StreamSeed(seed_ ^ kStreamSalt, static_cast<uint64_t>(trial_index)));
 }
 
 Genome EvolutionaryDesigner::RandomGenome(SplitMix64& rng) const {
@@ -83,17 +88,16 @@ absl::StatusOr<std::vector<ParameterDict>> EvolutionaryDesigner::Suggest(int cou
   }
   std::vector<ParameterDict> suggestions;
   suggestions.reserve(count);
-  std::vector<Genome> batch;  // this call's suggestions, spread like pending ones
+  // The pending trials, then this call's suggestions as they are chosen: new candidates
+  // spread away from all of them.
+  std::vector<Genome> taken = pending_genomes_;
   absl::flat_hash_set<uint64_t> batch_keys;
   auto known = [&](uint64_t key) {
     return tried_.contains(key) || pending_keys_.contains(key) || batch_keys.contains(key);
   };
   auto nearest_pending = [&](const Genome& genome) {
     double nearest = std::numeric_limits<double>::infinity();
-    for (const Genome& other : pending_genomes_) {
-      nearest = std::min(nearest, SquaredDistance(genome, other));
-    }
-    for (const Genome& other : batch) nearest = std::min(nearest, SquaredDistance(genome, other));
+    for (const Genome& other : taken) nearest = std::min(nearest, SquaredDistance(genome, other));
     return std::sqrt(nearest);
   };
 
@@ -101,7 +105,7 @@ absl::StatusOr<std::vector<ParameterDict>> EvolutionaryDesigner::Suggest(int cou
   const double radius = ready ? SpreadRadius() : 0;
   for (int j = 0; j < count; ++j) {
     const uint64_t index = static_cast<uint64_t>(trial_index) + static_cast<uint64_t>(j);
-    SplitMix64 rng(StreamSeed(seed_ ^ kStreamSalt, index));
+    SplitMix64 rng = SuggestionStream(static_cast<int64_t>(index));
     Genome chosen;
     ParameterDict dict;
     uint64_t key = 0;
@@ -144,7 +148,7 @@ absl::StatusOr<std::vector<ParameterDict>> EvolutionaryDesigner::Suggest(int cou
       }
     }
     batch_keys.insert(key);
-    batch.push_back(std::move(chosen));
+    taken.push_back(std::move(chosen));
     suggestions.push_back(std::move(dict));
   }
   return suggestions;

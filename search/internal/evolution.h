@@ -40,8 +40,11 @@ class EvolutionaryDesigner : public Designer {
   absl::StatusOr<std::vector<ParameterDict>> Suggest(int count, int64_t trial_index) final;
 
  protected:
-  // One completed trial, in completion order.
-  virtual void Observe(const Genome& genome, const Fitness& fitness) = 0;
+  // One completed trial, in completion order; `trial_index` is its id - 1, the index its
+  // suggestion was made for when this designer made it.
+  virtual void Observe(const Genome& genome, const Fitness& fitness, int64_t trial_index) = 0;
+  // Called at the end of every Update, after the Observe calls.
+  virtual void AfterUpdate() {}
   // True once the designer has enough history to breed.
   virtual bool Ready() const = 0;
   // One candidate genome (genes in [0, 1]). Called up to kAttempts times per suggestion
@@ -57,6 +60,9 @@ class EvolutionaryDesigner : public Designer {
   int64_t observed() const { return observed_; }
   // A uniformly random genome.
   Genome RandomGenome(SplitMix64& rng) const;
+  // The generator Suggest hands to Propose for the suggestion of `trial_index` (so a
+  // designer can tell, once the trial completes, what its first draw was).
+  SplitMix64 SuggestionStream(int64_t trial_index) const;
 
  private:
   static constexpr int kAttempts = 12;

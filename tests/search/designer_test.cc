@@ -502,7 +502,10 @@ TEST(ValidateAlgorithmSettingsTest, AcceptsKnownSettingsInRange) {
   EXPECT_TRUE(ValidateAlgorithmSettings(Algorithm::kGenetic, {{"population_size", "4"},
                                                               {"mutation_rate", "1"},
                                                               {"crossover_rate", "0"},
-                                                              {"tournament_size", "2"}})
+                                                              {"tournament_size", "2"},
+                                                              {"candidates", "256"},
+                                                              {"min_move_share", "0.2"},
+                                                              {"reward_decay", "1"}})
                   .ok());
   EXPECT_TRUE(
       ValidateAlgorithmSettings(
@@ -535,7 +538,7 @@ TEST(ValidateAlgorithmSettingsTest, UnknownKeyNamesTheKnownOnes) {
   ExpectInvalid(Algorithm::kGenetic, {{"populationsize", "30"}},
                 R"(settings["populationsize"]: unknown setting for GENETIC; )"
                 R"(known: population_size, mutation_rate, crossover_rate, tournament_size, )"
-                R"(local_search_rate, initial_step)");
+                R"(local_search_rate, initial_step, candidates, min_move_share, reward_decay)");
 }
 
 TEST(ValidateAlgorithmSettingsTest, BadValuesNameTheKeyTheRuleAndTheValue) {
@@ -561,6 +564,12 @@ TEST(ValidateAlgorithmSettingsTest, BadValuesNameTheKeyTheRuleAndTheValue) {
                 R"(settings["grid_points"]: must be an integer in [2, 1000], got "1")");
   ExpectInvalid(Algorithm::kGrid, {{"grid_points", "1001"}},
                 R"(settings["grid_points"]: must be an integer in [2, 1000], got "1001")");
+  ExpectInvalid(Algorithm::kGenetic, {{"candidates", "0"}},
+                R"(settings["candidates"]: must be an integer in [1, 256], got "0")");
+  ExpectInvalid(Algorithm::kGenetic, {{"min_move_share", "0.5"}},
+                R"(settings["min_move_share"]: must be a number in [0, 0.2], got "0.5")");
+  ExpectInvalid(Algorithm::kGenetic, {{"reward_decay", "-1"}},
+                R"(settings["reward_decay"]: must be a number in [0, 1], got "-1")");
 }
 
 TEST(CreateDesignerTest, RejectsInvalidSettings) {
