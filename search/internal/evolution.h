@@ -5,12 +5,13 @@
 // Determinism: the state of a designer is a function of the completed trials in completion
 // order only. Update() folds them in one at a time through Observe(), so batching does not
 // matter, and a fresh designer fed every completed trial in one call reaches the same state
-// as a live one fed them incrementally. Suggest() never changes that state, and draws
+// as a live one fed them incrementally (AfterUpdate, run once per Update, must keep that:
+// what it computes must depend on the trials so far, not on how they were batched). Suggest() never changes that state, and draws
 // suggestion j of a call from a generator seeded with (seed, trial_index + j).
 //
-// Cost: Update is O(1) amortised per trial plus what Observe costs; Suggest is independent
-// of the number of completed trials (a hash lookup for duplicates, a scan of the pending
-// trials for spreading), plus what Propose costs.
+// Cost: Update is O(1) amortised per trial plus what Observe and AfterUpdate cost; Suggest
+// is independent of the number of completed trials (a hash lookup for duplicates, a scan of
+// the pending trials for spreading), plus what Propose costs.
 #ifndef EVOSCALE_SEARCH_INTERNAL_EVOLUTION_H_
 #define EVOSCALE_SEARCH_INTERNAL_EVOLUTION_H_
 
