@@ -135,22 +135,39 @@ Eigen::VectorXd EvoscaleReplicaRecommender::Features(absl::Time next_time) const
   return x;
 }
 
+int EvoscaleReplicaRecommender::Horizon() const {
+  if (options_.startup_delay <= absl::ZeroDuration() || step_ <= absl::ZeroDuration()) return 1;
+  return 1 + static_cast<int>(std::ceil(absl::FDivDuration(options_.startup_delay, step_) - 1e-9));
+}
+
+void EvoscaleReplicaRecommender::Learn(const Eigen::VectorXd& x, double forecast, double demand) {
+  errors_.push_back((demand - forecast) / ErrorScale(forecast));
+  while (static_cast<int>(errors_.size()) > options_.error_window) errors_.pop_front();
+  model_.Update(x, demand);
+}
+
 void EvoscaleReplicaRecommender::AddSample(const LoadSample& sample) {
   const double demand = std::max(sample.utilization, 0.0) * std::max(sample.replicas, 0);
   const double qps = std::max(sample.qps, 0.0);
+  const bool delayed = options_.startup_delay > absl::ZeroDuration();
   if (has_sample_) {
     if (sample.time <= last_time_) return;
     const absl::Duration dt = sample.time - last_time_;
     step_ = samples_ < 2 ? dt : (step_ * 9 + dt) / 10;
-    // Learn the one-step model from the previous features and this outcome.
-    const Eigen::VectorXd x = Features(sample.time);
-    // Record the error of the forecast the model would have made for this sample.
-    const double forecast = model_.effective_samples() >= kMinFitSamples
-                                ? std::max(model_.Predict(x), 0.0)
-                                : std::max(demand_, level_demand_);
-    errors_.push_back((demand - forecast) / ErrorScale(forecast));
-    while (static_cast<int>(errors_.size()) > options_.error_window) errors_.pop_front();
-    model_.Update(x, demand);
+    if (!delayed) {
+      // Learn the one-step model from the previous features and this outcome, recording the
+      // error of the forecast the model would have made for this sample.
+      const Eigen::VectorXd x = Features(sample.time);
+      const double forecast = model_.effective_samples() >= kMinFitSamples
+                                  ? std::max(model_.Predict(x), 0.0)
+                                  : std::max(demand_, level_demand_);
+      Learn(x, forecast, demand);
+    }
+  }
+  // Forecasts made for about this sample's time (or earlier) learn from its outcome.
+  while (delayed && !ahead_.empty() && ahead_.front().time <= sample.time + step_ / 2) {
+    Learn(ahead_.front().features, ahead_.front().forecast, demand);
+    ahead_.pop_front();
   }
   const double alpha = 0.3;
   level_demand_ = has_sample_ ? level_demand_ + alpha * (demand - level_demand_) : demand;
@@ -173,6 +190,15 @@ void EvoscaleReplicaRecommender::AddSample(const LoadSample& sample) {
   has_sample_ = true;
   last_time_ = sample.time;
   ++samples_;
+  if (delayed && samples_ >= 2) {
+    // What the model would forecast now for the horizon, to learn from when it arrives.
+    const absl::Time target = sample.time + Horizon() * step_;
+    Eigen::VectorXd x = Features(target);
+    const double forecast = model_.effective_samples() >= kMinFitSamples
+                                ? std::max(model_.Predict(x), 0.0)
+                                : std::max(demand_, level_demand_);
+    ahead_.push_back({target, std::move(x), forecast});
+  }
 }
 
 ReplicaRecommendation EvoscaleReplicaRecommender::Recommend(absl::Time now,
@@ -183,7 +209,7 @@ ReplicaRecommendation EvoscaleReplicaRecommender::Recommend(absl::Time now,
     rec.explanation = "evoscale: no telemetry yet";
     return rec;
   }
-  const absl::Time next = std::max(now, last_time_) + step_;
+  const absl::Time next = std::max(now, last_time_) + Horizon() * step_;
   const Eigen::VectorXd x = Features(next);
   // Before the load model has seen enough samples, trust the demand level.
   const bool fitted = model_.effective_samples() >= kMinFitSamples;
@@ -205,6 +231,7 @@ ReplicaRecommendation EvoscaleReplicaRecommender::Recommend(absl::Time now,
   std::string why = absl::StrFormat("demand forecast %.2f + q%.0f error %.2f at %.0f%% target",
                                     forecast, 100 * options_.demand_quantile, headroom,
                                     100 * options_.target_utilization);
+  if (Horizon() > 1) why += absl::StrFormat(" (%d steps ahead: replicas take %s to start)", Horizon(), absl::FormatDuration(options_.startup_delay));
   // Latency check from the queueing model: with the forecast demand as offered load (busy
   // replicas, by Little's law), the M/M/c mean queue wait relative to the service time
   // depends only on the replica count.
@@ -224,7 +251,10 @@ ReplicaRecommendation EvoscaleReplicaRecommender::Recommend(absl::Time now,
 
   // Stabilisation: go down only as far as the recent recommendations agree.
   recent_.push_back(replicas);
-  while (static_cast<int>(recent_.size()) > std::max(options_.scale_down_window, 1)) {
+  const int window = options_.startup_delay > absl::ZeroDuration()
+                         ? std::max(options_.scale_down_window, Horizon() + 1)
+                         : options_.scale_down_window;
+  while (static_cast<int>(recent_.size()) > std::max(window, 1)) {
     recent_.pop_front();
   }
   int result = replicas;

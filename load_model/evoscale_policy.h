@@ -100,6 +100,11 @@ struct EvoscaleReplicaOptions {
   int scale_down_window = 2;
   // Seasonal component (used once a full period is seen).
   SeasonalForecastOptions seasonal{absl::Hours(24), 96, 0.05, 0.1};
+  // How long a new replica takes to serve (model loading). Above 0, the load model forecasts
+  // the demand that far ahead plus one step (the first step a replica added now can serve),
+  // its error quantile is that horizon's, and scaling down waits for the recommendations of
+  // that many steps plus one to agree (a replica removed now cannot be back sooner).
+  absl::Duration startup_delay = absl::ZeroDuration();
 };
 
 // Not thread-safe.
@@ -112,6 +117,9 @@ class EvoscaleReplicaRecommender : public ReplicaRecommender {
 
  private:
   Eigen::VectorXd Features(absl::Time next_time) const;
+  // Steps ahead the forecast looks: 1, or 1 + the start-up delay in steps.
+  int Horizon() const;
+  void Learn(const Eigen::VectorXd& x, double forecast, double demand);
 
   const EvoscaleReplicaOptions options_;
   OnlineLinearRegression model_;  // Next-step demand from the features below.
@@ -131,6 +139,14 @@ class EvoscaleReplicaRecommender : public ReplicaRecommender {
   double service_time_s_ = 0;  // Load model: busy replica-seconds per request.
   int64_t samples_ = 0;
   std::deque<int> recent_;  // Recent unstabilised recommendations.
+  // With a start-up delay: the features and forecast made for a future time, oldest first,
+  // learnt from once a sample at that time arrives.
+  struct Ahead {
+    absl::Time time;
+    Eigen::VectorXd features;
+    double forecast = 0;
+  };
+  std::deque<Ahead> ahead_;
 };
 
 }  // namespace evoscale::load_model

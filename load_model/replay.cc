@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <memory>
 
 #include "absl/status/status.h"
@@ -72,6 +73,7 @@ std::unique_ptr<ReplicaRecommender> MakeReplicaRecommender(const ReplayOptions& 
       o.target_utilization = options.target_utilization;
       o.min_replicas = options.min_replicas;
       o.max_replicas = options.max_replicas;
+      o.startup_delay = options.startup_delay;
       return std::make_unique<EvoscaleReplicaRecommender>(o);
     }
     case Policy::kHpa: {
@@ -135,40 +137,55 @@ SeriesReport ReplayVm(const VmTrace& vm, ResourceRecommender& recommender,
 
 SeriesReport ReplayReplicas(const ReplicaTrace& trace, ReplicaRecommender& recommender,
                             double target_utilization, int min_replicas, int max_replicas,
-                            absl::Time scored_from, absl::Time scored_until) {
+                            absl::Time scored_from, absl::Time scored_until,
+                            absl::Duration startup_delay) {
   SeriesReport r;
   r.name = trace.name;
   if (trace.steps.empty()) return r;
-  // Every policy starts from the replicas the first step needed.
-  int replicas = std::clamp(
+  // Every policy starts from the replicas the first step needed, all ready.
+  int ready = std::clamp(
       static_cast<int>(std::ceil(trace.steps.front().demand / target_utilization - 1e-9)),
       min_replicas, max_replicas);
+  std::deque<absl::Time> starting;  // When each starting replica is ready, oldest first.
   double slack = 0;
   for (size_t i = 1; i < trace.steps.size(); ++i) {
     const ReplicaStep& prev = trace.steps[i - 1];
     const ReplicaStep& s = trace.steps[i];
     LoadSample sample;
     sample.time = prev.time;
-    sample.replicas = replicas;
-    sample.utilization = replicas > 0 ? prev.demand / replicas : 0;
+    sample.replicas = ready;
+    sample.utilization = ready > 0 ? prev.demand / ready : 0;
     sample.qps = prev.qps;
     sample.latency_ms = prev.latency_ms;
     recommender.AddSample(sample);
-    const int next = std::clamp(recommender.Recommend(prev.time, replicas).replicas,
+    const int current = ready + static_cast<int>(starting.size());
+    const int next = std::clamp(recommender.Recommend(prev.time, current).replicas,
                                 std::max(min_replicas, 0), max_replicas);
+    for (int k = current; k < next; ++k) starting.push_back(prev.time + startup_delay);
+    for (int k = next; k < current; ++k) {
+      if (!starting.empty()) {
+        starting.pop_back();
+      } else {
+        --ready;
+      }
+    }
+    // Replicas whose start-up is over by the start of this step serve it.
+    while (!starting.empty() && starting.front() <= prev.time) {
+      starting.pop_front();
+      ++ready;
+    }
     const double dt = absl::ToDoubleSeconds(s.time - prev.time);
-    const bool changed = next != replicas;
-    replicas = next;
+    const bool changed = next != current;
     if (s.time < scored_from || s.time >= scored_until) continue;
     ++r.samples;
     if (changed) ++r.scaling_actions;
-    r.replica_hours += replicas * dt / 3600.0;
-    const bool over = replicas > 0 ? s.demand / replicas > target_utilization : s.demand > 0;
+    r.replica_hours += (ready + static_cast<double>(starting.size())) * dt / 3600.0;
+    const bool over = ready > 0 ? s.demand / ready > target_utilization : s.demand > 0;
     if (over) {
       r.minutes_over_target += dt / 60.0;
       ++r.underprovisioned_samples;
     }
-    if (replicas > 0) slack += std::max(0.0, (replicas - s.demand) / replicas);
+    if (ready > 0) slack += std::max(0.0, (ready - s.demand) / ready);
   }
   r.changes = r.scaling_actions;
   if (r.samples > 0) r.relative_slack_replicas = slack / r.samples;
@@ -185,6 +202,10 @@ absl::StatusOr<ReplayReport> Replay(const ReplayOptions& options) {
       return absl::InvalidArgumentError(
           "policy \"hpa\" scales replicas; trace \"bitbrains\" is per-VM usage (use evoscale "
           "or vpa)");
+    }
+    if (options.startup_delay != absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(
+          "startup_delay applies to replica traces; trace \"bitbrains\" is per-VM usage");
     }
     absl::StatusOr<std::vector<VmTrace>> vms = ReadBitbrains(options.path);
     if (!vms.ok()) return vms.status();
@@ -207,6 +228,10 @@ absl::StatusOr<ReplayReport> Replay(const ReplayOptions& options) {
         report.samples > 0 ? static_cast<double>(under) / report.samples : 0;
     return report;
   }
+  if (options.startup_delay < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "startup_delay must be >= 0, got %s", absl::FormatDuration(options.startup_delay)));
+  }
   if (options.policy == Policy::kVpa) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "policy \"vpa\" sizes containers; trace \"%s\" is a replica trace (use evoscale or "
@@ -219,7 +244,9 @@ absl::StatusOr<ReplayReport> Replay(const ReplayOptions& options) {
   if (!trace.ok()) return trace.status();
   std::unique_ptr<ReplicaRecommender> rec = MakeReplicaRecommender(options);
   SeriesReport s = ReplayReplicas(*trace, *rec, options.target_utilization,
-                                  options.min_replicas, options.max_replicas);
+                                  options.min_replicas, options.max_replicas,
+                                  absl::InfinitePast(), absl::InfiniteFuture(),
+                                  options.startup_delay);
   report.samples = s.samples;
   report.changes = s.changes;
   report.relative_slack_replicas = s.relative_slack_replicas;

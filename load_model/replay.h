@@ -40,6 +40,10 @@ struct ReplayOptions {
   double target_utilization = 0.6;
   int min_replicas = 1;
   int max_replicas = 10000;
+  // Replica traces: a replica added by a scaling decision serves only this long after it
+  // (model loading; GPU inference replicas take minutes) and is paid for from the decision.
+  // The evoscale policy is told it (it forecasts that far ahead); 0 = replicas serve at once.
+  absl::Duration startup_delay = absl::ZeroDuration();
 
   // Policy settings; the replay overrides their target/min/max with the fields above.
   VpaOptions vpa;
@@ -104,11 +108,17 @@ SeriesReport ReplayVm(const VmTrace& vm, ResourceRecommender& recommender,
                       absl::Duration warmup);
 // Every step drives the policy; only steps at or after `scored_from` (and before
 // `scored_until`) are scored, so that a held-out part of a trace can be reported from the
-// same online run.
+// same online run. With a `startup_delay`, replicas a decision adds serve from the first
+// step that starts at least that long after it; until then they are paid for (replica-hours)
+// but serve nothing (utilisation and minutes over target count ready replicas only). A
+// decision to remove replicas cancels starting ones first (the newest), then stops ready
+// ones at once. The policy is told the replicas that served the last step in its sample and
+// every replica, starting or ready, as the current count (what a Deployment's spec holds).
 SeriesReport ReplayReplicas(const ReplicaTrace& trace, ReplicaRecommender& recommender,
                             double target_utilization, int min_replicas, int max_replicas,
                             absl::Time scored_from = absl::InfinitePast(),
-                            absl::Time scored_until = absl::InfiniteFuture());
+                            absl::Time scored_until = absl::InfiniteFuture(),
+                            absl::Duration startup_delay = absl::ZeroDuration());
 
 // The recommenders Replay uses for `options.policy`; nullptr where the policy does not
 // apply (vpa has no replica recommender, hpa no resource recommender).

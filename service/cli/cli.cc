@@ -1208,6 +1208,21 @@ void DefineReplay(CLI::App& command, CommandArguments& arguments) {
   command.add_option("--policy", replay.policy, "evoscale (default), vpa or hpa")
       ->type_name("POLICY")
       ->transform(EnumName([](const std::string& name) { return load_model::ParsePolicy(name); }));
+  command
+      .add_option_function<std::string>(
+          "--startup-delay",
+          [&replay](const std::string& value) {
+            absl::Duration delay;
+            if (!absl::ParseDuration(value, &delay) || delay < absl::ZeroDuration() ||
+                delay == absl::InfiniteDuration()) {
+              throw CLI::ValidationError(
+                  "--startup-delay",
+                  absl::StrCat("\"", value, "\" is not a duration >= 0 such as 3m or 90s"));
+            }
+            replay.startup_delay = delay;
+          },
+          "replica traces: new replicas serve this long after a scale-up (e.g. 3m)")
+      ->type_name("DURATION");
 }
 
 absl::Status RunReplay(const Invocation& invocation) {
@@ -1295,7 +1310,8 @@ const std::vector<Command>& Commands() {
        "its telemetry file; needs the admin role.",
        DefineAdminBackup, RunAdminBackup},
       {"replay",
-       "--trace bitbrains|alibaba-genai|azure-llm --path PATH [--policy evoscale|vpa|hpa]",
+       "--trace bitbrains|alibaba-genai|azure-llm --path PATH [--policy evoscale|vpa|hpa] "
+       "[--startup-delay DURATION]",
        "Replay a trace through an autoscaling policy, offline, and report slack, OOMs and "
        "replica-hours.",
        DefineReplay, RunReplay},

@@ -281,6 +281,9 @@ TEST(ParseCommandLineTest, EveryDocumentedCommandAndFlagParses) {
   line = MustParse({"replay", "--trace", "alibaba-genai", "--path", "p"});
   EXPECT_EQ(line.arguments.replay.trace, load_model::TraceKind::kAlibabaGenAi);
   EXPECT_EQ(line.arguments.replay.policy, load_model::Policy::kEvoscale);
+  EXPECT_EQ(line.arguments.replay.startup_delay, absl::ZeroDuration());
+  line = MustParse({"replay", "--trace", "alibaba-genai", "--path", "p", "--startup-delay", "3m"});
+  EXPECT_EQ(line.arguments.replay.startup_delay, absl::Minutes(3));
 
   for (const std::vector<std::string>& help :
        {std::vector<std::string>{"help"}, {"-h"}, {"--help"}, {"--json", "help", "suggest"}}) {
@@ -339,6 +342,13 @@ TEST(ParseCommandLineTest, BadFlagsAreErrorsNamingTheFlag) {
                          "training (usage: evoscale workload put NAME "));
   EXPECT_THAT(ParseError({"workload", "put", "w", "--max-replicas", "-1"}),
               StartsWith("workload put: --max-replicas: \"-1\" is not an integer in [0, 100000]"));
+  EXPECT_THAT(ParseError({"replay", "--path", "p", "--trace", "alibaba-genai", "--startup-delay",
+                          "soon"}),
+              StartsWith("replay: --startup-delay: \"soon\" is not a duration >= 0 such as 3m "
+                         "or 90s (usage: evoscale replay "));
+  EXPECT_THAT(ParseError({"replay", "--path", "p", "--trace", "alibaba-genai", "--startup-delay",
+                          "-1m"}),
+              StartsWith("replay: --startup-delay: \"-1m\" is not a duration >= 0"));
   EXPECT_THAT(ParseError({"replay", "--path", "p", "--trace", "borg"}),
               StartsWith("replay: --trace: trace \"borg\": must be bitbrains, alibaba-genai or "
                          "azure-llm (usage: evoscale replay "));
