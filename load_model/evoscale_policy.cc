@@ -52,7 +52,16 @@ internal::EnsembleOptions MemoryEnsemble(const EvoscaleResourceOptions& o) {
 EvoscaleResourceRecommender::EvoscaleResourceRecommender(EvoscaleResourceOptions options)
     : options_(options),
       cpu_(std::make_unique<internal::ResourceEnsemble>(CpuEnsemble(options))),
-      memory_(std::make_unique<internal::ResourceEnsemble>(MemoryEnsemble(options))) {}
+      memory_(std::make_unique<internal::ResourceEnsemble>(MemoryEnsemble(options))) {
+  if (options_.cpu_request_percentile > 0) {
+    cpu_usage_ = std::make_unique<DecayingHistogram>(
+        *HistogramOptions::Exponential(1000.0, 0.001, 1.02, 1e-6), options_.request_half_life);
+  }
+  if (options_.memory_request_percentile > 0) {
+    memory_usage_ = std::make_unique<DecayingHistogram>(
+        *HistogramOptions::Exponential(1e13, 1e6, 1.02, 1e-6), options_.request_half_life);
+  }
+}
 
 EvoscaleResourceRecommender::~EvoscaleResourceRecommender() = default;
 
@@ -63,11 +72,13 @@ void EvoscaleResourceRecommender::AddSample(const UsageSample& sample) {
   ++samples_;
   cpu_->Add(sample.time, sample.cpu_cores);
   memory_->Add(sample.time, sample.memory_bytes);
+  if (cpu_usage_) cpu_usage_->AddSample(sample.cpu_cores, 1.0, sample.time);
+  if (memory_usage_) memory_usage_->AddSample(sample.memory_bytes, 1.0, sample.time);
 }
 
-void EvoscaleResourceRecommender::RecordOom(absl::Time time, double memory_request_bytes) {
-  const double bumped = std::max(memory_request_bytes + options_.oom_min_bump_bytes,
-                                 memory_request_bytes * options_.oom_bump_ratio);
+void EvoscaleResourceRecommender::RecordOom(absl::Time time, double memory_limit_bytes) {
+  const double bumped = std::max(memory_limit_bytes + options_.oom_min_bump_bytes,
+                                 memory_limit_bytes * options_.oom_bump_ratio);
   if (time < oom_floor_until_) {
     oom_floor_ = std::max(oom_floor_, bumped);
   } else {
@@ -90,8 +101,18 @@ ResourceRecommendation EvoscaleResourceRecommender::Recommend(absl::Time now) {
   };
   cpu = stabilise(cpu, &applied_cpu_);
   memory = stabilise(memory, &applied_memory_);
-  rec.cpu_cores = {cpu, cpu, cpu};
-  rec.memory_bytes = {memory, memory, memory};
+  // The request: the limit, or a usage percentile below it.
+  auto request = [](const DecayingHistogram* usage, double percentile, double limit,
+                    double floor) {
+    if (usage == nullptr || usage->IsEmpty()) return limit;
+    return std::clamp(usage->Percentile(percentile), floor, limit);
+  };
+  const double cpu_request =
+      request(cpu_usage_.get(), options_.cpu_request_percentile, cpu, options_.min_cpu_cores);
+  const double memory_request = request(memory_usage_.get(), options_.memory_request_percentile,
+                                        memory, options_.min_memory_bytes);
+  rec.cpu_cores = {cpu_request, cpu_request, cpu, cpu};
+  rec.memory_bytes = {memory_request, memory_request, memory, memory};
   const double lifespan =
       samples_ == 0 ? 0 : absl::FDivDuration(last_sample_ - first_sample_, absl::Hours(24));
   rec.confidence = std::min(lifespan, samples_ / 1440.0);

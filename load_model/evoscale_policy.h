@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "load_model/decaying_histogram.h"
 #include "load_model/forecast.h"
 #include "load_model/recommender.h"
 #include "load_model/regression.h"
@@ -50,6 +51,12 @@ struct EvoscaleResourceOptions {
   // Against flapping: a recommendation rises at once but falls only when the new value is
   // more than this fraction below the current one.
   double decrease_hysteresis = 0.1;
+  // Requests apart from limits: the ensemble's value is the limit (where overruns are OOM
+  // kills and throttling) and the request is this percentile of usage over a decaying
+  // histogram (half-life request_half_life), never above the limit. 0: request = limit.
+  double cpu_request_percentile = 0;
+  double memory_request_percentile = 0;
+  absl::Duration request_half_life = absl::Hours(24);
 };
 
 // Not thread-safe. Memory: a few hundred KiB (histograms for every model).
@@ -59,13 +66,15 @@ class EvoscaleResourceRecommender : public ResourceRecommender {
   ~EvoscaleResourceRecommender() override;
 
   void AddSample(const UsageSample& sample) override;
-  void RecordOom(absl::Time time, double memory_request_bytes) override;
+  void RecordOom(absl::Time time, double memory_limit_bytes) override;
   ResourceRecommendation Recommend(absl::Time now) override;
 
  private:
   const EvoscaleResourceOptions options_;
   std::unique_ptr<internal::ResourceEnsemble> cpu_;
   std::unique_ptr<internal::ResourceEnsemble> memory_;
+  std::unique_ptr<DecayingHistogram> cpu_usage_;     // For requests apart from limits.
+  std::unique_ptr<DecayingHistogram> memory_usage_;
   double applied_cpu_ = 0;     // Last recommendations returned (after hysteresis).
   double applied_memory_ = 0;
   double oom_floor_ = 0;

@@ -31,11 +31,21 @@ struct UsageSample {
   double load = -1;
 };
 
+// A container's resource, Kubernetes' way: the target is the request (what the scheduler
+// reserves; slack is measured on it), the limit the line above which memory is OOM-killed and
+// CPU throttled.
 struct ResourceEstimate {
   double target = 0;
   double lower_bound = 0;
   double upper_bound = 0;
+  // 0: the same as the target (limit = request).
+  double limit = 0;
 };
+
+// The limit in force for `e`: its limit, never below its target.
+inline double LimitOf(const ResourceEstimate& e) {
+  return e.limit > e.target ? e.limit : e.target;
+}
 
 struct ResourceRecommendation {
   ResourceEstimate cpu_cores;
@@ -53,8 +63,9 @@ class ResourceRecommender {
   virtual ~ResourceRecommender() = default;
   // Feeds one sample. Samples must come in time order; older ones may be ignored.
   virtual void AddSample(const UsageSample& sample) = 0;
-  // Records that the container was killed for exceeding `memory_request_bytes` at `time`.
-  virtual void RecordOom(absl::Time time, double memory_request_bytes) = 0;
+  // Records that the container was killed at `time` for exceeding its memory limit,
+  // `memory_limit_bytes` (the request too when they are equal).
+  virtual void RecordOom(absl::Time time, double memory_limit_bytes) = 0;
   // The recommendation at `now` from the samples fed so far. With no samples every field is
   // 0 except what minimums impose.
   virtual ResourceRecommendation Recommend(absl::Time now) = 0;

@@ -95,31 +95,41 @@ SeriesReport ReplayVm(const VmTrace& vm, ResourceRecommender& recommender,
   r.name = vm.name;
   if (vm.samples.empty()) return r;
   const absl::Time scored_from = vm.samples.front().time + warmup;
-  double slack_cpu = 0, slack_memory = 0;
+  double slack_cpu = 0, slack_memory = 0, slack_cpu_limit = 0, slack_memory_limit = 0;
   bool have_last = false;
-  double last_cpu = 0, last_memory = 0;
+  ResourceRecommendation last;
   double request_cpu = vm.samples.front().cpu_capacity_cores;  // What the VM ran with.
+  auto slack = [](double line, double usage) {
+    return line > 0 ? std::max(0.0, (line - usage) / line) : 0.0;
+  };
   for (size_t i = 0; i < vm.samples.size(); ++i) {
     const VmSample& s = vm.samples[i];
     if (i > 0) {
       // The recommendation in force for this sample, from earlier samples only.
       const ResourceRecommendation rec = recommender.Recommend(s.time);
-      const double cpu = rec.cpu_cores.target;
-      const double memory = rec.memory_bytes.target;
+      const double cpu = rec.cpu_cores.target, cpu_limit = LimitOf(rec.cpu_cores);
+      const double memory = rec.memory_bytes.target, memory_limit = LimitOf(rec.memory_bytes);
       request_cpu = cpu;
-      const bool oom = s.memory_bytes > memory;
-      if (oom) recommender.RecordOom(s.time, memory);
+      const bool oom = s.memory_bytes > memory_limit;
+      if (oom) recommender.RecordOom(s.time, memory_limit);
       if (s.time >= scored_from) {
         ++r.samples;
-        if (cpu > 0) slack_cpu += std::max(0.0, (cpu - s.cpu_cores) / cpu);
-        if (memory > 0) slack_memory += std::max(0.0, (memory - s.memory_bytes) / memory);
-        if (s.cpu_cores > cpu) ++r.underprovisioned_samples;
+        slack_cpu += slack(cpu, s.cpu_cores);
+        slack_memory += slack(memory, s.memory_bytes);
+        slack_cpu_limit += slack(cpu_limit, s.cpu_cores);
+        slack_memory_limit += slack(memory_limit, s.memory_bytes);
+        if (s.cpu_cores > cpu_limit) ++r.underprovisioned_samples;
+        if (s.cpu_cores > cpu) ++r.cpu_over_request_samples;
+        if (s.memory_bytes > memory) ++r.memory_over_request_samples;
         if (oom) ++r.oom_events;
-        if (have_last && (cpu != last_cpu || memory != last_memory)) ++r.changes;
+        if (have_last &&
+            (cpu != last.cpu_cores.target || memory != last.memory_bytes.target ||
+             cpu_limit != LimitOf(last.cpu_cores) || memory_limit != LimitOf(last.memory_bytes))) {
+          ++r.changes;
+        }
       }
       have_last = true;
-      last_cpu = cpu;
-      last_memory = memory;
+      last = rec;
     }
     UsageSample u;
     u.time = s.time;
@@ -131,6 +141,8 @@ SeriesReport ReplayVm(const VmTrace& vm, ResourceRecommender& recommender,
   if (r.samples > 0) {
     r.relative_slack_cpu = slack_cpu / r.samples;
     r.relative_slack_memory = slack_memory / r.samples;
+    r.relative_slack_cpu_limit = slack_cpu_limit / r.samples;
+    r.relative_slack_memory_limit = slack_memory_limit / r.samples;
   }
   return r;
 }
@@ -209,23 +221,31 @@ absl::StatusOr<ReplayReport> Replay(const ReplayOptions& options) {
     }
     absl::StatusOr<std::vector<VmTrace>> vms = ReadBitbrains(options.path);
     if (!vms.ok()) return vms.status();
-    int64_t under = 0;
+    int64_t under = 0, cpu_over = 0, memory_over = 0;
     for (const VmTrace& vm : *vms) {
       std::unique_ptr<ResourceRecommender> rec = MakeResourceRecommender(options);
       SeriesReport s = ReplayVm(vm, *rec, options.warmup);
       report.samples += s.samples;
       report.relative_slack_cpu_sum += s.relative_slack_cpu;
       report.relative_slack_memory_sum += s.relative_slack_memory;
+      report.relative_slack_cpu_limit_sum += s.relative_slack_cpu_limit;
+      report.relative_slack_memory_limit_sum += s.relative_slack_memory_limit;
       report.oom_events += s.oom_events;
       report.changes += s.changes;
       under += s.underprovisioned_samples;
+      cpu_over += s.cpu_over_request_samples;
+      memory_over += s.memory_over_request_samples;
       report.series.push_back(std::move(s));
     }
     const double n = static_cast<double>(report.series.size());
     report.relative_slack_cpu = report.relative_slack_cpu_sum / n;
     report.relative_slack_memory = report.relative_slack_memory_sum / n;
-    report.underprovisioned_fraction =
-        report.samples > 0 ? static_cast<double>(under) / report.samples : 0;
+    const auto fraction = [&](int64_t count) {
+      return report.samples > 0 ? static_cast<double>(count) / report.samples : 0;
+    };
+    report.underprovisioned_fraction = fraction(under);
+    report.cpu_over_request_fraction = fraction(cpu_over);
+    report.memory_over_request_fraction = fraction(memory_over);
     return report;
   }
   if (options.startup_delay < absl::ZeroDuration()) {
@@ -288,6 +308,10 @@ std::string ReplayReport::ToJson() const {
       fields["oom_events"] = s.oom_events;
       fields["underprovisioned_samples"] = s.underprovisioned_samples;
       fields["changes"] = s.changes;
+      fields["relative_slack_cpu_limit"] = Figure(s.relative_slack_cpu_limit);
+      fields["relative_slack_memory_limit"] = Figure(s.relative_slack_memory_limit);
+      fields["cpu_over_request_samples"] = s.cpu_over_request_samples;
+      fields["memory_over_request_samples"] = s.memory_over_request_samples;
     } else {
       fields["replica_hours"] = Figure(s.replica_hours);
       fields["minutes_over_target"] = Figure(s.minutes_over_target);
@@ -311,6 +335,10 @@ std::string ReplayReport::ToJson() const {
       {"minutes_over_target", horizontal(minutes_over_target)},
       {"scaling_actions", v ? Json(nullptr) : Json(scaling_actions)},
       {"relative_slack_replicas", horizontal(relative_slack_replicas)},
+      {"relative_slack_cpu_limit_sum", vertical(relative_slack_cpu_limit_sum)},
+      {"relative_slack_memory_limit_sum", vertical(relative_slack_memory_limit_sum)},
+      {"cpu_over_request_fraction", vertical(cpu_over_request_fraction)},
+      {"memory_over_request_fraction", vertical(memory_over_request_fraction)},
       {"series", std::move(series_json)}};
   return report.dump(/*indent=*/-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
 }

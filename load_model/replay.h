@@ -57,12 +57,19 @@ struct ReplayOptions {
 struct SeriesReport {
   std::string name;
   int64_t samples = 0;  // Scored samples/steps.
-  // Vertical: mean over samples of max(0, (recommendation - usage) / recommendation).
+  // Vertical: mean over samples of max(0, (request - usage) / request).
   double relative_slack_cpu = 0;
   double relative_slack_memory = 0;
-  int64_t oom_events = 0;                // Samples with memory usage above the recommendation.
-  int64_t underprovisioned_samples = 0;  // Vertical: CPU usage above the recommendation;
-                                         // replicas: utilisation above the target.
+  int64_t oom_events = 0;                // Samples with memory usage above the memory limit.
+  int64_t underprovisioned_samples = 0;  // Vertical: CPU usage above the CPU limit
+                                         // (throttled); replicas: utilisation above the target.
+  // Vertical, requests apart from limits (equal to the request figures when limit =
+  // request): the same slack measured on the limit, and samples whose usage exceeded the
+  // request (but not necessarily the limit: the node is overcommitted, not the container).
+  double relative_slack_cpu_limit = 0;
+  double relative_slack_memory_limit = 0;
+  int64_t cpu_over_request_samples = 0;
+  int64_t memory_over_request_samples = 0;
   int64_t changes = 0;                   // Recommendation changes (scaling actions).
   // Replica traces.
   double relative_slack_replicas = 0;    // Mean of max(0, (replicas - demand) / replicas).
@@ -85,6 +92,12 @@ struct ReplayReport {
   int64_t oom_events = 0;
   double underprovisioned_fraction = 0;  // Underprovisioned samples / scored samples.
   int64_t changes = 0;
+  // Vertical, sums over series of the limit slacks, and fractions of scored samples over
+  // their request.
+  double relative_slack_cpu_limit_sum = 0;
+  double relative_slack_memory_limit_sum = 0;
+  double cpu_over_request_fraction = 0;
+  double memory_over_request_fraction = 0;
   // Replica traces.
   double relative_slack_replicas = 0;
   double replica_hours = 0;
@@ -94,7 +107,8 @@ struct ReplayReport {
 
   // One JSON object: policy, trace, relative_slack_cpu, relative_slack_memory, oom_events,
   // underprovisioned_fraction, changes, replica_hours, minutes_over_target, scaling_actions
-  // (fields that do not apply to the trace are null), the sums, and "series": [...].
+  // (fields that do not apply to the trace are null), the sums, the limit and over-request
+  // figures, and "series": [...].
   std::string ToJson() const;
 };
 

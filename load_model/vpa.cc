@@ -64,7 +64,9 @@ void VpaRecommender::AddMemoryPeakSample(absl::Time time, double bytes, bool is_
   }
 }
 
-void VpaRecommender::RecordOom(absl::Time time, double memory_request_bytes) {
+void VpaRecommender::RecordOom(absl::Time time, double memory_limit_bytes) {
+  const double memory_request_bytes =
+      memory_limit_bytes / std::max(options_.memory_limit_ratio, 1.0);
   // The VPA discards OOMs older than the current window.
   if (window_end_ != absl::InfinitePast() &&
       time < window_end_ - options_.memory_aggregation_interval) {
@@ -100,6 +102,8 @@ ResourceRecommendation VpaRecommender::Recommend(absl::Time /*now*/) {
   rec.memory_bytes =
       estimate(memory_, options_.lower_memory_percentile, options_.target_memory_percentile,
                options_.upper_memory_percentile, options_.min_memory_bytes);
+  rec.cpu_cores.limit = rec.cpu_cores.target * std::max(options_.cpu_limit_ratio, 1.0);
+  rec.memory_bytes.limit = rec.memory_bytes.target * std::max(options_.memory_limit_ratio, 1.0);
   rec.explanation = absl::StrFormat(
       "vpa: cpu p%.0f x %.2f, memory p%.0f of %s peaks x %.2f, confidence %.2f days",
       100 * options_.target_cpu_percentile, margin, 100 * options_.target_memory_percentile,

@@ -29,6 +29,10 @@ struct VpaOptions {
   double min_sample_weight = 0.1;  // CPU samples weigh max(request cores, this).
   // Confidence counts samples as days of one-per-minute samples.
   double samples_per_day = 60 * 24;
+  // Limits: the VPA with controlledValues RequestsAndLimits keeps the pod's limit/request
+  // ratio; these are that ratio (1: limit = request, as in a Guaranteed pod).
+  double cpu_limit_ratio = 1;
+  double memory_limit_ratio = 1;
 };
 
 // Pure formulas, exposed for tests and for explanations.
@@ -44,7 +48,8 @@ class VpaRecommender : public ResourceRecommender {
   explicit VpaRecommender(VpaOptions options = {});
 
   void AddSample(const UsageSample& sample) override;
-  void RecordOom(absl::Time time, double memory_request_bytes) override;
+  // Bumps from the request in force (the limit over memory_limit_ratio), as the VPA does.
+  void RecordOom(absl::Time time, double memory_limit_bytes) override;
   ResourceRecommendation Recommend(absl::Time now) override;
 
   const DecayingHistogram& cpu_histogram() const { return cpu_; }

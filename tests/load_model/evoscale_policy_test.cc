@@ -39,6 +39,32 @@ TEST(EvoscaleResourceTest, CoversASteadyNoisyLoadWithLessSlackThanTheVpa) {
   EXPECT_LT(evo_slack, 0.9 * vpa_slack);  // ...with more slack.
 }
 
+TEST(EvoscaleResourceTest, RequestsApartFromLimitsSitAtAUsagePercentileBelowTheLimit) {
+  EvoscaleResourceOptions apart;
+  apart.cpu_request_percentile = 0.5;
+  apart.memory_request_percentile = 0.5;
+  EvoscaleResourceRecommender split(apart), together;
+  for (int i = 0; i < 2 * 288; ++i) {
+    UsageSample s;
+    s.time = kT0 + absl::Minutes(5 * i);
+    s.cpu_cores = i % 10 == 0 ? 2.0 : 0.5;  // A spike every 50 minutes.
+    s.memory_bytes = i % 10 == 0 ? 2e9 : 1e9;
+    split.AddSample(s);
+    together.AddSample(s);
+  }
+  const absl::Time now = kT0 + absl::Hours(48);
+  const ResourceRecommendation a = split.Recommend(now), t = together.Recommend(now);
+  // Limits as before: the ensemble's value, above the spikes.
+  EXPECT_DOUBLE_EQ(LimitOf(a.cpu_cores), LimitOf(t.cpu_cores));
+  EXPECT_DOUBLE_EQ(LimitOf(a.memory_bytes), LimitOf(t.memory_bytes));
+  EXPECT_GE(LimitOf(a.cpu_cores), 2.0);
+  // Requests at the median usage (within a histogram bucket), limits unchanged.
+  EXPECT_NEAR(a.cpu_cores.target, 0.5, 0.02);
+  EXPECT_NEAR(a.memory_bytes.target, 1e9, 0.03e9);
+  // Together: request = limit.
+  EXPECT_DOUBLE_EQ(t.cpu_cores.target, LimitOf(t.cpu_cores));
+}
+
 TEST(EvoscaleResourceTest, OomRaisesTheMemoryRecommendation) {
   EvoscaleResourceRecommender rec;
   for (int i = 0; i < 100; ++i) {

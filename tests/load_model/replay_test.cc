@@ -84,6 +84,58 @@ TEST(ReplayTest, ReplicaScoringWindowSplitsTheRun) {
   EXPECT_EQ(first.scaling_actions + second.scaling_actions, all.scaling_actions);
 }
 
+// A fixed request and limit, and the memory limits it was told about at each OOM.
+class FixedResources : public ResourceRecommender {
+ public:
+  FixedResources(double cpu, double cpu_limit, double memory, double memory_limit)
+      : cpu_(cpu), cpu_limit_(cpu_limit), memory_(memory), memory_limit_(memory_limit) {}
+  void AddSample(const UsageSample&) override {}
+  void RecordOom(absl::Time, double memory_limit_bytes) override { ooms.push_back(memory_limit_bytes); }
+  ResourceRecommendation Recommend(absl::Time) override {
+    ResourceRecommendation r;
+    r.cpu_cores = {.target = cpu_, .limit = cpu_limit_};
+    r.memory_bytes = {.target = memory_, .limit = memory_limit_};
+    return r;
+  }
+  std::vector<double> ooms;
+
+ private:
+  double cpu_, cpu_limit_, memory_, memory_limit_;
+};
+
+// Requests and limits apart: slack on the request, OOM and throttling on the limit, usage
+// between them counted as over the request.
+TEST(ReplayTest, RequestsAndLimitsAreScoredApart) {
+  VmTrace vm;
+  vm.name = "vm";
+  const absl::Time t0 = absl::FromUnixSeconds(1'700'000'000);
+  // cpu / memory per 5-minute sample: under the request, between, over the limit.
+  const double cpu[] = {0.5, 0.5, 1.5, 2.5};
+  const double memory[] = {1e9, 1e9, 3e9, 5e9};
+  for (int i = 0; i < 4; ++i) {
+    vm.samples.push_back({.time = t0 + absl::Minutes(5 * i), .cpu_cores = cpu[i],
+                          .cpu_capacity_cores = 1, .memory_bytes = memory[i]});
+  }
+  FixedResources apart(1.0, 2.0, 2e9, 4e9);
+  const SeriesReport r = ReplayVm(vm, apart, absl::ZeroDuration());
+  EXPECT_EQ(r.samples, 3);
+  EXPECT_EQ(r.oom_events, 1);                 // 5e9 > 4e9; 3e9 is only over the request
+  EXPECT_EQ(apart.ooms, std::vector<double>{4e9});  // told the limit it crossed
+  EXPECT_EQ(r.underprovisioned_samples, 1);   // 2.5 > 2.0 cores: throttled
+  EXPECT_EQ(r.cpu_over_request_samples, 2);
+  EXPECT_EQ(r.memory_over_request_samples, 2);
+  EXPECT_NEAR(r.relative_slack_cpu, (0.5 / 1.0) / 3, 1e-12);
+  EXPECT_NEAR(r.relative_slack_cpu_limit, (1.5 / 2.0 + 0.5 / 2.0) / 3, 1e-12);
+  EXPECT_NEAR(r.relative_slack_memory, (1e9 / 2e9) / 3, 1e-12);
+  EXPECT_NEAR(r.relative_slack_memory_limit, (3e9 / 4e9 + 1e9 / 4e9) / 3, 1e-12);
+  // Limit = request (a limit of 0 means so): every overrun of the request is an overrun.
+  FixedResources together(1.0, 0, 2e9, 0);
+  const SeriesReport t = ReplayVm(vm, together, absl::ZeroDuration());
+  EXPECT_EQ(t.oom_events, 2);
+  EXPECT_EQ(t.underprovisioned_samples, 2);
+  EXPECT_DOUBLE_EQ(t.relative_slack_cpu_limit, t.relative_slack_cpu);
+}
+
 // A policy that follows a script, one entry per decision, and records what it was told.
 class ScriptedReplicas : public ReplicaRecommender {
  public:

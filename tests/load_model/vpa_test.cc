@@ -110,5 +110,25 @@ TEST(VpaRecommenderTest, OomRaisesMemoryByTheBump) {
   EXPECT_NEAR(r.memory_bytes.target, o.BucketStart(o.FindBucket(1.2e9) + 1) * 1.15, 1);
 }
 
+TEST(VpaRecommenderTest, LimitsKeepTheRatioAndAnOomBumpsFromTheRequest) {
+  VpaOptions options;
+  options.cpu_limit_ratio = 2;
+  options.memory_limit_ratio = 1.5;
+  VpaRecommender vpa(options), plain;
+  vpa.AddSample(Sample(kT0, 0.5, 0.3e9));
+  plain.AddSample(Sample(kT0, 0.5, 0.3e9));
+  const ResourceRecommendation r = vpa.Recommend(kT0 + absl::Minutes(1));
+  const ResourceRecommendation p = plain.Recommend(kT0 + absl::Minutes(1));
+  EXPECT_DOUBLE_EQ(r.cpu_cores.target, p.cpu_cores.target);
+  EXPECT_DOUBLE_EQ(LimitOf(r.cpu_cores), 2 * r.cpu_cores.target);
+  EXPECT_DOUBLE_EQ(LimitOf(r.memory_bytes), 1.5 * r.memory_bytes.target);
+  EXPECT_DOUBLE_EQ(LimitOf(p.memory_bytes), p.memory_bytes.target);
+  // Killed at a 1.5e9-byte limit, that is a 1e9-byte request: the same bump as OomRaises...
+  vpa.RecordOom(kT0 + absl::Minutes(5), 1.5e9);
+  const HistogramOptions o = HistogramOptions::VpaMemory();
+  EXPECT_NEAR(vpa.Recommend(kT0 + absl::Minutes(6)).memory_bytes.target,
+              o.BucketStart(o.FindBucket(1.2e9) + 1) * 1.15, 1);
+}
+
 }  // namespace
 }  // namespace evoscale::load_model
