@@ -269,9 +269,13 @@ test('a managed study: requested against used, usage over time, capacity, live',
       },
     },
   }));
-  const study = JSON.parse(await cli(server, 'study', 'create', '-f', file, '--json')).name;
+  // The page is up before the study starts (its four trials take about nine seconds, and a
+  // browser starting on a loaded machine can take longer), then follows the study by hash.
   const { page, errors } = await newPage();
-  await page.goto(`${server.http}/#/${study}`);
+  await page.goto(`${server.http}/#/`);
+  await until(page, 'the study list', () => document.querySelector('#error').hidden);
+  const study = JSON.parse(await cli(server, 'study', 'create', '-f', file, '--json')).name;
+  await page.evaluate((h) => { location.hash = h; }, `#/${study}`);
   // Live: the history grows while the study runs, without a reload.
   await until(page, 'a history of some but not all four trials', () => {
     const n = Number(document.querySelector('#chart-history')?.dataset.points || 0);
