@@ -67,6 +67,19 @@ EvoscaleResourceRecommender::~EvoscaleResourceRecommender() = default;
 
 void EvoscaleResourceRecommender::AddSample(const UsageSample& sample) {
   if (samples_ > 0 && sample.time <= last_sample_) return;
+  // Calibrate each margin on whether this sample overran the limit in force (the last one
+  // recommended), once there is enough history for the limits to mean something.
+  if (samples_ > 0 && sample.time - first_sample_ >= options_.calibrate_after) {
+    auto calibrate = [&](double rate, double usage, double limit, double* log_margin) {
+      if (rate <= 0 || limit <= 0) return;
+      *log_margin += options_.calibration_step * ((usage > limit ? 1.0 : 0.0) - rate);
+      *log_margin = std::clamp(*log_margin, std::log(options_.min_margin),
+                               std::log(options_.max_margin));
+    };
+    calibrate(options_.target_throttle_rate, sample.cpu_cores, applied_cpu_, &log_cpu_margin_);
+    calibrate(options_.target_oom_rate, sample.memory_bytes, applied_memory_,
+              &log_memory_margin_);
+  }
   if (samples_ == 0) first_sample_ = sample.time;
   last_sample_ = sample.time;
   ++samples_;
@@ -89,8 +102,9 @@ void EvoscaleResourceRecommender::RecordOom(absl::Time time, double memory_limit
 
 ResourceRecommendation EvoscaleResourceRecommender::Recommend(absl::Time now) {
   ResourceRecommendation rec;
-  double cpu = cpu_->Limit(now);
-  double memory = memory_->Limit(now);
+  double cpu = std::max(cpu_->Limit(now) * std::exp(log_cpu_margin_), options_.min_cpu_cores);
+  double memory =
+      std::max(memory_->Limit(now) * std::exp(log_memory_margin_), options_.min_memory_bytes);
   const bool oom_floor = now < oom_floor_until_ && oom_floor_ > memory;
   if (oom_floor) memory = oom_floor_;
   auto stabilise = [&](double fresh, double* applied) {
@@ -116,8 +130,9 @@ ResourceRecommendation EvoscaleResourceRecommender::Recommend(absl::Time now) {
   const double lifespan =
       samples_ == 0 ? 0 : absl::FDivDuration(last_sample_ - first_sample_, absl::Hours(24));
   rec.confidence = std::min(lifespan, samples_ / 1440.0);
-  rec.explanation = absl::StrFormat("evoscale: cpu from %s, memory from %s%s",
-                                    cpu_->ChosenModel(), memory_->ChosenModel(),
+  rec.explanation = absl::StrFormat("evoscale: cpu from %s x %.2f, memory from %s x %.2f%s",
+                                    cpu_->ChosenModel(), std::exp(log_cpu_margin_),
+                                    memory_->ChosenModel(), std::exp(log_memory_margin_),
                                     oom_floor ? " (raised after an OOM)" : "");
   return rec;
 }

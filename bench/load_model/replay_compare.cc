@@ -53,8 +53,8 @@ int main(int argc, char** argv) {
   app.add_option("--target", target, "target utilisation of the replica traces (default 0.6)")
       ->type_name("U");
   app.add_option("--set", settings,
-                 "a tuning knob NAME=VALUE (cpu_w, mem_w, cost_h, q, win, wait, forget, "
-                 "errwin, dlags, qlags, escale); repeatable")
+                 "a tuning knob NAME=VALUE (cpu_w, mem_w, cost_h, oom_rate, throttle_rate, "
+                 "cal_step, q, win, wait, forget, errwin, dlags, qlags, escale); repeatable")
       ->type_name("NAME=VALUE");
   app.add_flag("--no-ablation", no_ablation, "skip the floors ablation line");
   app.add_option("--startup-minutes", startup_minutes,
@@ -74,6 +74,9 @@ int main(int argc, char** argv) {
     if (k == "cpu_w") knobs.cpu_overrun_weight = v;
     else if (k == "mem_w") knobs.memory_overrun_weight = v;
     else if (k == "cost_h") knobs.cost_half_life = absl::Hours(v);
+    else if (k == "oom_rate") knobs.target_oom_rate = v;
+    else if (k == "throttle_rate") knobs.target_throttle_rate = v;
+    else if (k == "cal_step") knobs.calibration_step = v;
     else if (k == "q") replica_knobs.demand_quantile = v;
     else if (k == "win") replica_knobs.scale_down_window = static_cast<int>(v);
     else if (k == "wait") replica_knobs.max_queue_wait_in_service_times = v;

@@ -65,6 +65,54 @@ TEST(EvoscaleResourceTest, RequestsApartFromLimitsSitAtAUsagePercentileBelowTheL
   EXPECT_DOUBLE_EQ(t.cpu_cores.target, LimitOf(t.cpu_cores));
 }
 
+// The risk knob: each limit's margin calibrates itself from the workload's own overruns, so
+// that a higher target rate gives more overruns and less slack, near the rate asked for.
+TEST(EvoscaleResourceTest, CalibratedMarginsMeetTheTargetRate) {
+  struct Outcome { double rate = 0, mean_limit = 0; };
+  auto run = [](double rate) {
+    EvoscaleResourceOptions o;
+    o.target_oom_rate = rate;
+    o.target_throttle_rate = rate;
+    o.calibration_step = 0.05;
+    EvoscaleResourceRecommender rec(o);
+    uint64_t x = 12345;
+    auto uniform = [&x] {  // A small LCG: the same noise for every rate.
+      x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+      return static_cast<double>(x >> 11) / 9007199254740992.0;
+    };
+    Outcome out;
+    int scored = 0, over = 0;
+    for (int i = 0; i < 20 * 288; ++i) {  // Twenty days of 5-minute samples.
+      const absl::Time t = kT0 + absl::Minutes(5 * i);
+      const double u = uniform();
+      const double cpu = 0.5 + 0.5 * u * u;  // Skewed noise: rare highs.
+      const double memory = 1e9 * (1 + u * u * u);
+      const ResourceRecommendation r = rec.Recommend(t);
+      if (i >= 5 * 288) {
+        ++scored;
+        over += cpu > LimitOf(r.cpu_cores);
+        out.mean_limit += LimitOf(r.cpu_cores);
+      }
+      UsageSample s;
+      s.time = t;
+      s.cpu_cores = cpu;
+      s.memory_bytes = memory;
+      if (memory > LimitOf(r.memory_bytes)) rec.RecordOom(t, LimitOf(r.memory_bytes));
+      rec.AddSample(s);
+    }
+    out.rate = static_cast<double>(over) / scored;
+    out.mean_limit /= scored;
+    return out;
+  };
+  const Outcome tight = run(0.002), loose = run(0.05), off = run(0);
+  EXPECT_GT(loose.rate, 0.025);
+  EXPECT_LT(loose.rate, 0.1);
+  EXPECT_LT(tight.rate, 0.01);
+  EXPECT_LT(loose.mean_limit, tight.mean_limit);
+  // Without calibration the ensemble alone sets the limit: more than at 5% risk.
+  EXPECT_GT(off.mean_limit, loose.mean_limit);
+}
+
 TEST(EvoscaleResourceTest, OomRaisesTheMemoryRecommendation) {
   EvoscaleResourceRecommender rec;
   for (int i = 0; i < 100; ++i) {
