@@ -43,8 +43,8 @@ class ServiceMetrics {
   //   evoscale_recommendation_memory_bytes{namespace,workload,container,bound}
   //   evoscale_recommendation_gpu_memory_bytes{namespace,workload,container,bound}
   //       one series per container (no container label for samples that name none; sum by
-  //       workload for the pod); bound: target, lower_bound, upper_bound. A container that
-  //       drops out of the recommendation drops out of the gauges.
+  //       workload for the pod); bound: target (the request), lower_bound, upper_bound,
+  //       limit. A container that drops out of the recommendation drops out of the gauges.
   //   evoscale_recommended_replicas{namespace,workload}
   //   evoscale_telemetry_samples_total{result}  counter; result: accepted or the rejection
   //       reason

@@ -255,11 +255,13 @@ struct AutoscalerCore::WorkloadState {
       b->set_target(e.target);
       b->set_lower_bound(e.lower_bound);
       b->set_upper_bound(e.upper_bound);
+      b->set_limit(load_model::LimitOf(e));
     };
     auto add = [](const load_model::ResourceEstimate& e, v1::ResourceBounds* sum) {
       sum->set_target(sum->target() + e.target);
       sum->set_lower_bound(sum->lower_bound() + e.lower_bound);
       sum->set_upper_bound(sum->upper_bound() + e.upper_bound);
+      sum->set_limit(sum->limit() + load_model::LimitOf(e));
     };
     std::vector<std::pair<const std::string*, Container*>> live;
     for (auto& [name, c] : containers) {
@@ -399,6 +401,23 @@ absl::Status AutoscalerCore::ValidateWorkload(const v1::Workload& w) {
   }
   if (!(w.replica_capacity_qps() >= 0) || !std::isfinite(w.replica_capacity_qps())) {
     return InvalidArgumentError("workload.replica_capacity_qps: must be finite and >= 0");
+  }
+  for (const auto& [field, rate] : {std::pair{"oom_rate", w.oom_rate()},
+                                    std::pair{"throttle_rate", w.throttle_rate()}}) {
+    if (!(rate >= 0 && rate <= 0.5)) {
+      return InvalidArgumentError(StrFormat(
+          "workload.%s: %g must be in [0, 0.5] (a rate per sample; 0 for the default)", field,
+          rate));
+    }
+  }
+  if (!(w.request_percentile() >= 0 && w.request_percentile() < 1)) {
+    return InvalidArgumentError(StrFormat(
+        "workload.request_percentile: %g must be in [0, 1) (0: request = limit)",
+        w.request_percentile()));
+  }
+  if (!(w.startup_delay_seconds() >= 0 && w.startup_delay_seconds() <= 86400)) {
+    return InvalidArgumentError(StrFormat(
+        "workload.startup_delay_seconds: %g must be in [0, 86400]", w.startup_delay_seconds()));
   }
   return absl::OkStatus();
 }

@@ -126,6 +126,19 @@ CLI::Validator Utilization() {
       "");
 }
 
+// A number in [lo, hi) (or [lo, hi] with `closed`).
+CLI::Validator NumberIn(double lo, double hi, bool closed) {
+  return CLI::Validator(
+      [lo, hi, closed](std::string& text) -> std::string {
+        double value;
+        if (absl::SimpleAtod(text, &value) && value >= lo && (closed ? value <= hi : value < hi)) {
+          return "";
+        }
+        return absl::StrFormat("\"%s\" is not in [%g, %g%s", text, lo, hi, closed ? "]" : ")");
+      },
+      "");
+}
+
 // `what` is the value's name in the message: "the address is empty".
 CLI::Validator NotEmpty(absl::string_view what) {
   return CLI::Validator(
@@ -943,6 +956,36 @@ void DefineWorkloadPut(CLI::App& command, CommandArguments& arguments) {
           "the most replicas to recommend")
       ->type_name("N")
       ->check(IntegerIn(0, kMaxReplicas));
+  const struct {
+    const char* flag;
+    const char* field;
+    void (v1::Workload::*set)(double);
+    double lo, hi;
+    bool closed;
+    const char* help;
+  } numbers[] = {
+      {"--oom-rate", "oom_rate", &v1::Workload::set_oom_rate, 0, 0.5, true,
+       "target OOM kills per sample (evoscale; 0: the default 0.0004)"},
+      {"--throttle-rate", "throttle_rate", &v1::Workload::set_throttle_rate, 0, 0.5, true,
+       "target throttled samples per sample (evoscale; 0: not calibrated)"},
+      {"--request-percentile", "request_percentile", &v1::Workload::set_request_percentile, 0, 1,
+       false, "requests at this usage percentile under the limits (evoscale; 0: request = limit)"},
+      {"--startup-delay-seconds", "startup_delay_seconds",
+       &v1::Workload::set_startup_delay_seconds, 0, 86400, true,
+       "how long a new replica takes to serve (evoscale forecasts that far ahead)"},
+  };
+  for (const auto& n : numbers) {
+    command
+        .add_option_function<double>(
+            n.flag,
+            [workload, given, set = n.set, field = n.field](double value) {
+              (workload->*set)(value);
+              given->insert(field);
+            },
+            n.help)
+        ->type_name("X")
+        ->check(NumberIn(n.lo, n.hi, n.closed));
+  }
 }
 
 absl::Status RunWorkloadPut(const Invocation& invocation) {
@@ -963,6 +1006,10 @@ absl::Status RunWorkloadPut(const Invocation& invocation) {
   if (has("target_utilization")) w->set_target_utilization(given.target_utilization());
   if (has("min_replicas")) w->set_min_replicas(given.min_replicas());
   if (has("max_replicas")) w->set_max_replicas(given.max_replicas());
+  if (has("oom_rate")) w->set_oom_rate(given.oom_rate());
+  if (has("throttle_rate")) w->set_throttle_rate(given.throttle_rate());
+  if (has("request_percentile")) w->set_request_percentile(given.request_percentile());
+  if (has("startup_delay_seconds")) w->set_startup_delay_seconds(given.startup_delay_seconds());
   w->set_name(args.workload);
   v1::Workload out;
   if (absl::Status s = invocation.Unary("PutWorkload", &AutoscalerStub::PutWorkload, request, &out);
@@ -1027,12 +1074,13 @@ absl::Status RunRecommend(const Invocation& invocation) {
   }
   auto row = [](const char* what, const v1::ResourceBounds& b, bool cpu) {
     auto q = [&](double v) { return cpu ? CpuQuantity(v) : MemoryQuantity(v); };
-    return std::vector<std::string>{what, q(b.lower_bound()), q(b.target()), q(b.upper_bound())};
+    return std::vector<std::string>{what, q(b.lower_bound()), q(b.target()), q(b.upper_bound()),
+                                    q(std::max(b.limit(), b.target()))};
   };
   std::vector<std::vector<std::string>> rows = {row("cpu", rec.cpu_cores(), true),
                                                 row("memory", rec.memory_bytes(), false)};
   if (rec.has_gpu_memory_bytes()) rows.push_back(row("gpu_memory", rec.gpu_memory_bytes(), false));
-  invocation.out() << FormatTable({"RESOURCE", "LOWER", "TARGET", "UPPER"}, rows)
+  invocation.out() << FormatTable({"RESOURCE", "LOWER", "TARGET", "UPPER", "LIMIT"}, rows)
                    << "replicas: " << rec.replicas()
                    << "  confidence: " << FormatNumber(rec.confidence())
                    << "  policy: " << rec.policy() << "\n"
@@ -1293,7 +1341,8 @@ const std::vector<Command>& Commands() {
       {"optimal", "STUDY", "Short for study optimal.", DefineStudy, RunOptimal, true},
       {"workload put",
        "NAME [--policy evoscale|vpa|hpa] [--kind serving|training] [--target-utilization X] "
-       "[--min-replicas N] [--max-replicas N]",
+       "[--min-replicas N] [--max-replicas N] [--oom-rate X] [--throttle-rate X] "
+       "[--request-percentile X] [--startup-delay-seconds X]",
        "Create or update an autoscaled workload.", DefineWorkloadPut, RunWorkloadPut},
       {"workload list", "", "List autoscaled workloads.", DefineNothing, RunWorkloadList},
       {"workload get", "NAME", "Show a workload.", DefineWorkload, RunWorkloadGet},

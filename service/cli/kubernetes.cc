@@ -88,6 +88,19 @@ void VerticalPodAutoscaler(YAML::Emitter& out, const std::string& ns, const std:
       {"evoscale.io/policy", rec.policy()},
       {"evoscale.io/confidence", absl::StrFormat("%g", rec.confidence())}};
   if (!note.empty()) annotations.emplace_back("evoscale.io/note", note);
+  // A VPA status carries requests only; limits apart from them ride in an annotation.
+  std::string limits;
+  for (const VpaContainer& c : containers) {
+    const double cpu = c.cpu_cores->limit(), memory = c.memory_bytes->limit();
+    if ((cpu <= 0 || cpu == c.cpu_cores->target()) &&
+        (memory <= 0 || memory == c.memory_bytes->target())) {
+      continue;
+    }
+    absl::StrAppend(&limits, limits.empty() ? "" : "; ", c.name, ": cpu=",
+                    CpuQuantity(std::max(cpu, c.cpu_cores->target())), " memory=",
+                    MemoryQuantity(std::max(memory, c.memory_bytes->target())));
+  }
+  if (!limits.empty()) annotations.emplace_back("evoscale.io/limits", limits);
   out << YAML::BeginMap;
   PlainEntry(out, "apiVersion", "autoscaling.k8s.io/v1");
   PlainEntry(out, "kind", "VerticalPodAutoscaler");

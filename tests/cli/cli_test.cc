@@ -261,6 +261,13 @@ TEST(ParseCommandLineTest, EveryDocumentedCommandAndFlagParses) {
   EXPECT_EQ(line.arguments.workload_settings.target_utilization(), 0.6);
   EXPECT_EQ(line.arguments.workload_settings.min_replicas(), 2);
   EXPECT_EQ(line.arguments.workload_settings.max_replicas(), 9);
+  line = MustParse({"workload", "put", "w", "--oom-rate", "0.001", "--throttle-rate=0.01",
+                    "--request-percentile", "0.95", "--startup-delay-seconds", "180"});
+  EXPECT_EQ(line.arguments.workload_settings.oom_rate(), 0.001);
+  EXPECT_EQ(line.arguments.workload_settings.throttle_rate(), 0.01);
+  EXPECT_EQ(line.arguments.workload_settings.request_percentile(), 0.95);
+  EXPECT_EQ(line.arguments.workload_settings.startup_delay_seconds(), 180);
+  EXPECT_TRUE(line.arguments.workload_flags.contains("request_percentile"));
   EXPECT_EQ(MustParse({"workload", "list"}).command, "workload list");
   line = MustParse({"workload", "get", "default/ranker"});
   EXPECT_EQ(line.command, "workload get");
@@ -342,6 +349,10 @@ TEST(ParseCommandLineTest, BadFlagsAreErrorsNamingTheFlag) {
                          "training (usage: evoscale workload put NAME "));
   EXPECT_THAT(ParseError({"workload", "put", "w", "--max-replicas", "-1"}),
               StartsWith("workload put: --max-replicas: \"-1\" is not an integer in [0, 100000]"));
+  EXPECT_THAT(ParseError({"workload", "put", "w", "--request-percentile", "1"}),
+              StartsWith("workload put: --request-percentile: \"1\" is not in [0, 1)"));
+  EXPECT_THAT(ParseError({"workload", "put", "w", "--oom-rate", "0.6"}),
+              StartsWith("workload put: --oom-rate: \"0.6\" is not in [0, 0.5]"));
   EXPECT_THAT(ParseError({"replay", "--path", "p", "--trace", "alibaba-genai", "--startup-delay",
                           "soon"}),
               StartsWith("replay: --startup-delay: \"soon\" is not a duration >= 0 such as 3m "

@@ -184,6 +184,9 @@ TEST_F(AutoscalerE2eTest, TelemetryInRecommendationOutOverGrpcMetricsAndYaml) {
   EXPECT_LT(rec.memory_bytes().target(), 2e9);
   EXPECT_LE(rec.cpu_cores().lower_bound(), rec.cpu_cores().target());
   EXPECT_GE(rec.cpu_cores().upper_bound(), rec.cpu_cores().target());
+  // By default the limit is the request.
+  EXPECT_DOUBLE_EQ(rec.cpu_cores().limit(), rec.cpu_cores().target());
+  EXPECT_DOUBLE_EQ(rec.memory_bytes().limit(), rec.memory_bytes().target());
   EXPECT_GE(rec.replicas(), 1);
   EXPECT_LE(rec.replicas(), 50);
   EXPECT_NEAR(Seconds(rec.newest_sample_time()), end, 1e-6);
@@ -498,10 +501,81 @@ TEST_F(AutoscalerE2eTest, MetricsFollowPrometheusNamingConventions) {
   EXPECT_THAT(metrics, Not(HasSubstr("workload=\"default/")));
   EXPECT_THAT(Samples(metrics, "evoscale_recommendation_cpu_cores",
                       {"namespace=\"default\",workload=\"solo\""}),
-              SizeIs(3));  // target, lower_bound, upper_bound
+              SizeIs(4));  // target, lower_bound, upper_bound, limit
   for (const std::string& line : Samples(metrics, "evoscale_recommended_replicas", {})) {
     EXPECT_THAT(line, HasSubstr("namespace=\"default\"")) << line;
   }
+}
+
+// Requests apart from limits, set on the workload: the request at a usage percentile, the
+// limit where OOMs and throttling happen, both over gRPC, in the gauges and in the YAML; the
+// workload's risk settings survive a restart; bad values are refused by name.
+TEST_F(AutoscalerE2eTest, RequestsApartFromLimitsReachGrpcMetricsAndYaml) {
+  grpc::ClientContext put_ctx;
+  v1::PutWorkloadRequest put;
+  put.mutable_workload()->set_name(kWorkload);
+  put.mutable_workload()->set_request_percentile(0.5);
+  put.mutable_workload()->set_oom_rate(0.001);
+  put.mutable_workload()->set_startup_delay_seconds(180);
+  v1::Workload w;
+  ASSERT_TRUE(stub_->PutWorkload(&put_ctx, put, &w).ok());
+  v1::ReportTelemetryResponse resp;
+  ASSERT_TRUE(Report(GoodTelemetry(NowSeconds()), &resp).ok());
+  const v1::Recommendation rec = Recommend();
+  // CPU follows a sine: its median is well under the limit that covers the peaks.
+  EXPECT_LT(rec.cpu_cores().target(), 0.9 * rec.cpu_cores().limit());
+  EXPECT_LE(rec.memory_bytes().target(), rec.memory_bytes().limit());
+  EXPECT_GE(rec.memory_bytes().limit(), 816e6);  // above the peak
+  ASSERT_EQ(rec.containers_size(), 1);
+  EXPECT_DOUBLE_EQ(rec.containers(0).cpu_cores().limit(), rec.cpu_cores().limit());
+  EXPECT_DOUBLE_EQ(
+      Gauge(Metrics(), "evoscale_recommendation_cpu_cores", {kLabels, "bound=\"limit\""}),
+      rec.cpu_cores().limit());
+  const std::string out = dir_.path() + "/limits.yaml";
+  const std::string cmd = BinDir() + "/evoscale --server " + server_->grpc_address() +
+                          " recommend default/ranker -o kubernetes >" + out;
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const YAML::Node vpa = YAML::LoadAllFromFile(out)[0];
+  EXPECT_THAT(vpa["metadata"]["annotations"]["evoscale.io/limits"].as<std::string>(),
+              HasSubstr("ranker: cpu="));
+  Start();  // the settings come back from the store
+  grpc::ClientContext get_ctx;
+  v1::GetWorkloadRequest get;
+  get.set_name(kWorkload);
+  v1::Workload got;
+  ASSERT_TRUE(stub_->GetWorkload(&get_ctx, get, &got).ok());
+  EXPECT_DOUBLE_EQ(got.request_percentile(), 0.5);
+  EXPECT_DOUBLE_EQ(got.oom_rate(), 0.001);
+  EXPECT_DOUBLE_EQ(got.startup_delay_seconds(), 180);
+  EXPECT_DOUBLE_EQ(Recommend().cpu_cores().limit(), rec.cpu_cores().limit());
+  const struct {
+    void (*set)(v1::Workload*);
+    const char* message;
+  } bad[] = {
+      {[](v1::Workload* x) { x->set_request_percentile(1); },
+       "workload.request_percentile: 1 must be in [0, 1) (0: request = limit)"},
+      {[](v1::Workload* x) { x->set_oom_rate(-0.1); },
+       "workload.oom_rate: -0.1 must be in [0, 0.5] (a rate per sample; 0 for the default)"},
+      {[](v1::Workload* x) { x->set_throttle_rate(0.9); },
+       "workload.throttle_rate: 0.9 must be in [0, 0.5] (a rate per sample; 0 for the default)"},
+      {[](v1::Workload* x) { x->set_startup_delay_seconds(1e6); },
+       "workload.startup_delay_seconds: 1e+06 must be in [0, 86400]"},
+  };
+  for (const auto& b : bad) {
+    grpc::ClientContext ctx;
+    v1::PutWorkloadRequest req;
+    req.mutable_workload()->set_name(kWorkload);
+    b.set(req.mutable_workload());
+    v1::Workload ignored;
+    const grpc::Status st = stub_->PutWorkload(&ctx, req, &ignored);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << b.message;
+    EXPECT_EQ(st.error_message(), b.message);
+  }
+  // Nothing stored changed.
+  grpc::ClientContext again_ctx;
+  v1::Workload again;
+  ASSERT_TRUE(stub_->GetWorkload(&again_ctx, get, &again).ok());
+  EXPECT_DOUBLE_EQ(again.request_percentile(), 0.5);
 }
 
 // Durations are seconds in the API: a workload's latency objective too, validated by its name.

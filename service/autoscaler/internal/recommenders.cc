@@ -21,7 +21,12 @@ std::unique_ptr<load_model::ResourceRecommender> MakeResourceRecommender(const v
   // The HPA scales replicas only; its workloads get the VPA's request recommendation, which
   // is what a cluster running both would see.
   if (PolicyOf(w) == load_model::Policy::kEvoscale) {
-    return std::make_unique<load_model::EvoscaleResourceRecommender>();
+    load_model::EvoscaleResourceOptions o;
+    if (w.oom_rate() > 0) o.target_oom_rate = w.oom_rate();
+    if (w.throttle_rate() > 0) o.target_throttle_rate = w.throttle_rate();
+    o.cpu_request_percentile = w.request_percentile();
+    o.memory_request_percentile = w.request_percentile();
+    return std::make_unique<load_model::EvoscaleResourceRecommender>(o);
   }
   return std::make_unique<load_model::VpaRecommender>();
 }
@@ -35,6 +40,7 @@ std::unique_ptr<load_model::ReplicaRecommender> MakeReplicaRecommender(const v1:
     o.target_utilization = target;
     o.min_replicas = min_replicas;
     o.max_replicas = max_replicas;
+    o.startup_delay = absl::Seconds(w.startup_delay_seconds());
     return std::make_unique<load_model::EvoscaleReplicaRecommender>(o);
   }
   load_model::HpaOptions o;
