@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -227,7 +228,8 @@ int main(int argc, char** argv) {
   const char* parts[] = {"all steps", "first half (tuning)", "second half (held out)"};
   const absl::Time from[] = {absl::InfinitePast(), absl::InfinitePast(), mid};
   const absl::Time until[] = {absl::InfiniteFuture(), mid, absl::InfiniteFuture()};
-  for (int part = 0; part < 3; ++part) {
+  // One part's table, evoscale beside the HPA; returns the pair.
+  auto table = [&](int part, bool slack) {
     const lm::SeriesReport hpa = run(lm::Policy::kHpa, from[part], until[part]);
     const lm::SeriesReport evr = run(lm::Policy::kEvoscale, from[part], until[part]);
     std::printf("%-34s %12s %12s %10s\n", parts[part], "evoscale", "hpa", "evo/hpa");
@@ -238,8 +240,14 @@ int main(int argc, char** argv) {
     std::printf("%-34s %12lld %12lld\n", "scaling actions",
                 static_cast<long long>(evr.scaling_actions),
                 static_cast<long long>(hpa.scaling_actions));
-    std::printf("%-34s %12.3f %12.3f\n", "relative slack (replicas)", evr.relative_slack_replicas,
-                hpa.relative_slack_replicas);
+    if (slack) {
+      std::printf("%-34s %12.3f %12.3f\n", "relative slack (replicas)",
+                  evr.relative_slack_replicas, hpa.relative_slack_replicas);
+    }
+    return std::pair{evr, hpa};
+  };
+  for (int part = 0; part < 3; ++part) {
+    const auto [evr, hpa] = table(part, /*slack=*/true);
     if (part == 0) {
       bar2 = evr.replica_hours <= 0.85 * hpa.replica_hours &&
              evr.minutes_over_target <= hpa.minutes_over_target;
@@ -254,18 +262,7 @@ int main(int argc, char** argv) {
   if (startup_minutes > 0) {
     rp.startup_delay = absl::Seconds(60 * startup_minutes);
     std::printf("\n== Alibaba GenAI 2026 with a %g-minute replica start-up ==\n", startup_minutes);
-    for (int part = 0; part < 3; ++part) {
-      const lm::SeriesReport hpa = run(lm::Policy::kHpa, from[part], until[part]);
-      const lm::SeriesReport evr = run(lm::Policy::kEvoscale, from[part], until[part]);
-      std::printf("%-34s %12s %12s %10s\n", parts[part], "evoscale", "hpa", "evo/hpa");
-      std::printf("%-34s %12.1f %12.1f %10.3f\n", "replica-hours", evr.replica_hours,
-                  hpa.replica_hours, Ratio(evr.replica_hours, hpa.replica_hours));
-      std::printf("%-34s %12.1f %12.1f %10.3f\n", "minutes over target", evr.minutes_over_target,
-                  hpa.minutes_over_target, Ratio(evr.minutes_over_target, hpa.minutes_over_target));
-      std::printf("%-34s %12lld %12lld\n", "scaling actions",
-                  static_cast<long long>(evr.scaling_actions),
-                  static_cast<long long>(hpa.scaling_actions));
-    }
+    for (int part = 0; part < 3; ++part) table(part, /*slack=*/false);
   }
   return 0;
 }
