@@ -265,7 +265,7 @@ HttpResponse WorkloadHistoryJson(AutoscalerCore* autoscaler, const std::string& 
        cpu_max = json::array(), mem_max = json::array(), qps = json::array(),
        cpu_t = json::array(), cpu_lo = json::array(), cpu_hi = json::array(),
        mem_t = json::array(), mem_lo = json::array(), mem_hi = json::array(),
-       replicas = json::array();
+       cpu_lim = json::array(), mem_lim = json::array(), replicas = json::array();
   for (const WorkloadHistoryBucket& b : h->buckets) {
     auto rec = [&](double v) { return b.has_recommendation ? json(v) : json(nullptr); };
     times.push_back(b.start);
@@ -280,6 +280,8 @@ HttpResponse WorkloadHistoryJson(AutoscalerCore* autoscaler, const std::string& 
     mem_t.push_back(rec(b.memory_target));
     mem_lo.push_back(rec(b.memory_lower));
     mem_hi.push_back(rec(b.memory_upper));
+    cpu_lim.push_back(rec(b.cpu_limit));
+    mem_lim.push_back(rec(b.memory_limit));
     replicas.push_back(b.has_recommendation ? json(b.replicas) : json(nullptr));
   }
   return HttpResponse{
@@ -298,6 +300,8 @@ HttpResponse WorkloadHistoryJson(AutoscalerCore* autoscaler, const std::string& 
                              {"memory_target", mem_t},
                              {"memory_lower", mem_lo},
                              {"memory_upper", mem_hi},
+                             {"cpu_limit", cpu_lim},
+                             {"memory_limit", mem_lim},
                              {"replicas_recommended", replicas}}
           .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
 }

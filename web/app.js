@@ -695,8 +695,9 @@
 
   function bounds(b, fmt) {
     if (!b) return '';
+    const limit = Number(b.limit || 0) > Number(b.target || 0) ? ` · limit ${fmt(b.limit)}` : '';
     return h('span', null, fmt(b.target || 0),
-      h('span', { class: 'muted' }, ` [${fmt(b.lower_bound || 0)} – ${fmt(b.upper_bound || 0)}]`));
+      h('span', { class: 'muted' }, ` [${fmt(b.lower_bound || 0)} – ${fmt(b.upper_bound || 0)}]`), limit);
   }
 
   function workloadPath(name) {
@@ -787,17 +788,24 @@
       // little above usage and target: a VPA's upper bound is very wide while its confidence
       // is low, and would flatten everything else.
       const top = (...cols) => 1.5 * Math.max(0, ...cols.flat().filter((v) => v !== null));
+      // The limit (where memory is OOM-killed and CPU throttled) gets a line of its own only
+      // when requests and limits are apart somewhere in the window.
+      const limit = (lim, t) => ((lim || []).some((v, i) => v !== null && t[i] !== null && v > t[i] * (1 + 1e-9))
+        ? [{ label: 'limit', values: lim, color: EvoCharts.PALETTE[3], width: 2, dash: [6, 3] }] : []);
+      const cpuLimit = limit(d.cpu_limit, d.cpu_target), memoryLimit = limit(d.memory_limit, d.memory_target);
       EvoCharts.lines(chartEl('workload-cpu'), d.times, [
         ...band(d.cpu_target, d.cpu_lower, d.cpu_upper, EvoCharts.PALETTE[0]),
         { label: 'mean per pod', values: d.cpu_cores_mean, color: EvoCharts.PALETTE[1] },
-        { label: 'busiest pod', values: d.cpu_cores_max, color: EvoCharts.PALETTE[1], width: 1, dash: [1, 2] }],
+        { label: 'busiest pod', values: d.cpu_cores_max, color: EvoCharts.PALETTE[1], width: 1, dash: [1, 2] },
+        ...cpuLimit],
       { time: true, xLabel: 'time', yLabel: 'CPU cores', bands: [{ upper: 1, lower: 2 }],
-        yMax: top(d.cpu_target, d.cpu_cores_max, d.cpu_lower) });
+        yMax: top(d.cpu_target, d.cpu_cores_max, d.cpu_lower, cpuLimit.length ? d.cpu_limit : []) });
       EvoCharts.lines(chartEl('workload-memory'), d.times, [
         ...band(d.memory_target, d.memory_lower, d.memory_upper, EvoCharts.PALETTE[0]),
-        { label: 'peak per pod', values: d.memory_bytes_max, color: EvoCharts.PALETTE[1] }],
+        { label: 'peak per pod', values: d.memory_bytes_max, color: EvoCharts.PALETTE[1] },
+        ...memoryLimit],
       { time: true, xLabel: 'time', yLabel: 'memory', format: bytes, bands: [{ upper: 1, lower: 2 }],
-        yMax: top(d.memory_target, d.memory_bytes_max, d.memory_lower) });
+        yMax: top(d.memory_target, d.memory_bytes_max, d.memory_lower, memoryLimit.length ? d.memory_limit : []) });
       EvoCharts.lines(chartEl('workload-replicas'), d.times, [
         { label: 'running', values: d.instances, step: true, color: EvoCharts.PALETTE[1] },
         { label: 'recommended', values: d.replicas_recommended, step: true, color: EvoCharts.PALETTE[0], width: 2 }],

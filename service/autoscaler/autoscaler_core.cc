@@ -46,9 +46,11 @@ internal::RecommendationSnapshot SnapshotOf(const v1::Recommendation& r) {
   return {.cpu_target = r.cpu_cores().target(),
           .cpu_lower = r.cpu_cores().lower_bound(),
           .cpu_upper = r.cpu_cores().upper_bound(),
+          .cpu_limit = std::max(r.cpu_cores().limit(), r.cpu_cores().target()),
           .memory_target = r.memory_bytes().target(),
           .memory_lower = r.memory_bytes().lower_bound(),
           .memory_upper = r.memory_bytes().upper_bound(),
+          .memory_limit = std::max(r.memory_bytes().limit(), r.memory_bytes().target()),
           .replicas = r.replicas()};
 }
 
@@ -59,9 +61,11 @@ void SetRecommendation(const std::optional<internal::RecommendationSnapshot>& r,
   b->cpu_target = r->cpu_target;
   b->cpu_lower = r->cpu_lower;
   b->cpu_upper = r->cpu_upper;
+  b->cpu_limit = r->cpu_limit;
   b->memory_target = r->memory_target;
   b->memory_lower = r->memory_lower;
   b->memory_upper = r->memory_upper;
+  b->memory_limit = r->memory_limit;
   b->replicas = r->replicas;
 }
 

@@ -59,8 +59,8 @@ struct WorkloadHistoryBucket {
   // samples open in a past minute takes the one of the bucket before it. False where
   // GetRecommendation would have failed then (e.g. no samples yet).
   bool has_recommendation = false;
-  double cpu_target = 0, cpu_lower = 0, cpu_upper = 0;
-  double memory_target = 0, memory_lower = 0, memory_upper = 0;
+  double cpu_target = 0, cpu_lower = 0, cpu_upper = 0, cpu_limit = 0;
+  double memory_target = 0, memory_lower = 0, memory_upper = 0, memory_limit = 0;
   int replicas = 0;
 };
 

@@ -56,6 +56,8 @@ void ExpectSameRecommendation(const WorkloadHistoryBucket& b, const v1::Recommen
   EXPECT_DOUBLE_EQ(b.memory_target, r.memory_bytes().target());
   EXPECT_DOUBLE_EQ(b.memory_lower, r.memory_bytes().lower_bound());
   EXPECT_DOUBLE_EQ(b.memory_upper, r.memory_bytes().upper_bound());
+  EXPECT_DOUBLE_EQ(b.cpu_limit, r.cpu_cores().limit());
+  EXPECT_DOUBLE_EQ(b.memory_limit, r.memory_bytes().limit());
   EXPECT_EQ(b.replicas, r.replicas());
 }
 
@@ -67,6 +69,8 @@ void ExpectSameRecommendation(const WorkloadHistoryBucket& a, const WorkloadHist
   EXPECT_DOUBLE_EQ(a.memory_target, b.memory_target);
   EXPECT_DOUBLE_EQ(a.memory_lower, b.memory_lower);
   EXPECT_DOUBLE_EQ(a.memory_upper, b.memory_upper);
+  EXPECT_DOUBLE_EQ(a.cpu_limit, b.cpu_limit);
+  EXPECT_DOUBLE_EQ(a.memory_limit, b.memory_limit);
   EXPECT_EQ(a.replicas, b.replicas);
 }
 

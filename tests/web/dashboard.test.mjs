@@ -529,6 +529,20 @@ test('a workload: usage under the recommendation band, replicas running and reco
   assert.match(await page.locator('#workload-rec').innerText(), /replicas/);
   assert.ok(await painted(page, '#chart-workload-cpu') > 1000);
   await shot(page, 'workload');
+  // Requests apart from limits (evoscale, requests at the median): a limit line above the
+  // target, and the limit in the text.
+  const apart = await seed(server, 'workload', '--name', 'default/apart', '--minutes', '60', '--instances', '2',
+    '--policy', 'EVOSCALE', '--request-percentile', '0.5');
+  assert.equal(apart.accepted, apart.samples);
+  await page.evaluate(() => { location.hash = '#/workloads/default/apart'; });
+  await until(page, 'the limit line', () => document.querySelector('#chart-workload-cpu')?._uplot?.series.some((s) => s.label === 'limit'));
+  const split = await chart(page, '#chart-workload-cpu');
+  assert.equal(split.series, 6);  // upper, lower, target; mean and busiest pod; limit
+  const [, , request, , , lim] = split.data;
+  const last = request.length - 1;
+  assert.ok(lim[last] > request[last], `limit ${lim[last]} above the request ${request[last]}`);
+  assert.match(await page.locator('#workload-rec').innerText(), /limit/);
+  await shot(page, 'workload-limits');
   assert.deepEqual(errors, []);
 });
 

@@ -6,7 +6,7 @@
 //   web_seed --server HOST:PORT [--token T] curves   --trials N --steps S [--name NAME]
 //   web_seed --server HOST:PORT [--token T] pareto   --trials N [--name NAME]
 //   web_seed --server HOST:PORT [--token T] workload --name NS/NAME --minutes M --instances K
-//            [--policy EVOSCALE|VPA|HPA]
+//            [--policy EVOSCALE|VPA|HPA] [--request-percentile P]
 #include <grpcpp/grpcpp.h>
 
 #include <array>
@@ -32,6 +32,7 @@ namespace {
 
 struct Args {
   std::string server, token, scenario, name, policy;
+  double request_percentile = 0;
   int trials = 0, steps = 20, minutes = 120, instances = 3;
 };
 
@@ -52,6 +53,7 @@ Args Parse(int argc, char** argv) {
     else if (k == "--token") a.token = value();
     else if (k == "--name") a.name = value();
     else if (k == "--policy") a.policy = value();
+    else if (k == "--request-percentile") a.request_percentile = std::stod(value());
     else if (k == "--trials") a.trials = std::atoi(value().c_str());
     else if (k == "--steps") a.steps = std::atoi(value().c_str());
     else if (k == "--minutes") a.minutes = std::atoi(value().c_str());
@@ -255,6 +257,7 @@ void Workload(const Args& a) {
     req.mutable_workload()->set_target_utilization(0.6);
     req.mutable_workload()->set_min_replicas(1);
     req.mutable_workload()->set_max_replicas(20);
+    req.mutable_workload()->set_request_percentile(a.request_percentile);
     if (!a.policy.empty()) {
       v1::Workload::Policy policy;
       if (!v1::Workload::Policy_Parse(a.policy, &policy)) Fail("--policy: want EVOSCALE, VPA or HPA");

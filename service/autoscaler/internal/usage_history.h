@@ -48,8 +48,8 @@ struct PodSample {
 
 // What the workload's recommendation said for one pod, and the replicas, when a bucket closed.
 struct RecommendationSnapshot {
-  double cpu_target = 0, cpu_lower = 0, cpu_upper = 0;
-  double memory_target = 0, memory_lower = 0, memory_upper = 0;
+  double cpu_target = 0, cpu_lower = 0, cpu_upper = 0, cpu_limit = 0;
+  double memory_target = 0, memory_lower = 0, memory_upper = 0, memory_limit = 0;
   int replicas = 0;
 };
 
