@@ -48,26 +48,9 @@ ABSL_FLAG(std::string, json_out, "", "also write JSON lines of every result to t
 namespace evoscale::bench {
 namespace {
 
-absl::StatusOr<search::Algorithm> ParseAlgorithm(const std::string& name) {
-  for (search::Algorithm a :
-       {search::Algorithm::kGenetic, search::Algorithm::kRegularizedEvolution,
-        search::Algorithm::kNsga2, search::Algorithm::kRandom, search::Algorithm::kQuasiRandom,
-        search::Algorithm::kGrid}) {
-    if (AlgorithmName(a) == name) return a;
-  }
-  return absl::InvalidArgumentError(absl::StrCat("unknown algorithm \"", name, "\""));
-}
-
 absl::StatusOr<std::unique_ptr<StudyDriver>> NewStudy(const StudySetup& setup) {
   const std::string server = absl::GetFlag(FLAGS_server);
   return server.empty() ? NewLibraryStudy(setup) : NewGrpcStudy(server, setup);
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  if (n == 0) return std::nan("");
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // Best value found in `budget` evaluations, asking `batch` suggestions at a time and telling
@@ -75,11 +58,8 @@ double Median(std::vector<double> v) {
 absl::StatusOr<double> Optimise(const Function& fn, search::Algorithm algorithm, uint64_t seed,
                                 int budget, int batch) {
   StudySetup setup{.dims = fn.dims, .lower = fn.lower, .upper = fn.upper, .metrics = {"f"},
-                   .algorithm = algorithm, .seed = seed, .max_trials = budget};
-  for (absl::string_view kv : absl::StrSplit(absl::GetFlag(FLAGS_settings), ',', absl::SkipEmpty())) {
-    std::pair<std::string, std::string> pair = absl::StrSplit(kv, absl::MaxSplits('=', 1));
-    setup.settings[pair.first] = pair.second;
-  }
+                   .algorithm = algorithm, .seed = seed, .max_trials = budget,
+                   .settings = ParseSettings(absl::GetFlag(FLAGS_settings))};
   absl::StatusOr<std::unique_ptr<StudyDriver>> study = NewStudy(setup);
   if (!study.ok()) return study.status();
   double best = std::numeric_limits<double>::infinity();
@@ -201,16 +181,6 @@ absl::Status ZdtTable(std::ofstream* json) {
     std::printf("ZDT%d: NSGA2 beats RANDOM on %d of %d seeds\n", which, wins, seeds);
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<search::Algorithm>> ParseAlgorithms(const std::string& list) {
-  std::vector<search::Algorithm> out;
-  for (absl::string_view name : absl::StrSplit(list, ',', absl::SkipEmpty())) {
-    absl::StatusOr<search::Algorithm> a = ParseAlgorithm(std::string(name));
-    if (!a.ok()) return a.status();
-    out.push_back(*a);
-  }
-  return out;
 }
 
 int Main() {

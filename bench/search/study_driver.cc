@@ -1,6 +1,8 @@
 #include "bench/search/study_driver.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -13,6 +15,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "evoscale/v1/study.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "search/designers.h"
@@ -196,6 +200,39 @@ std::string AlgorithmName(search::Algorithm algorithm) {
       return "GRID";
   }
   return "UNKNOWN";
+}
+
+absl::StatusOr<std::vector<search::Algorithm>> ParseAlgorithms(const std::string& list) {
+  std::vector<search::Algorithm> out;
+  for (absl::string_view name : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+    bool known = false;
+    for (search::Algorithm a :
+         {search::Algorithm::kGenetic, search::Algorithm::kRegularizedEvolution,
+          search::Algorithm::kNsga2, search::Algorithm::kRandom, search::Algorithm::kQuasiRandom,
+          search::Algorithm::kGrid}) {
+      if (AlgorithmName(a) != name) continue;
+      out.push_back(a);
+      known = true;
+    }
+    if (!known) return absl::InvalidArgumentError(absl::StrCat("unknown algorithm \"", name, "\""));
+  }
+  return out;
+}
+
+std::map<std::string, std::string> ParseSettings(const std::string& list) {
+  std::map<std::string, std::string> settings;
+  for (absl::string_view kv : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> pair = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+    settings[pair.first] = pair.second;
+  }
+  return settings;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  if (n == 0) return std::nan("");
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 absl::StatusOr<std::unique_ptr<StudyDriver>> NewLibraryStudy(const StudySetup& setup) {

@@ -49,6 +49,12 @@ absl::StatusOr<std::unique_ptr<StudyDriver>> NewGrpcStudy(const std::string& ser
                                                           const StudySetup& setup);
 
 std::string AlgorithmName(search::Algorithm algorithm);
+// "GENETIC,NSGA2,..." by AlgorithmName; INVALID_ARGUMENT naming an unknown one.
+absl::StatusOr<std::vector<search::Algorithm>> ParseAlgorithms(const std::string& list);
+// AlgorithmSpec.settings from "key=value,key=value".
+std::map<std::string, std::string> ParseSettings(const std::string& list);
+// The median of `v` (NaN when empty).
+double Median(std::vector<double> v);
 
 }  // namespace evoscale::bench
 

@@ -52,13 +52,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  if (n == 0) return std::nan("");
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 const SuiteProblem* FindProblem(const std::string& name) {
   for (const SuiteProblem& p : Suite()) {
     if (p.name == name) return &p;
@@ -135,21 +128,13 @@ std::pair<double, double> Evaluate(const SuiteProblem& problem, uint64_t seed, u
   return {problem.noise(f, SuiteNoiseDraw(problem.name, seed, index)), f};
 }
 
-std::map<std::string, std::string> Settings() {
-  std::map<std::string, std::string> settings;
-  for (absl::string_view kv : absl::StrSplit(absl::GetFlag(FLAGS_settings), ',', absl::SkipEmpty())) {
-    std::pair<std::string, std::string> pair = absl::StrSplit(kv, absl::MaxSplits('=', 1));
-    settings[pair.first] = pair.second;
-  }
-  return settings;
-}
-
 // The true regret of the trial with the best observed value after `budget` evaluations,
 // asking `batch` suggestions at a time.
 absl::StatusOr<double> Optimise(const SuiteProblem& problem, search::Algorithm algorithm,
                                 uint64_t seed, int budget, int batch) {
   StudySetup setup{.space = SpaceOf(problem), .metrics = {"f"}, .algorithm = algorithm,
-                   .seed = seed, .max_trials = budget, .settings = Settings()};
+                   .seed = seed, .max_trials = budget,
+                   .settings = ParseSettings(absl::GetFlag(FLAGS_settings))};
   absl::StatusOr<std::unique_ptr<StudyDriver>> study = NewLibraryStudy(setup);
   if (!study.ok()) return study.status();
   double best_observed = std::numeric_limits<double>::infinity(), regret = best_observed;
@@ -169,15 +154,6 @@ absl::StatusOr<double> Optimise(const SuiteProblem& problem, search::Algorithm a
     }
   }
   return regret;
-}
-
-absl::StatusOr<search::Algorithm> ParseAlgorithm(const std::string& name) {
-  for (search::Algorithm a :
-       {search::Algorithm::kGenetic, search::Algorithm::kRegularizedEvolution,
-        search::Algorithm::kNsga2, search::Algorithm::kRandom, search::Algorithm::kQuasiRandom}) {
-    if (AlgorithmName(a) == name) return a;
-  }
-  return absl::InvalidArgumentError(absl::StrCat("--algorithms: unknown algorithm \"", name, "\""));
 }
 
 absl::Status QualityTable(const std::vector<const SuiteProblem*>& problems,
@@ -343,21 +319,20 @@ int Main() {
     if (!split.empty() && p.split != split) continue;
     problems.push_back(&p);
   }
-  std::vector<search::Algorithm> algorithms;
-  for (absl::string_view name : absl::StrSplit(absl::GetFlag(FLAGS_algorithms), ',', absl::SkipEmpty())) {
-    absl::StatusOr<search::Algorithm> a = ParseAlgorithm(std::string(name));
-    if (!a.ok()) {
-      std::fprintf(stderr, "suite_bench: %s\n", a.status().ToString().c_str());
-      return 2;
-    }
-    algorithms.push_back(*a);
+  const absl::StatusOr<std::vector<search::Algorithm>> algorithms =
+      ParseAlgorithms(absl::GetFlag(FLAGS_algorithms));
+  if (!algorithms.ok()) {
+    std::fprintf(stderr, "suite_bench: --algorithms: %s\n", algorithms.status().ToString().c_str());
+    return 2;
   }
   std::unique_ptr<std::ofstream> json;
   if (!absl::GetFlag(FLAGS_json_out).empty()) {
     json = std::make_unique<std::ofstream>(absl::GetFlag(FLAGS_json_out));
   }
   absl::Status st;
-  if (!problems.empty() && !algorithms.empty()) st = QualityTable(problems, algorithms, 1, json.get());
+  if (!problems.empty() && !algorithms->empty()) {
+    st = QualityTable(problems, *algorithms, 1, json.get());
+  }
   const int parallel = absl::GetFlag(FLAGS_parallel);
   if (st.ok() && parallel > 1 && !problems.empty()) {
     st = QualityTable(problems, {search::Algorithm::kGenetic}, parallel, json.get());

@@ -30,10 +30,6 @@ size_t Cell(double u, int64_t n) {
 
 }  // namespace
 
-GpSurrogate::GpSurrogate(const GenomeCodec& codec) : codec_(&codec) {
-  for (const FlatParameter& p : codec.flat()) conditional_ = conditional_ || p.parent >= 0;
-}
-
 double GpSurrogate::SquaredDistance(const double* a, const double* b) const {
   double sum = 0;
   for (size_t g = 0; g < codec_->size(); ++g) {
@@ -85,15 +81,8 @@ bool GpSurrogate::Prepare(absl::Span<const Genome> genomes, absl::Span<const Fit
   if (ranked.size() <= kMaxPoints) {
     chosen = ranked;
   } else {
-    std::vector<size_t> by_fitness = ranked;
     const size_t best = kMaxPoints / 2;
-    std::partial_sort(by_fitness.begin(), by_fitness.begin() + static_cast<std::ptrdiff_t>(best),
-                      by_fitness.end(), [&](size_t a, size_t b) {
-                        if (Better(fitness[a], fitness[b])) return true;
-                        if (Better(fitness[b], fitness[a])) return false;
-                        return a > b;
-                      });
-    chosen.assign(by_fitness.begin(), by_fitness.begin() + static_cast<std::ptrdiff_t>(best));
+    chosen = BestTrials(fitness, ranked, best);
     std::sort(chosen.begin(), chosen.end());
     for (size_t k = ranked.size(); k-- > 0 && chosen.size() < kMaxPoints;) {
       if (!std::binary_search(chosen.begin(), chosen.begin() + static_cast<std::ptrdiff_t>(best),
@@ -104,14 +93,11 @@ bool GpSurrogate::Prepare(absl::Span<const Genome> genomes, absl::Span<const Fit
   }
   m_ = chosen.size();
   const size_t genes = codec_->size();
-  points_.assign(m_ * genes, 0.0);
-  for (size_t i = 0; i < m_; ++i) {
-    const Genome& g = genomes[chosen[i]];
-    const std::vector<bool> active =
-        conditional_ ? ActiveGenes(*codec_, g) : std::vector<bool>(genes, true);
-    for (size_t j = 0; j < genes; ++j) {
-      points_[i * genes + j] = active[j] ? g[j] : std::numeric_limits<double>::quiet_NaN();
-    }
+  points_.clear();
+  points_.reserve(m_ * genes);
+  for (size_t i : chosen) {
+    const Genome masked = MaskInactive(*codec_, genomes[i]);
+    points_.insert(points_.end(), masked.begin(), masked.end());
   }
   // Ranks (stable: ties keep completion order), centred.
   std::vector<size_t> order(m_);
@@ -171,20 +157,9 @@ void GpSurrogate::Fit(absl::Span<const Genome> genomes, absl::Span<const Fitness
   fitted_ = Solve(length_, noise_);
 }
 
-std::vector<double> GpSurrogate::Masked(const Genome& x) const {
-  std::vector<double> xv(x.begin(), x.end());
-  if (conditional_) {
-    const std::vector<bool> active = ActiveGenes(*codec_, x);
-    for (size_t j = 0; j < xv.size(); ++j) {
-      if (!active[j]) xv[j] = std::numeric_limits<double>::quiet_NaN();
-    }
-  }
-  return xv;
-}
-
 double GpSurrogate::Predict(const Genome& x) const {
   const size_t genes = codec_->size();
-  const std::vector<double> xv = Masked(x);
+  const Genome xv = MaskInactive(*codec_, x);
   double mean = 0;
   const double scale = -1 / (2 * length_ * length_);
   for (size_t i = 0; i < m_; ++i) {

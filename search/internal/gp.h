@@ -35,7 +35,7 @@ class GpSurrogate {
   static constexpr int kReselectEvery = 10;
 
   // `codec` must outlive the surrogate.
-  explicit GpSurrogate(const GenomeCodec& codec);
+  explicit GpSurrogate(const GenomeCodec& codec) : codec_(&codec) {}
 
   // Refits on the trials (`genomes[i]` scored `fitness[i]`; failed ones are left out).
   // Fewer than kMinPoints ranked trials leaves it unfitted.
@@ -53,11 +53,8 @@ class GpSurrogate {
   // Leave-one-out mean squared error of a fit with these scales; NaN when it fails.
   double LooError(double length, double noise) const;
   bool Solve(double length, double noise);
-  // `x` with its inactive genes set to NaN.
-  std::vector<double> Masked(const Genome& x) const;
 
   const GenomeCodec* codec_;
-  bool conditional_ = false;
   bool fitted_ = false;
   size_t selected_at_ = SIZE_MAX;  // trials the scales were chosen on
   double factor_ = 1, noise_ = 0;  // the chosen scales: length = factor x median distance

@@ -21,21 +21,32 @@ constexpr double kMaxBandwidth = 0.5;
 
 }  // namespace
 
-std::vector<bool> ActiveGenes(const GenomeCodec& codec, const Genome& genome) {
+Genome MaskInactive(const GenomeCodec& codec, Genome genome) {
   const std::vector<FlatParameter>& flat = codec.flat();
-  std::vector<bool> active(flat.size(), true);
-  for (size_t g = 0; g < flat.size(); ++g) {
+  for (size_t g = 0; g < flat.size() && g < genome.size(); ++g) {
     const int parent = flat[g].parent;
     if (parent < 0) continue;  // parents precede their children (Flatten is depth-first)
     const auto p = static_cast<size_t>(parent);
-    active[g] = active[p] &&
-                ConditionHolds(flat[g], ValueAtUnit(flat[p].config, std::clamp(genome[p], 0.0, 1.0)));
+    // An inactive parent is NaN by now, and so are its children.
+    if (std::isnan(genome[p]) ||
+        !ConditionHolds(flat[g], ValueAtUnit(flat[p].config, std::clamp(genome[p], 0.0, 1.0)))) {
+      genome[g] = std::numeric_limits<double>::quiet_NaN();
+    }
   }
-  return active;
+  return genome;
 }
 
-ParzenDensity::ParzenDensity(const GenomeCodec& codec) : codec_(&codec) {
-  for (const FlatParameter& p : codec.flat()) conditional_ = conditional_ || p.parent >= 0;
+std::vector<size_t> BestTrials(absl::Span<const Fitness> fitness, std::vector<size_t> candidates,
+                               size_t k) {
+  k = std::min(k, candidates.size());
+  std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(k),
+                    candidates.end(), [&](size_t a, size_t b) {
+                      if (Better(fitness[a], fitness[b])) return true;
+                      if (Better(fitness[b], fitness[a])) return false;
+                      return a > b;  // ties: the newer first
+                    });
+  candidates.resize(k);
+  return candidates;
 }
 
 void ParzenDensity::Fit(absl::Span<const Genome> genomes, absl::Span<const Fitness> fitness) {
@@ -47,24 +58,16 @@ void ParzenDensity::Fit(absl::Span<const Genome> genomes, absl::Span<const Fitne
   const size_t good =
       std::min({kMaxGood, static_cast<size_t>(std::ceil(0.1 * static_cast<double>(n))), ranked});
   if (good == 0) return;
-  std::vector<size_t> order(n);
-  for (size_t i = 0; i < n; ++i) order[i] = i;
-  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(good), order.end(),
-                    [&](size_t a, size_t b) {
-                      if (Better(fitness[a], fitness[b])) return true;
-                      if (Better(fitness[b], fitness[a])) return false;
-                      return a > b;  // ties: the newer first
-                    });
+  std::vector<size_t> all(n);
+  for (size_t i = 0; i < n; ++i) all[i] = i;
+  const std::vector<size_t> best = BestTrials(fitness, std::move(all), good);
   const size_t genes = codec_->size();
   size_ = good;
-  centres_.assign(size_ * genes, 0.0);
-  for (size_t i = 0; i < size_; ++i) {
-    const Genome& g = genomes[order[i]];
-    const std::vector<bool> active =
-        conditional_ ? ActiveGenes(*codec_, g) : std::vector<bool>(genes, true);
-    for (size_t j = 0; j < genes; ++j) {
-      centres_[i * genes + j] = active[j] ? g[j] : std::numeric_limits<double>::quiet_NaN();
-    }
+  centres_.clear();
+  centres_.reserve(size_ * genes);
+  for (size_t i : best) {
+    const Genome masked = MaskInactive(*codec_, genomes[i]);
+    centres_.insert(centres_.end(), masked.begin(), masked.end());
   }
   // Scott's rule per gene: sigma k^(-1/(d+4)), sigma the spread of the active values.
   size_t free_genes = 0;

@@ -25,9 +25,15 @@
 
 namespace evoscale::search::internal {
 
-// Marks the genes of `genome` that are active (decoded): top-level genes, and children whose
-// parent is active and takes a value their condition lists.
-std::vector<bool> ActiveGenes(const GenomeCodec& codec, const Genome& genome);
+// `genome` with its inactive genes set to NaN (active: top-level genes, and children whose
+// parent is active and takes a value their condition lists): how the surrogates store trials
+// and candidates, so that a gene only one side uses counts for nothing.
+Genome MaskInactive(const GenomeCodec& codec, Genome genome);
+
+// The indices among `candidates` of the `k` best trials by `fitness`, best first (ties: the
+// later trial first; failed trials last).
+std::vector<size_t> BestTrials(absl::Span<const Fitness> fitness, std::vector<size_t> candidates,
+                               size_t k);
 
 class ParzenDensity {
  public:
@@ -36,7 +42,7 @@ class ParzenDensity {
   static constexpr size_t kMaxGood = 25;
 
   // `codec` must outlive the density.
-  explicit ParzenDensity(const GenomeCodec& codec);
+  explicit ParzenDensity(const GenomeCodec& codec) : codec_(&codec) {}
 
   // Refits on the best of the trials (`genomes[i]` scored `fitness[i]`; failed ones are
   // never among them). Fewer than kMinTrials, or no ranked trial, leaves it unfitted.
@@ -49,7 +55,6 @@ class ParzenDensity {
 
  private:
   const GenomeCodec* codec_;
-  bool conditional_ = false;  // some gene has a parent
   bool fitted_ = false;
   size_t size_ = 0;             // good trials in the density
   std::vector<double> centres_; // size x genes, row-major; NaN = inactive gene

@@ -33,10 +33,13 @@ Fitness Loss(double loss) { return {.failed = false, .violation = 0, .losses = {
 // Genes: x, opt (sgd = 0.25, adam = 0.75), momentum.
 constexpr double kSgd = 0.25, kAdam = 0.75;
 
-TEST(ActiveGenesTest, AChildIsActiveOnlyUnderItsParentsValue) {
+TEST(MaskInactiveTest, AChildIsActiveOnlyUnderItsParentsValue) {
   const GenomeCodec codec(Space());
-  EXPECT_EQ(ActiveGenes(codec, {0.5, kSgd, 0.3}), (std::vector<bool>{true, true, true}));
-  EXPECT_EQ(ActiveGenes(codec, {0.5, kAdam, 0.3}), (std::vector<bool>{true, true, false}));
+  EXPECT_EQ(MaskInactive(codec, {0.5, kSgd, 0.3}), (Genome{0.5, kSgd, 0.3}));
+  const Genome adam = MaskInactive(codec, {0.5, kAdam, 0.3});
+  EXPECT_EQ(adam[0], 0.5);
+  EXPECT_EQ(adam[1], kAdam);
+  EXPECT_TRUE(std::isnan(adam[2]));
 }
 
 TEST(ParzenDensityTest, DrawsLandNearTheBestTrialsAndInTheirCategory) {
