@@ -53,13 +53,14 @@ EvoscaleResourceRecommender::EvoscaleResourceRecommender(EvoscaleResourceOptions
     : options_(options),
       cpu_(std::make_unique<internal::ResourceEnsemble>(CpuEnsemble(options))),
       memory_(std::make_unique<internal::ResourceEnsemble>(MemoryEnsemble(options))) {
+  // The same buckets as the ensembles' histograms.
   if (options_.cpu_request_percentile > 0) {
-    cpu_usage_ = std::make_unique<DecayingHistogram>(
-        *HistogramOptions::Exponential(1000.0, 0.001, 1.02, 1e-6), options_.request_half_life);
+    cpu_usage_ = std::make_unique<DecayingHistogram>(CpuEnsemble(options_).histogram,
+                                                     options_.request_half_life);
   }
   if (options_.memory_request_percentile > 0) {
-    memory_usage_ = std::make_unique<DecayingHistogram>(
-        *HistogramOptions::Exponential(1e13, 1e6, 1.02, 1e-6), options_.request_half_life);
+    memory_usage_ = std::make_unique<DecayingHistogram>(MemoryEnsemble(options_).histogram,
+                                                        options_.request_half_life);
   }
 }
 
@@ -171,6 +172,12 @@ Eigen::VectorXd EvoscaleReplicaRecommender::Features(absl::Time next_time) const
   return x;
 }
 
+double EvoscaleReplicaRecommender::Forecast(const Eigen::VectorXd& x) {
+  // Before the load model has seen enough samples, trust the demand level.
+  return model_.effective_samples() >= kMinFitSamples ? std::max(model_.Predict(x), 0.0)
+                                                      : std::max(demand_, level_demand_);
+}
+
 int EvoscaleReplicaRecommender::Horizon() const {
   if (options_.startup_delay <= absl::ZeroDuration() || step_ <= absl::ZeroDuration()) return 1;
   return 1 + static_cast<int>(std::ceil(absl::FDivDuration(options_.startup_delay, step_) - 1e-9));
@@ -194,10 +201,7 @@ void EvoscaleReplicaRecommender::AddSample(const LoadSample& sample) {
       // Learn the one-step model from the previous features and this outcome, recording the
       // error of the forecast the model would have made for this sample.
       const Eigen::VectorXd x = Features(sample.time);
-      const double forecast = model_.effective_samples() >= kMinFitSamples
-                                  ? std::max(model_.Predict(x), 0.0)
-                                  : std::max(demand_, level_demand_);
-      Learn(x, forecast, demand);
+      Learn(x, Forecast(x), demand);
     }
   }
   // Forecasts made for about this sample's time (or earlier) learn from its outcome.
@@ -230,9 +234,7 @@ void EvoscaleReplicaRecommender::AddSample(const LoadSample& sample) {
     // What the model would forecast now for the horizon, to learn from when it arrives.
     const absl::Time target = sample.time + Horizon() * step_;
     Eigen::VectorXd x = Features(target);
-    const double forecast = model_.effective_samples() >= kMinFitSamples
-                                ? std::max(model_.Predict(x), 0.0)
-                                : std::max(demand_, level_demand_);
+    const double forecast = Forecast(x);
     ahead_.push_back({target, std::move(x), forecast});
   }
 }
@@ -246,11 +248,7 @@ ReplicaRecommendation EvoscaleReplicaRecommender::Recommend(absl::Time now,
     return rec;
   }
   const absl::Time next = std::max(now, last_time_) + Horizon() * step_;
-  const Eigen::VectorXd x = Features(next);
-  // Before the load model has seen enough samples, trust the demand level.
-  const bool fitted = model_.effective_samples() >= kMinFitSamples;
-  double forecast = fitted ? model_.Predict(x) : std::max(demand_, level_demand_);
-  forecast = std::max(forecast, 0.0);
+  const double forecast = Forecast(Features(next));
 
   // Upper quantile of recent one-step errors.
   double headroom = 0;

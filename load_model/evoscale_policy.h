@@ -144,6 +144,9 @@ class EvoscaleReplicaRecommender : public ReplicaRecommender {
 
  private:
   Eigen::VectorXd Features(absl::Time next_time) const;
+  // The load model's demand forecast from `x` (the demand level until it has been fitted).
+  // Not const: OnlineLinearRegression::Predict is not.
+  double Forecast(const Eigen::VectorXd& x);
   // Steps ahead the forecast looks: 1, or 1 + the start-up delay in steps.
   int Horizon() const;
   void Learn(const Eigen::VectorXd& x, double forecast, double demand);

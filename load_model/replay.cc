@@ -204,6 +204,38 @@ SeriesReport ReplayReplicas(const ReplicaTrace& trace, ReplicaRecommender& recom
   return r;
 }
 
+ReplayReport ReplayVms(const std::vector<VmTrace>& vms, const ReplayOptions& options) {
+  ReplayReport report;
+  report.policy = std::string(PolicyName(options.policy));
+  report.trace = std::string(TraceKindName(options.trace));
+  int64_t under = 0, cpu_over = 0, memory_over = 0;
+  for (const VmTrace& vm : vms) {
+    std::unique_ptr<ResourceRecommender> rec = MakeResourceRecommender(options);
+    SeriesReport s = ReplayVm(vm, *rec, options.warmup);
+    report.samples += s.samples;
+    report.relative_slack_cpu_sum += s.relative_slack_cpu;
+    report.relative_slack_memory_sum += s.relative_slack_memory;
+    report.relative_slack_cpu_limit_sum += s.relative_slack_cpu_limit;
+    report.relative_slack_memory_limit_sum += s.relative_slack_memory_limit;
+    report.oom_events += s.oom_events;
+    report.changes += s.changes;
+    under += s.underprovisioned_samples;
+    cpu_over += s.cpu_over_request_samples;
+    memory_over += s.memory_over_request_samples;
+    report.series.push_back(std::move(s));
+  }
+  const double n = static_cast<double>(report.series.size());
+  report.relative_slack_cpu = report.relative_slack_cpu_sum / n;
+  report.relative_slack_memory = report.relative_slack_memory_sum / n;
+  const auto fraction = [&](int64_t count) {
+    return report.samples > 0 ? static_cast<double>(count) / report.samples : 0;
+  };
+  report.underprovisioned_fraction = fraction(under);
+  report.cpu_over_request_fraction = fraction(cpu_over);
+  report.memory_over_request_fraction = fraction(memory_over);
+  return report;
+}
+
 absl::StatusOr<ReplayReport> Replay(const ReplayOptions& options) {
   ReplayReport report;
   report.policy = std::string(PolicyName(options.policy));
@@ -221,32 +253,7 @@ absl::StatusOr<ReplayReport> Replay(const ReplayOptions& options) {
     }
     absl::StatusOr<std::vector<VmTrace>> vms = ReadBitbrains(options.path);
     if (!vms.ok()) return vms.status();
-    int64_t under = 0, cpu_over = 0, memory_over = 0;
-    for (const VmTrace& vm : *vms) {
-      std::unique_ptr<ResourceRecommender> rec = MakeResourceRecommender(options);
-      SeriesReport s = ReplayVm(vm, *rec, options.warmup);
-      report.samples += s.samples;
-      report.relative_slack_cpu_sum += s.relative_slack_cpu;
-      report.relative_slack_memory_sum += s.relative_slack_memory;
-      report.relative_slack_cpu_limit_sum += s.relative_slack_cpu_limit;
-      report.relative_slack_memory_limit_sum += s.relative_slack_memory_limit;
-      report.oom_events += s.oom_events;
-      report.changes += s.changes;
-      under += s.underprovisioned_samples;
-      cpu_over += s.cpu_over_request_samples;
-      memory_over += s.memory_over_request_samples;
-      report.series.push_back(std::move(s));
-    }
-    const double n = static_cast<double>(report.series.size());
-    report.relative_slack_cpu = report.relative_slack_cpu_sum / n;
-    report.relative_slack_memory = report.relative_slack_memory_sum / n;
-    const auto fraction = [&](int64_t count) {
-      return report.samples > 0 ? static_cast<double>(count) / report.samples : 0;
-    };
-    report.underprovisioned_fraction = fraction(under);
-    report.cpu_over_request_fraction = fraction(cpu_over);
-    report.memory_over_request_fraction = fraction(memory_over);
-    return report;
+    return ReplayVms(*vms, options);
   }
   if (options.startup_delay < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrFormat(

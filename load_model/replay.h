@@ -118,6 +118,9 @@ struct ReplayReport {
 absl::StatusOr<ReplayReport> Replay(const ReplayOptions& options);
 
 // The replay loops on data already in memory (for tests, benches and services).
+// Every VM with a fresh recommender for `options.policy`, summed as Replay reports them
+// (policy and trace named; the policy must have a resource recommender).
+ReplayReport ReplayVms(const std::vector<VmTrace>& vms, const ReplayOptions& options);
 SeriesReport ReplayVm(const VmTrace& vm, ResourceRecommender& recommender,
                       absl::Duration warmup);
 // Every step drives the policy; only steps at or after `scored_from` (and before

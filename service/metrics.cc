@@ -158,7 +158,7 @@ void ServiceMetrics::ScrapeRecommendations(AutoscalerCore& autoscaler) {
         for (const auto& [bound, value] :
              {std::pair{"target", b->target()}, std::pair{"lower_bound", b->lower_bound()},
               std::pair{"upper_bound", b->upper_bound()},
-              std::pair{"limit", b->limit() > 0 ? b->limit() : b->target()}}) {
+              std::pair{"limit", b->limit()}}) {
           labels["bound"] = bound;
           prometheus::Gauge& g = family->Add(labels);
           g.Set(value);

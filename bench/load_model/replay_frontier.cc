@@ -66,16 +66,6 @@ VmPoint Score(const std::vector<lm::SeriesReport>& series, const Part& part) {
   return p;
 }
 
-std::vector<lm::SeriesReport> ReplayAll(const std::vector<lm::VmTrace>& vms,
-                                        const lm::ReplayOptions& options) {
-  std::vector<lm::SeriesReport> out;
-  for (const lm::VmTrace& vm : vms) {
-    std::unique_ptr<lm::ResourceRecommender> rec = lm::MakeResourceRecommender(options);
-    out.push_back(lm::ReplayVm(vm, *rec, options.warmup));
-  }
-  return out;
-}
-
 // y at x along the polyline through `points` (x ascending after sorting); nullopt outside.
 std::optional<double> Interpolate(std::vector<std::pair<double, double>> points, double x) {
   std::sort(points.begin(), points.end());
@@ -164,11 +154,7 @@ int main(int argc, char** argv) {
   std::vector<std::vector<std::vector<lm::SeriesReport>>> runs;
   for (const Sweep& sweep : sweeps) {
     runs.emplace_back();
-    for (const auto& [name, o] : sweep.settings) {
-      lm::ReplayOptions options = o;
-      options.path = data + "/bitbrains-rnd-2013-7";
-      runs.back().push_back(ReplayAll(*vms, options));
-    }
+    for (const auto& [name, o] : sweep.settings) runs.back().push_back(lm::ReplayVms(*vms, o).series);
   }
   for (const Part& part : kParts) {
     std::printf("\n== Bitbrains, VMs %s (%zu-%zu): slack summed over VMs, on the request ==\n", part.name,

@@ -46,11 +46,11 @@ internal::RecommendationSnapshot SnapshotOf(const v1::Recommendation& r) {
   return {.cpu_target = r.cpu_cores().target(),
           .cpu_lower = r.cpu_cores().lower_bound(),
           .cpu_upper = r.cpu_cores().upper_bound(),
-          .cpu_limit = std::max(r.cpu_cores().limit(), r.cpu_cores().target()),
+          .cpu_limit = r.cpu_cores().limit(),
           .memory_target = r.memory_bytes().target(),
           .memory_lower = r.memory_bytes().lower_bound(),
           .memory_upper = r.memory_bytes().upper_bound(),
-          .memory_limit = std::max(r.memory_bytes().limit(), r.memory_bytes().target()),
+          .memory_limit = r.memory_bytes().limit(),
           .replicas = r.replicas()};
 }
 
