@@ -42,13 +42,26 @@ async function startServer(extra = []) {
   ]);
   const listening = JSON.parse(first);
   assert.equal(listening.event, 'listening');
-  return { grpc: listening.grpc, http: `http://${listening.http}` };
+  // What evoscaled said, for the error of a command that fails against it.
+  const state = () => `evoscaled ${proc.exitCode === null && proc.signalCode === null
+    ? `running (pid ${proc.pid})` : `exited (code ${proc.exitCode}, signal ${proc.signalCode})`}; `
+    + `its stderr: ${stderr.slice(-4000) || '(empty)'}`;
+  return { grpc: listening.grpc, http: `http://${listening.http}`, state };
+}
+
+// Runs BIN/`tool` with `args`; its stdout. On failure the error carries the tool's stderr and
+// the state of the server it talked to.
+async function run(server, tool, args, options = {}) {
+  try {
+    const { stdout } = await promisify(execFile)(path.join(BIN, tool), args, options);
+    return stdout;
+  } catch (e) {
+    throw new Error(`${tool} ${args.join(' ')}: ${e.message}\n--- ${server.state()}`);
+  }
 }
 
 async function cli(server, ...args) {
-  const { stdout } = await promisify(execFile)(path.join(BIN, 'evoscale'),
-    ['--server', server.grpc, '--token', ADMIN_TOKEN, ...args], { cwd: ROOT });
-  return stdout;
+  return run(server, 'evoscale', ['--server', server.grpc, '--token', ADMIN_TOKEN, ...args], { cwd: ROOT });
 }
 
 async function suggest(server, study, count) {
@@ -58,9 +71,8 @@ async function suggest(server, study, count) {
 
 // Runs web_seed (gRPC) against `server`; its JSON summary.
 async function seed(server, ...args) {
-  const { stdout } = await promisify(execFile)(path.join(BIN, 'web_seed'),
-    ['--server', server.grpc, '--token', ADMIN_TOKEN, ...args], { maxBuffer: 1 << 20 });
-  return JSON.parse(stdout);
+  return JSON.parse(await run(server, 'web_seed', ['--server', server.grpc, '--token', ADMIN_TOKEN, ...args],
+    { maxBuffer: 1 << 20 }));
 }
 
 async function getJson(server, p) {
