@@ -68,6 +68,11 @@ EvoscaleResourceRecommender::~EvoscaleResourceRecommender() = default;
 
 void EvoscaleResourceRecommender::AddSample(const UsageSample& sample) {
   if (samples_ > 0 && sample.time <= last_sample_) return;
+  if (sample.time > decided_at_) {
+    bool oom_floor = false;
+    Limits(sample.time, &applied_cpu_, &applied_memory_, &oom_floor);
+    decided_at_ = sample.time;
+  }
   // Calibrate each margin on whether this sample overran the limit in force (the last one
   // recommended), once there is enough history for the limits to mean something.
   if (samples_ > 0 && sample.time - first_sample_ >= options_.calibrate_after) {
@@ -101,21 +106,40 @@ void EvoscaleResourceRecommender::RecordOom(absl::Time time, double memory_limit
   oom_floor_until_ = time + options_.oom_hold;
 }
 
-ResourceRecommendation EvoscaleResourceRecommender::Recommend(absl::Time now) {
-  ResourceRecommendation rec;
-  double cpu = std::max(cpu_->Limit(now) * std::exp(log_cpu_margin_), options_.min_cpu_cores);
+void EvoscaleResourceRecommender::Limits(absl::Time now, double* applied_cpu,
+                                         double* applied_memory, bool* oom_floor) {
+  const double cpu =
+      std::max(cpu_->Limit(now) * std::exp(log_cpu_margin_), options_.min_cpu_cores);
   double memory =
       std::max(memory_->Limit(now) * std::exp(log_memory_margin_), options_.min_memory_bytes);
-  const bool oom_floor = now < oom_floor_until_ && oom_floor_ > memory;
-  if (oom_floor) memory = oom_floor_;
+  *oom_floor = now < oom_floor_until_ && oom_floor_ > memory;
+  if (*oom_floor) memory = oom_floor_;
   auto stabilise = [&](double fresh, double* applied) {
     if (fresh > *applied || fresh < *applied * (1.0 - options_.decrease_hysteresis)) {
       *applied = fresh;
     }
-    return *applied;
   };
-  cpu = stabilise(cpu, &applied_cpu_);
-  memory = stabilise(memory, &applied_memory_);
+  stabilise(cpu, applied_cpu);
+  stabilise(memory, applied_memory);
+}
+
+ResourceRecommendation EvoscaleResourceRecommender::Recommend(absl::Time now) {
+  bool oom_floor = false;
+  Limits(now, &applied_cpu_, &applied_memory_, &oom_floor);
+  decided_at_ = std::max(decided_at_, now);
+  return Answer(applied_cpu_, applied_memory_, oom_floor);
+}
+
+ResourceRecommendation EvoscaleResourceRecommender::Peek(absl::Time now) {
+  double cpu = applied_cpu_, memory = applied_memory_;
+  bool oom_floor = false;
+  Limits(now, &cpu, &memory, &oom_floor);
+  return Answer(cpu, memory, oom_floor);
+}
+
+ResourceRecommendation EvoscaleResourceRecommender::Answer(double cpu, double memory,
+                                                           bool oom_floor) const {
+  ResourceRecommendation rec;
   // The request: the limit, or a usage percentile below it.
   auto request = [](const DecayingHistogram* usage, double percentile, double limit,
                     double floor) {

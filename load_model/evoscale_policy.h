@@ -81,18 +81,28 @@ class EvoscaleResourceRecommender : public ResourceRecommender {
   explicit EvoscaleResourceRecommender(EvoscaleResourceOptions options = {});
   ~EvoscaleResourceRecommender() override;
 
+  // A sample at a time no Recommend has decided for yet first decides the recommendation in
+  // force at its time (as Recommend would), so the hysteresis and the calibrated margins move
+  // once per sample whether or not anyone asked.
   void AddSample(const UsageSample& sample) override;
   void RecordOom(absl::Time time, double memory_limit_bytes) override;
   ResourceRecommendation Recommend(absl::Time now) override;
+  ResourceRecommendation Peek(absl::Time now) override;
 
  private:
+  // The limits at `now` after the hysteresis against *applied_cpu / *applied_memory, which
+  // it updates; `oom_floor` says whether the memory limit is the OOM floor.
+  void Limits(absl::Time now, double* applied_cpu, double* applied_memory, bool* oom_floor);
+  ResourceRecommendation Answer(double cpu, double memory, bool oom_floor) const;
+
   const EvoscaleResourceOptions options_;
   std::unique_ptr<internal::ResourceEnsemble> cpu_;
   std::unique_ptr<internal::ResourceEnsemble> memory_;
   std::unique_ptr<DecayingHistogram> cpu_usage_;     // For requests apart from limits.
   std::unique_ptr<DecayingHistogram> memory_usage_;
-  double applied_cpu_ = 0;     // Last recommendations returned (after hysteresis).
-  double applied_memory_ = 0;
+  double applied_cpu_ = 0;     // The limits in force (after hysteresis), decided at
+  double applied_memory_ = 0;  // decided_at_.
+  absl::Time decided_at_ = absl::InfinitePast();
   double log_cpu_margin_ = 0;  // Calibrated margins (log), see target_*_rate.
   double log_memory_margin_ = 0;
   double oom_floor_ = 0;

@@ -66,9 +66,14 @@ class ResourceRecommender {
   // Records that the container was killed at `time` for exceeding its memory limit,
   // `memory_limit_bytes` (the request too when they are equal).
   virtual void RecordOom(absl::Time time, double memory_limit_bytes) = 0;
-  // The recommendation at `now` from the samples fed so far. With no samples every field is
-  // 0 except what minimums impose.
+  // The recommendation in force from `now` on, from the samples fed so far. With no samples
+  // every field is 0 except what minimums impose. Recommend may keep state (hysteresis): it
+  // decides, as a replay does once per sample, in time order.
   virtual ResourceRecommendation Recommend(absl::Time now) = 0;
+  // What Recommend(now) would answer, without deciding: later answers do not depend on how
+  // often anyone peeks (a service's reads, metric scrapes and charts call this). The default
+  // suits recommenders whose Recommend keeps no state.
+  virtual ResourceRecommendation Peek(absl::Time now) { return Recommend(now); }
 };
 
 // One observation of a replicated workload, aggregated over its replicas.

@@ -181,7 +181,7 @@ struct AutoscalerCore::WorkloadState {
   double InstanceCpuTarget(absl::Time at) {
     double cores = 0;
     for (auto& [name, c] : containers) {
-      if (Live(c)) cores += c.resources->Recommend(at).cpu_cores.target;
+      if (Live(c)) cores += c.resources->Peek(at).cpu_cores.target;
     }
     return cores;
   }
@@ -274,7 +274,7 @@ struct AutoscalerCore::WorkloadState {
     double days = std::numeric_limits<double>::infinity();
     std::string explanation;
     for (const auto& [name, c] : live) {
-      const load_model::ResourceRecommendation r = c->resources->Recommend(now);
+      const load_model::ResourceRecommendation r = c->resources->Peek(now);
       v1::ContainerRecommendation* container = out.add_containers();
       container->set_name(*name);
       set(r.cpu_cores, container->mutable_cpu_cores());
@@ -282,7 +282,7 @@ struct AutoscalerCore::WorkloadState {
       add(r.cpu_cores, out.mutable_cpu_cores());
       add(r.memory_bytes, out.mutable_memory_bytes());
       if (c->gpu_memory != nullptr) {
-        const load_model::ResourceEstimate gpu = c->gpu_memory->Recommend(now).memory_bytes;
+        const load_model::ResourceEstimate gpu = c->gpu_memory->Peek(now).memory_bytes;
         set(gpu, container->mutable_gpu_memory_bytes());
         add(gpu, out.mutable_gpu_memory_bytes());
       }

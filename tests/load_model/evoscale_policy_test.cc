@@ -189,5 +189,59 @@ TEST(EvoscaleReplicaTest, LagsAndScaledErrorsFollowDemand) {
   EXPECT_LE(replicas, 24);
 }
 
+
+// A service reads recommendations whenever clients, scrapes and charts ask; what it recommends
+// later must not depend on how often they did. Three recommenders take the same samples (a CPU
+// spike that decays, memory with an OOM): one is never read, one peeks after every sample and
+// between samples, one decides before every sample as the replay does. They agree throughout.
+TEST(EvoscaleResourceTest, ReadsDoNotChangeLaterRecommendations) {
+  EvoscaleResourceRecommender quiet, peeked, replayed;
+  const auto usage = [](int i) {
+    UsageSample s;
+    s.time = kT0 + absl::Minutes(i);
+    s.cpu_cores = (i >= 600 && i < 620 ? 3.0 : 1.0) + 0.2 * std::sin(i * 0.37);
+    s.memory_bytes = (i >= 1500 && i < 1510 ? 3e9 : 1e9) + 5e7 * std::sin(i * 0.11);
+    return s;
+  };
+  int oom = 0;
+  for (int i = 0; i < 3 * 1440; ++i) {
+    const UsageSample s = usage(i);
+    // The replay's order: decide, see the OOM, then learn the sample.
+    const ResourceRecommendation in_force = replayed.Recommend(s.time);
+    const double limit = LimitOf(in_force.memory_bytes);
+    const bool killed = s.memory_bytes > limit;
+    oom += killed;
+    if (killed) replayed.RecordOom(s.time, limit);
+    replayed.AddSample(s);
+    // The service's order: the sample, with its OOM report.
+    (void)peeked.Peek(s.time - absl::Seconds(30));
+    for (EvoscaleResourceRecommender* r : {&quiet, &peeked}) {
+      r->AddSample(s);
+      if (killed) r->RecordOom(s.time, limit);
+    }
+    (void)peeked.Peek(s.time);
+    (void)peeked.Peek(s.time + absl::Seconds(20));
+    if (i % 97 == 0) {  // Spot checks that do not disturb `quiet` either.
+      const absl::Time t = s.time + absl::Seconds(1);
+      ASSERT_EQ(quiet.Peek(t).cpu_cores.target, peeked.Peek(t).cpu_cores.target) << i;
+      ASSERT_EQ(quiet.Peek(t).memory_bytes.target, replayed.Peek(t).memory_bytes.target) << i;
+    }
+  }
+  ASSERT_GT(oom, 0);  // The memory spike overran the limit in force: the floor and margin moved.
+  const absl::Time end = kT0 + absl::Minutes(3 * 1440);
+  const ResourceRecommendation q = quiet.Peek(end), p = peeked.Peek(end), r = replayed.Peek(end);
+  EXPECT_EQ(q.cpu_cores.target, p.cpu_cores.target);
+  EXPECT_EQ(q.cpu_cores.target, r.cpu_cores.target);
+  EXPECT_EQ(q.memory_bytes.target, p.memory_bytes.target);
+  EXPECT_EQ(q.memory_bytes.target, r.memory_bytes.target);
+  EXPECT_EQ(q.explanation, r.explanation);
+  // Peek answers what Recommend decides.
+  const ResourceRecommendation decided = quiet.Recommend(end);
+  EXPECT_EQ(decided.cpu_cores.target, q.cpu_cores.target);
+  EXPECT_EQ(decided.memory_bytes.target, q.memory_bytes.target);
+  // The spike has decayed: the CPU limit came down from it, so the hysteresis had work to do.
+  EXPECT_LT(q.cpu_cores.target, 3.0);
+}
+
 }  // namespace
 }  // namespace evoscale::load_model

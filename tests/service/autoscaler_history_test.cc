@@ -1,6 +1,7 @@
 // Tests of AutoscalerCore::History and InstanceHistory (service/autoscaler/autoscaler_core.h):
 // the in-memory usage history, on a real telemetry store in a temp SQLite file and a manual
 // clock.
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -216,6 +217,49 @@ TEST_F(AutoscalerHistoryTest, BucketsKeepTheRecommendationAsItStoodWhenTheyClose
   {
     SCOPED_TRACE("newest bucket");
     ExpectSameRecommendation(h.buckets[1], RecommendationOf(kWeb));
+  }
+}
+
+// What evoscaled recommends must not depend on how often clients, scrapes and the dashboard
+// asked: two workloads get the same samples, one is read after every sample, the other only at
+// the end, and they end with the same recommendation (and the same history).
+TEST_F(AutoscalerHistoryTest, ReadingARecommendationDoesNotChangeLaterOnes) {
+  constexpr char kTwin[] = "default/twin";
+  // Both calibrate their CPU margin at every sample against the limit then in force.
+  for (const char* name : {kWeb, kTwin}) {
+    v1::PutWorkloadRequest req;
+    req.mutable_workload()->set_name(name);
+    req.mutable_workload()->set_kind(v1::Workload::SERVING);
+    req.mutable_workload()->set_throttle_rate(0.01);
+    ASSERT_TRUE(core_->PutWorkload(req).ok());
+  }
+  uint64_t seed = 12345;
+  auto uniform = [&seed] {  // A fixed pseudo-random sequence in [0, 1).
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    return double(seed >> 11) / double(uint64_t{1} << 53);
+  };
+  for (int k = 0; k < 6 * 60 * 8; ++k) {  // Every 10 s for 8 hours.
+    // Bursty CPU (a heavy tail of short bursts) over a decaying spike, memory that creeps up.
+    const double u = uniform();
+    const double cpu = (k >= 300 && k < 360 ? 3.0 : 1.0) * (1.0 + 0.3 * uniform()) /
+                       (u < 0.02 ? 0.3 : 1.0);
+    const double memory = (400e6 + 50e3 * k) * (1.0 + 0.1 * uniform());
+    Ingest({Sample(kWeb, "web-0", "app", kT0 + 10 * k, cpu, memory),
+            Sample(kTwin, "twin-0", "app", kT0 + 10 * k, cpu, memory)});
+    (void)RecommendationOf(kWeb);
+  }
+  const v1::Recommendation read = RecommendationOf(kWeb), unread = RecommendationOf(kTwin);
+  EXPECT_EQ(read.cpu_cores().target(), unread.cpu_cores().target());
+  EXPECT_EQ(read.cpu_cores().limit(), unread.cpu_cores().limit());
+  EXPECT_EQ(read.memory_bytes().target(), unread.memory_bytes().target());
+  EXPECT_EQ(read.memory_bytes().limit(), unread.memory_bytes().limit());
+  // The CPU spike has been forgotten: the limit moved down through the hysteresis.
+  EXPECT_LT(read.cpu_cores().target(), 3.0);
+  const WorkloadHistory a = HistoryOf(kWeb), b = HistoryOf(kTwin);
+  ASSERT_EQ(a.buckets.size(), b.buckets.size());
+  for (size_t i = 0; i < a.buckets.size(); ++i) {
+    SCOPED_TRACE(absl::StrCat("bucket ", i));
+    ExpectSameRecommendation(a.buckets[i], b.buckets[i]);
   }
 }
 
