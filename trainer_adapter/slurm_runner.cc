@@ -35,6 +35,21 @@ using internal::DescribeFailure;
 using internal::RunCommand;
 
 constexpr int64_t kMiB = int64_t{1} << 20;
+
+// CPUs per task and the memory flag for a trial of `tasks` processes: --mem is per node, so a
+// job of one task asks for the trial's memory with it; a job of several, whose tasks Slurm may
+// place on several nodes, asks per CPU, so that the job's total is the trial's memory wherever
+// they land. "" without a memory limit.
+int64_t CpusPerTask(const TrialLaunch& launch, int tasks) {
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(launch.limits.cpu_cores / tasks)));
+}
+std::string MemoryFlag(const TrialLaunch& launch, int tasks) {
+  if (launch.limits.memory_bytes <= 0) return "";
+  if (tasks <= 1) return absl::StrCat("--mem=", (launch.limits.memory_bytes + kMiB - 1) / kMiB, "M");
+  const int64_t cpus = tasks * CpusPerTask(launch, tasks);
+  return absl::StrCat("--mem-per-cpu=", (launch.limits.memory_bytes + cpus * kMiB - 1) / (cpus * kMiB),
+                      "M");
+}
 constexpr size_t kMaxLineBytes = 1 << 20;
 
 // States after which a job runs no more (Slurm's job_state_string); every other state
@@ -86,7 +101,8 @@ class SlurmTrial : public RunningTrial {
  public:
   SlurmTrial(std::string job_id, std::string out_path, std::string err_path,
              TrialObserver* observer, const SlurmRunnerOptions& options,
-             std::map<std::string, std::string> env, int64_t memory_limit, bool reattached)
+             std::map<std::string, std::string> env, int64_t memory_limit,
+             std::string memory_flag, bool reattached)
       : job_id_(std::move(job_id)),
         out_path_(std::move(out_path)),
         err_path_(std::move(err_path)),
@@ -94,9 +110,10 @@ class SlurmTrial : public RunningTrial {
         options_(options),
         env_(std::move(env)),
         memory_limit_(memory_limit),
+        memory_flag_(std::move(memory_flag)),
         start_(absl::Now()) {
     outcome_.enforcement = absl::StrCat("slurm job ", job_id_, reattached ? " (re-attached)" : "",
-                                        ": memory enforced by Slurm (--mem)");
+                                        ": memory enforced by Slurm (", memory_flag_.empty() ? "--mem" : memory_flag_, ")");
     poller_ = std::thread(&SlurmTrial::Poll, this);
   }
 
@@ -298,9 +315,9 @@ class SlurmTrial : public RunningTrial {
       o.kind = TrialOutcome::Kind::kOutOfMemory;
       o.oom_kills = 1;
       o.reason = absl::StrFormat(
-          "%s%s: memory limit %d bytes (--mem=%dM)", slurm_says,
+          "%s%s: memory limit %d bytes (%s)", slurm_says,
           status.state == "OUT_OF_MEMORY" ? "" : " (slurmstepd: Exceeded job memory limit)",
-          memory_limit_, (memory_limit_ + kMiB - 1) / kMiB);
+          memory_limit_, memory_flag_);
     } else if (status.state == "COMPLETED" && o.exit_code == 0 && o.final.has_value() &&
                !o.error.has_value()) {
       o.kind = TrialOutcome::Kind::kSucceeded;
@@ -330,6 +347,7 @@ class SlurmTrial : public RunningTrial {
   const SlurmRunnerOptions options_;
   const std::map<std::string, std::string> env_;  // for the Slurm clients
   const int64_t memory_limit_;
+  const std::string memory_flag_;  // How sbatch was asked for it.
   const absl::Time start_;
   std::thread poller_;
 
@@ -353,7 +371,9 @@ class SlurmRunner : public TrialRunner {
     if (!options_.slurm_conf.empty()) env_["SLURM_CONF"] = options_.slurm_conf;
   }
 
-  std::string enforcement() const override { return "slurm: memory enforced by Slurm (--mem)"; }
+  std::string enforcement() const override {
+    return "slurm: memory enforced by Slurm (--mem; --mem-per-cpu for several tasks)";
+  }
 
   absl::StatusOr<std::unique_ptr<RunningTrial>> Start(const TrialLaunch& launch,
                                                       TrialObserver* observer) override {
@@ -392,7 +412,9 @@ class SlurmRunner : public TrialRunner {
     if (newest >= 0) {
       return std::unique_ptr<RunningTrial>(
           std::make_unique<SlurmTrial>(absl::StrCat(newest), out_path, err_path, observer, options_,
-                                       env_, launch.limits.memory_bytes, /*reattached=*/true));
+                                       env_, launch.limits.memory_bytes,
+                                       MemoryFlag(launch, std::max(1, launch.processes)),
+                                       /*reattached=*/true));
     }
 
     // What an earlier run of the trial (before an OOM rerun) printed is not this run's.
@@ -443,12 +465,9 @@ class SlurmRunner : public TrialRunner {
         absl::StrCat("--output=", out_path),
         absl::StrCat("--error=", err_path),
         absl::StrCat("--ntasks=", tasks),
-        absl::StrCat("--cpus-per-task=",
-                     std::max<int64_t>(1, static_cast<int64_t>(
-                                              std::ceil(launch.limits.cpu_cores / tasks))))};
-    if (launch.limits.memory_bytes > 0) {
-      sbatch.push_back(absl::StrCat("--mem=", (launch.limits.memory_bytes + kMiB - 1) / kMiB, "M"));
-    }
+        absl::StrCat("--cpus-per-task=", CpusPerTask(launch, tasks))};
+    const std::string memory_flag = MemoryFlag(launch, tasks);
+    if (!memory_flag.empty()) sbatch.push_back(memory_flag);
     if (launch.limits.gpus > 0) sbatch.push_back(absl::StrCat("--gres=gpu:", launch.limits.gpus));
     if (!options_.partition.empty())
       sbatch.push_back(absl::StrCat("--partition=", options_.partition));
@@ -472,7 +491,8 @@ class SlurmRunner : public TrialRunner {
     }
     return std::unique_ptr<RunningTrial>(
         std::make_unique<SlurmTrial>(job_id, out_path, err_path, observer, options_, env_,
-                                     launch.limits.memory_bytes, /*reattached=*/false));
+                                     launch.limits.memory_bytes, memory_flag,
+                                     /*reattached=*/false));
   }
 
   const SlurmRunnerOptions& options() const { return options_; }

@@ -138,6 +138,7 @@ TEST_F(SlurmRunnerTest, ATrialOfSeveralProcessesIsAJobOfAsManyTasksUnderMpirun) 
       "echo '{\"event\":\"final\",\"metrics\":{\"auc\":0.8}}'; fi");
   launch.processes = 2;
   launch.limits.cpu_cores = 2;
+  launch.limits.memory_bytes = 256 * kMiB;
   absl::StatusOr<std::unique_ptr<RunningTrial>> trial = runner_->Start(launch, nullptr);
   ASSERT_TRUE(trial.ok()) << trial.status();
   const TrialOutcome& outcome = (*trial)->Wait();
@@ -148,6 +149,9 @@ TEST_F(SlurmRunnerTest, ATrialOfSeveralProcessesIsAJobOfAsManyTasksUnderMpirun) 
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_THAT(*job, Contains(Pair("NumTasks", "2")));
   EXPECT_THAT(*job, Contains(Pair("CPUs/Task", "1")));
+  // Memory per CPU (--mem would be per node): the job's 256 MiB over its 2 CPUs, wherever its
+  // tasks land.
+  EXPECT_THAT(*job, Contains(Pair("MinMemoryCPU", "128M")));
 }
 
 TEST_F(SlurmRunnerTest, ProgressLinesArriveAsEventsAndTheFinalLineEndsTheTrial) {
