@@ -184,6 +184,12 @@ class Training {
            step % config_.evict_every == 0;
   }
   void Emit(const std::string& line) const { sink_(line); }
+  // Training examples consumed by the whole job (a collective in a job of several ranks).
+  int64_t JobExamples() {
+    int64_t examples = examples_;
+    if (ranks_ > 1) comm_->AllReduceSum(&examples, 1);
+    return examples;
+  }
 
   // Constant after construction.
   const TrainerConfig& config_;
@@ -693,7 +699,20 @@ void Training::OnStepEnd() {
   }
   if (config_.progress_every > 0) window_.Add(logits_.data(), batch_->labels.data(), size_t(n));
   if (config_.progress_every > 0 && step_ % config_.progress_every == 0) {
-    Emit(ProgressLine(step_, examples_, internal::SecondsSince(start_), window_));
+    if (ranks_ > 1) {
+      // The job's window, at rank 0: every rank's logits and labels, and its examples.
+      std::vector<float> logits, labels;
+      comm_->GatherToRoot(window_.logits(), &logits);
+      comm_->GatherToRoot(window_.labels(), &labels);
+      const int64_t examples = JobExamples();
+      if (rank_ == 0) {
+        BinaryMetrics job;
+        job.Add(logits.data(), labels.data(), logits.size());
+        Emit(ProgressLine(step_, examples, internal::SecondsSince(start_), job));
+      }
+    } else {
+      Emit(ProgressLine(step_, examples_, internal::SecondsSince(start_), window_));
+    }
     window_.Clear();
   }
   position_ = batch_->end;
@@ -878,7 +897,8 @@ void Training::OnCheckpointEnd() {
     }
     resharded_from_.clear();
   }
-  Emit(CheckpointLine(step_, examples_, full, checkpoint_dir_ + "/" + chain_.back()));
+  const int64_t examples = JobExamples();
+  Emit(CheckpointLine(step_, examples, full, checkpoint_dir_ + "/" + chain_.back()));
 }
 
 absl::Status Training::Train() {

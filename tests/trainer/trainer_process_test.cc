@@ -267,6 +267,24 @@ TEST_F(TrainerMpiTest, TwoRanksTrainAsOneOnSyntheticRowsWithHalfTheTableEach) {
   // One protocol: rank 0's progress lines and one final line.
   EXPECT_EQ(Count(job.lines, "\"event\":\"final\""), 1);
   EXPECT_EQ(Count(job.lines, "\"event\":\"progress\""), Count(single.lines, "\"event\":\"progress\""));
+  // Progress lines speak for the job: its examples so far (each rank trains on half of every
+  // batch), and the window's metrics over every rank's examples.
+  std::vector<const std::string*> single_progress, job_progress;
+  for (const std::string& line : single.lines) {
+    if (line.find("\"event\":\"progress\"") != std::string::npos) single_progress.push_back(&line);
+  }
+  for (const std::string& line : job.lines) {
+    if (line.find("\"event\":\"progress\"") != std::string::npos) job_progress.push_back(&line);
+  }
+  ASSERT_EQ(job_progress.size(), single_progress.size());
+  ASSERT_FALSE(job_progress.empty());
+  for (size_t i = 0; i < job_progress.size(); ++i) {
+    EXPECT_EQ(Number(*job_progress[i], "step"), Number(*single_progress[i], "step"));
+    EXPECT_EQ(Number(*job_progress[i], "examples"), Number(*single_progress[i], "examples"))
+        << *single_progress[i] << "\n" << *job_progress[i];
+    EXPECT_NEAR(Number(*job_progress[i], "auc"), Number(*single_progress[i], "auc"), 0.02)
+        << *single_progress[i] << "\n" << *job_progress[i];
+  }
   const std::string& a = single.lines.back();
   const std::string& b = job.lines.back();
   EXPECT_EQ(Number(b, "ranks"), 2) << b;
