@@ -54,6 +54,13 @@ struct StudyCore::StudyState {
   // Deleted trials stay in `trials` as tombstones (id and name only, STATE_UNSPECIFIED), so
   // ids stay dense and are never reused.
   int64_t deleted_trials ABSL_GUARDED_BY(mu) = 0;
+  // Moves with every trial applied: what was derived from the trials at one version holds
+  // until it moves.
+  uint64_t version ABSL_GUARDED_BY(mu) = 0;
+  // GetParameterImportance's answers by metric, at the version they were computed (the
+  // dashboard asks every 2 s; at 10,000 trials one costs about 100 ms under the study's lock).
+  std::map<std::string, std::pair<uint64_t, v1::GetParameterImportanceResponse>> importance
+      ABSL_GUARDED_BY(mu);
 
   static bool IsTombstone(const v1::Trial& t) { return t.state() == v1::Trial::STATE_UNSPECIFIED; }
   // Trials that count: all but the deleted ones (max_trials counts these).
@@ -72,6 +79,7 @@ struct StudyCore::StudyState {
 
   // Applies a trial that has been written to the store to the cache and its indexes.
   void Apply(const v1::Trial& t, int64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    ++version;
     const int64_t id = t.id();
     if (id == static_cast<int64_t>(trials.size()) + 1) {
       trials.push_back(t);
@@ -1063,6 +1071,10 @@ absl::StatusOr<v1::GetParameterImportanceResponse> StudyCore::Apply(
     return InvalidArgumentError(StrCat("metric: \"", metric, "\" is not a metric of the study (",
                                        absl::StrJoin(names, ", "), ")"));
   }
+  if (auto cached = s.importance.find(metric);
+      cached != s.importance.end() && cached->second.first == s.version) {
+    return cached->second.second;
+  }
   std::vector<search::Trial> succeeded;
   for (const v1::Trial& t : s.trials) {
     if (t.state() != v1::Trial::SUCCEEDED || !t.final_measurement().metrics().contains(metric)) {
@@ -1070,7 +1082,9 @@ absl::StatusOr<v1::GetParameterImportanceResponse> StudyCore::Apply(
     }
     succeeded.push_back(ToSearchTrial(t));
   }
-  v1::GetParameterImportanceResponse resp;
+  v1::GetParameterImportanceResponse& resp = s.importance[metric].second;
+  s.importance[metric].first = s.version;
+  resp.Clear();
   resp.set_metric(metric);
   resp.set_trial_count(static_cast<int32_t>(succeeded.size()));
   for (const search::ParameterImportance& p :

@@ -2186,6 +2186,28 @@ TEST_F(StudyServiceTest, ParameterImportanceNamesWhatExplainsTheMetric) {
       EXPECT_EQ(p.trial_count(), 0);  // never active (all adam)
     }
   }
+  // Asked again unchanged: the same answer (kept); a trial that completes moves it.
+  v1::GetParameterImportanceResponse again;
+  ASSERT_THAT(client_->Call(&Stub::GetParameterImportance, req, &again), GrpcOk());
+  EXPECT_EQ(again.SerializeAsString(), resp.SerializeAsString());
+  {
+    v1::Trial t = AdamTrial(0.9, 2);
+    *t.mutable_final_measurement() = Loss(5 * 0.9 * 0.9);
+    client_->MustCreateTrial(study, t);
+  }
+  ASSERT_THAT(client_->Call(&Stub::GetParameterImportance, req, &again), GrpcOk());
+  EXPECT_EQ(again.trial_count(), 61);
+  EXPECT_EQ(again.parameters(0).name(), "x");
+  // A trial's final measurement changing (the REQUESTED one completing) moves it too.
+  {
+    v1::CompleteTrialRequest complete;
+    complete.set_name(absl::StrCat(study, "/trials/61"));
+    *complete.mutable_final_measurement() = Loss(5 * 0.5 * 0.5);
+    v1::Trial done;
+    ASSERT_THAT(client_->Call(&Stub::CompleteTrial, complete, &done), GrpcOk());
+  }
+  ASSERT_THAT(client_->Call(&Stub::GetParameterImportance, req, &again), GrpcOk());
+  EXPECT_EQ(again.trial_count(), 62);
 
   req.set_metric("accuracy");
   EXPECT_THAT(client_->Call(&Stub::GetParameterImportance, req, &resp),
