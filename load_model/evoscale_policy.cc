@@ -150,8 +150,13 @@ ResourceRecommendation EvoscaleResourceRecommender::Answer(double cpu, double me
       request(cpu_usage_.get(), options_.cpu_request_percentile, cpu, options_.min_cpu_cores);
   const double memory_request = request(memory_usage_.get(), options_.memory_request_percentile,
                                         memory, options_.min_memory_bytes);
-  rec.cpu_cores = {cpu_request, cpu_request, cpu, cpu};
-  rec.memory_bytes = {memory_request, memory_request, memory, memory};
+  // The band says what evoscale itself would leave alone: a request from the target up to
+  // the target / (1 - decrease_hysteresis) stands (below the target it is raised, above the
+  // band lowered), so an updater that acts only outside [lower, upper], as the VPA's does,
+  // moves pods exactly when evoscale's own recommendation would move.
+  const double widen = 1.0 / (1.0 - std::clamp(options_.decrease_hysteresis, 0.0, 0.9));
+  rec.cpu_cores = {cpu_request, cpu_request, cpu_request * widen, cpu};
+  rec.memory_bytes = {memory_request, memory_request, memory_request * widen, memory};
   const double lifespan =
       samples_ == 0 ? 0 : absl::FDivDuration(last_sample_ - first_sample_, absl::Hours(24));
   rec.confidence = std::min(lifespan, samples_ / 1440.0);

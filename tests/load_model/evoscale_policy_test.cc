@@ -243,5 +243,37 @@ TEST(EvoscaleResourceTest, ReadsDoNotChangeLaterRecommendations) {
   EXPECT_LT(q.cpu_cores.target, 3.0);
 }
 
+// The bounds are the band evoscale leaves alone: [target, target / (1 - hysteresis)]. A pod
+// set to an earlier target stays inside the new band exactly while evoscale's own
+// recommendation stands, and falls outside it when the recommendation moves.
+TEST(EvoscaleResourceTest, BoundsAreTheBandItsHysteresisLeavesAlone) {
+  EvoscaleResourceRecommender rec;
+  double pod_cpu = 0;  // The request an updater acting outside the bounds would have set.
+  int moves = 0, evictions = 0;
+  for (int i = 0; i < 4 * 288; ++i) {  // Four days of 5-minute samples; the load halves.
+    const absl::Time t = kT0 + absl::Minutes(5 * i);
+    const ResourceRecommendation r = rec.Recommend(t);
+    ASSERT_EQ(r.cpu_cores.lower_bound, r.cpu_cores.target);
+    ASSERT_NEAR(r.cpu_cores.upper_bound, r.cpu_cores.target / 0.9, 1e-12);
+    ASSERT_EQ(r.memory_bytes.lower_bound, r.memory_bytes.target);
+    ASSERT_NEAR(r.memory_bytes.upper_bound, r.memory_bytes.target / 0.9, 1e-3);
+    if (pod_cpu != 0 && r.cpu_cores.target != pod_cpu) ++moves;
+    if (pod_cpu < r.cpu_cores.lower_bound || pod_cpu > r.cpu_cores.upper_bound) {
+      ++evictions;
+      pod_cpu = r.cpu_cores.target;
+    }
+    UsageSample s;
+    s.time = t;
+    s.cpu_cores = (i < 2 * 288 ? 2.0 : 1.0) * (1.0 + 0.05 * std::sin(i * 0.7));
+    s.memory_bytes = 1e9;
+    rec.AddSample(s);
+  }
+  EXPECT_GT(moves, 0);
+  EXPECT_EQ(evictions, moves + 1);  // The first placement, then once per move.
+  // A request rounded up a little stays inside the band.
+  const ResourceRecommendation r = rec.Recommend(kT0 + absl::Hours(96));
+  EXPECT_LE(r.cpu_cores.target * 1.01, r.cpu_cores.upper_bound);
+}
+
 }  // namespace
 }  // namespace evoscale::load_model
