@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -219,18 +220,26 @@ absl::StatusOr<int> ParsePageSize(absl::string_view value) {
   return size;
 }
 
-// "o:OFFSET"; empty is the first page.
-absl::StatusOr<int64_t> ParsePageToken(absl::string_view token) {
-  if (token.empty()) return 0;
-  absl::string_view digits = token;
-  int64_t offset;
+// "o:OFFSET" or "o:OFFSET:MAX_ID" into q.offset and q.max_id; empty is the first page.
+absl::Status ParsePageToken(absl::string_view token, TrialQuery* q) {
+  if (token.empty()) return absl::OkStatus();
+  absl::string_view rest = token;
   // At most 18 digits: no overflow, and no sign or spaces, which SimpleAtoi would take.
-  if (!absl::ConsumePrefix(&digits, kPageTokenPrefix) || digits.empty() || digits.size() > 18 ||
-      !std::all_of(digits.begin(), digits.end(), absl::ascii_isdigit) ||
-      !absl::SimpleAtoi(digits, &offset)) {
+  auto number = [](absl::string_view digits, int64_t* out) {
+    return !digits.empty() && digits.size() <= 18 &&
+           std::all_of(digits.begin(), digits.end(), absl::ascii_isdigit) &&
+           absl::SimpleAtoi(digits, out);
+  };
+  int64_t offset = 0, max_id = 0;
+  const bool prefixed = absl::ConsumePrefix(&rest, kPageTokenPrefix);
+  const std::vector<absl::string_view> parts = absl::StrSplit(rest, ':');
+  if (!prefixed || parts.size() > 2 || !number(parts[0], &offset) ||
+      (parts.size() == 2 && (!number(parts[1], &max_id) || max_id == 0))) {
     return InvalidArgumentError(StrCat("page_token: malformed token \"", token, "\""));
   }
-  return offset;
+  q->offset = offset;
+  q->max_id = max_id;
+  return absl::OkStatus();
 }
 
 // ---- Filtering -----------------------------------------------------------------------------
@@ -294,6 +303,7 @@ std::vector<size_t> Matching(absl::Span<const v1::Trial> trials, const TrialQuer
   for (size_t i = 0; i < trials.size(); ++i) {
     const v1::Trial& t = trials[i];
     if (t.state() == v1::Trial::STATE_UNSPECIFIED) continue;  // a deleted trial's tombstone
+    if (q.max_id > 0 && t.id() > q.max_id) continue;          // created after the first page
     if (!q.states.empty() && !(v1::Trial::State_IsValid(t.state()) && wanted[t.state()])) continue;
     bool in = true;
     for (size_t r = 0; r < q.ranges.size() && in; ++r) in = InRange(t, q.ranges[r], &lookups[r]);
@@ -491,9 +501,7 @@ absl::StatusOr<TrialQuery> ParseTrialQuery(
       q.page_size = *size;
     } else if (key == "page_token") {
       if (absl::Status st = GivenOnce(key, &seen_page_token); !st.ok()) return st;
-      absl::StatusOr<int64_t> offset = ParsePageToken(value);
-      if (!offset.ok()) return offset.status();
-      q.offset = *offset;
+      if (absl::Status st = ParsePageToken(value, &q); !st.ok()) return st;
     }
   }
   return q;
@@ -511,7 +519,14 @@ TrialPage QueryTrials(const v1::StudySpec& spec, absl::Span<const v1::Trial> tri
   for (int64_t i = begin; i < end; ++i) {
     page.trials.push_back(&trials[order[static_cast<size_t>(i)]]);
   }
-  if (end < page.total_matching) page.next_page_token = StrCat(kPageTokenPrefix, end);
+  if (end < page.total_matching) {
+    // Later pages keep to the trials of this one's time: ids only grow.
+    int64_t max_id = q.max_id;
+    if (max_id <= 0) {
+      for (const v1::Trial& t : trials) max_id = std::max(max_id, t.id());
+    }
+    page.next_page_token = StrCat(kPageTokenPrefix, end, ":", max_id);
+  }
   return page;
 }
 

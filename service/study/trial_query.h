@@ -19,7 +19,10 @@
 //                         param is repeatable: every one must hold. A trial in which the
 //                         parameter is not active (conditional) fails it.
 //   page_size=N           1..1000, default 50.
-//   page_token=T          next_page_token of the previous page; opaque.
+//   page_token=T          next_page_token of the previous page; opaque. Later pages list the
+//                         trials that existed when the first page was served (a trial created
+//                         since would shift the rows): walking the pages of a running study
+//                         shows no trial twice for that reason.
 // order_by, page_size and page_token may each be given once.
 #ifndef EVOSCALE_SERVICE_STUDY_TRIAL_QUERY_H_
 #define EVOSCALE_SERVICE_STUDY_TRIAL_QUERY_H_
@@ -59,6 +62,8 @@ struct TrialQuery {
   std::vector<Range> ranges;
   int page_size = kTrialQueryDefaultPageSize;  // 1..kTrialQueryMaxPageSize
   int64_t offset = 0;                          // trials of the sorted list before this page
+  // 0: every trial; else only trials of id <= max_id (those that existed at the first page).
+  int64_t max_id = 0;
 };
 
 // Parses the HTTP query pairs (see the syntax above) and checks them against `spec`: the
@@ -77,8 +82,8 @@ struct TrialPage {
   std::string next_page_token;  // empty on the last page
 };
 
-// Filters `trials` by q.states and q.ranges, sorts them by q.order_by and returns the page at
-// q.offset (empty past the end). The sort is by key, then by id ascending whatever the
+// Filters `trials` by q.states, q.ranges and q.max_id, sorts them by q.order_by and returns
+// the page at q.offset (empty past the end). The sort is by key, then by id ascending whatever the
 // direction; trials that lack the key come last whatever the direction, by id. A trial lacks
 // the key when: metric:NAME, it has no final value of NAME; param:NAME, the parameter is not
 // active in it (or has a value of the wrong kind, or a category the spec lacks); client, its

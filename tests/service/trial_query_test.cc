@@ -351,7 +351,7 @@ TEST_F(TrialQueryTest, AHandMadeQueryWithAKeyParsingRejectsSortsByIdAndClampsThe
   q.offset = -5;
   const TrialPage page = QueryTrials(spec_, trials, q);
   EXPECT_THAT(Ids(page), ElementsAre(1));
-  EXPECT_EQ(page.next_page_token, "o:1");
+  EXPECT_EQ(page.next_page_token, "o:1:3");
 }
 
 // ---- Filtering -----------------------------------------------------------------------------
@@ -538,7 +538,7 @@ TEST_F(PagingTest, APageThatEndsExactlyAtTheLastTrialHasNoNextToken) {
   EXPECT_TRUE(page.next_page_token.empty());
   EXPECT_EQ(
       RunQuery(spec_, trials_, {{"page_size", "100"}, {"page_token", "o:200"}}).next_page_token,
-      "o:300");
+      "o:300:400");
 }
 
 TEST_F(PagingTest, AnOffsetPastTheEndIsAnEmptyLastPage) {
@@ -551,7 +551,33 @@ TEST_F(PagingTest, AnOffsetPastTheEndIsAnEmptyLastPage) {
 TEST_F(PagingTest, TheDefaultPageIsFiftyTrials) {
   const TrialPage page = RunQuery(spec_, trials_, {});
   EXPECT_EQ(page.trials.size(), 50u);
-  EXPECT_EQ(page.next_page_token, "o:50");
+  EXPECT_EQ(page.next_page_token, "o:50:400");
+}
+
+// A running study gets trials between two page loads: later pages keep to the trials of the
+// first page's time, so none is listed twice and none shifts into a page already read.
+TEST_F(PagingTest, TrialsCreatedAfterTheFirstPageDoNotShiftLaterPages) {
+  const Query query = {{"order_by", "-param:lr"}, {"page_size", "50"}};
+  const TrialPage first = RunQuery(spec_, trials_, query);
+  ASSERT_EQ(first.next_page_token, "o:50:400");
+  Query next = query;
+  next.emplace_back("page_token", first.next_page_token);
+  const std::vector<int64_t> second_before = Ids(RunQuery(spec_, trials_, next));
+  // Two new trials with the largest lr: by offset alone they would push two rows of the first
+  // page onto the second.
+  for (int64_t id : {401, 402}) {
+    trials_.push_back(MakeTrial(id, v1::Trial::SUCCEEDED));
+    SetDouble(&trials_.back(), "lr", 1.0);
+  }
+  const TrialPage second = RunQuery(spec_, trials_, next);
+  EXPECT_THAT(Ids(second), ElementsAreArray(second_before));
+  EXPECT_EQ(second.total_matching, 400);
+  EXPECT_EQ(second.next_page_token, "o:100:400");
+  // A fresh first page sees them.
+  const TrialPage fresh = RunQuery(spec_, trials_, query);
+  EXPECT_EQ(fresh.total_matching, 402);
+  EXPECT_THAT(Ids(fresh), ::testing::IsSupersetOf({401, 402}));
+  EXPECT_EQ(fresh.next_page_token, "o:50:402");
 }
 
 // ---- Parsing -------------------------------------------------------------------------------
@@ -563,7 +589,7 @@ TEST_F(TrialQueryTest, ParsesEveryFieldAndIgnoresUnknownKeys) {
                                                          {"param", "layers:..4"},
                                                          {"param", "optimizer:adam|sgd"},
                                                          {"page_size", "20"},
-                                                         {"page_token", "o:150"},
+                                                         {"page_token", "o:150:900"},
                                                          {"metric", "ignored"},
                                                          {"columns", "lr,loss"}});
   ASSERT_TRUE(q.ok()) << q.status();
@@ -581,6 +607,7 @@ TEST_F(TrialQueryTest, ParsesEveryFieldAndIgnoresUnknownKeys) {
   EXPECT_THAT(q->ranges[2].categories, ElementsAre("adam", "sgd"));
   EXPECT_EQ(q->page_size, 20);
   EXPECT_EQ(q->offset, 150);
+  EXPECT_EQ(q->max_id, 900);
 }
 
 TEST_F(TrialQueryTest, AnEmptyQueryIsTheFirstPageByIdOfEveryState) {
@@ -707,6 +734,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadQuery{"PageTokenOverflowing",
                  {{"page_token", "o:99999999999999999999"}},
                  "page_token: malformed token \"o:99999999999999999999\""},
+        BadQuery{"PageTokenMaxIdEmpty", {{"page_token", "o:50:"}},
+                 "page_token: malformed token \"o:50:\""},
+        BadQuery{"PageTokenMaxIdZero", {{"page_token", "o:50:0"}},
+                 "page_token: malformed token \"o:50:0\""},
+        BadQuery{"PageTokenMaxIdSigned", {{"page_token", "o:50:-3"}},
+                 "page_token: malformed token \"o:50:-3\""},
+        BadQuery{"PageTokenFourParts", {{"page_token", "o:50:400:1"}},
+                 "page_token: malformed token \"o:50:400:1\""},
         BadQuery{"PageTokenTwice",
                  {{"page_token", "o:5"}, {"page_token", "o:5"}},
                  "page_token: given more than once"}),
