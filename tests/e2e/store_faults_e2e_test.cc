@@ -263,6 +263,42 @@ TEST_F(StoreFaultTest, FailedFsyncStopsWritesAndARestartKeepsEverythingAcknowled
   ASSERT_TRUE(Create(22).ok());
 }
 
+// With durability "process" commits write the write-ahead log without syncing it; the
+// background checkpoints copy it into the database file and sync that. When that sync fails
+// nothing is lost (every commit stays in the log) but the log grows until a checkpoint
+// succeeds: evoscaled says so once when checkpoints start failing and once when they succeed
+// again, and keeps serving.
+TEST_F(StoreFaultTest, FailingCheckpointsAreReportedAndRecover) {
+  ASSERT_NO_FATAL_FAILURE(StartWithFaults());
+  std::vector<std::string> acknowledged;
+  SetFaults(absl::StrCat("fsync EIO ", db_, "$\n"));  // the database file, not its log
+  ASSERT_TRUE(CreateUntilFailure(8, &acknowledged).ok());
+  // The next lines of evoscaled's log, until one has `what` (up to 20 s).
+  auto await_log = [&](const std::string& what) -> std::string {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < deadline) {
+      absl::StatusOr<std::string> line = server_->ReadLine(std::chrono::seconds(1));
+      if (line.ok() && line->find(what) != std::string::npos) return *line;
+    }
+    return "";
+  };
+  const std::string failed = await_log("\"checkpoint failed\"");
+  ASSERT_FALSE(failed.empty()) << "no \"checkpoint failed\" line";
+  EXPECT_THAT(failed, HasSubstr("\"event\":\"store\""));
+  EXPECT_THAT(failed, HasSubstr(db_));
+  EXPECT_THAT(failed, HasSubstr("disk I/O error"));
+  EXPECT_THAT(failed, HasSubstr("write-ahead log"));
+  ASSERT_TRUE(CreateUntilFailure(4, &acknowledged).ok());  // still serving
+  SetFaults("");
+  const std::string recovered = await_log("\"checkpoint recovered\"");
+  ASSERT_FALSE(recovered.empty()) << "no \"checkpoint recovered\" line";
+  EXPECT_THAT(recovered, HasSubstr("failed attempts"));
+  ExpectAllListed(acknowledged);
+  server_->Stop(SIGKILL);  // and nothing acknowledged was lost
+  ASSERT_NO_FATAL_FAILURE(Start());
+  ExpectAllListed(acknowledged);
+}
+
 // After a kill -9 the WAL holds acknowledged commits. A damaged frame in its middle would make
 // SQLite's recovery drop every commit after it, silently: evoscaled refuses to start, naming
 // the damage and what to do, and changes nothing; --accept-damaged-wal opens what comes before.

@@ -7,6 +7,7 @@
 // by EVOSCALE_FAULTS, re-read on every call, one rule per line:
 //   write EROFS /db-dir/      writes to files under /db-dir/ fail with EROFS
 //   fsync EIO evoscale.db     fsync and fdatasync of evoscale.db* fail with EIO
+//   fsync EIO /evoscale.db$   a trailing $: only paths ending so (the database, not its -wal)
 // Known errnos: ENOSPC, EROFS, EIO, EDQUOT. An empty or missing file injects nothing.
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -33,7 +34,14 @@ bool InjectPath(const char* call, const char* path, int* error) {
   char line[512], kind[32], name[32], needle[400];
   while (!hit && std::fgets(line, sizeof line, f) != nullptr) {
     if (std::sscanf(line, "%31s %31s %399s", kind, name, needle) != 3) continue;
-    const bool applies = std::strcmp(kind, call) == 0 && std::strstr(path, needle) != nullptr;
+    size_t length = std::strlen(needle);
+    const bool at_end = length > 1 && needle[length - 1] == '$';
+    if (at_end) needle[--length] = '\0';
+    const size_t path_length = std::strlen(path);
+    const bool applies =
+        std::strcmp(kind, call) == 0 &&
+        (at_end ? path_length >= length && std::strcmp(path + path_length - length, needle) == 0
+                : std::strstr(path, needle) != nullptr);
     if (!applies) continue;
     static const struct {
       const char* name;

@@ -242,11 +242,38 @@ absl::StatusOr<std::unique_ptr<Checkpointer>> Checkpointer::Start(const std::str
     sqlite3_close(db);
     return st;
   }
-  return std::unique_ptr<Checkpointer>(new Checkpointer(db, interval, max_log_frames));
+  return std::unique_ptr<Checkpointer>(new Checkpointer(db, path, interval, max_log_frames));
 }
 
-Checkpointer::Checkpointer(sqlite3* db, absl::Duration interval, int max_log_frames)
-    : db_(db), interval_(interval), max_log_frames_(max_log_frames), thread_([this] { Loop(); }) {}
+Checkpointer::Checkpointer(sqlite3* db, std::string path, absl::Duration interval,
+                           int max_log_frames)
+    : db_(db),
+      path_(std::move(path)),
+      interval_(interval),
+      max_log_frames_(max_log_frames),
+      thread_([this] { Loop(); }) {}
+
+void Checkpointer::Note(int rc) {
+  if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) return;  // the next round tries again
+  if (rc == SQLITE_OK) {
+    if (failing_ > 0) {
+      LogWal(path_, "checkpoint recovered",
+             absl::StrCat("a checkpoint succeeded after ", failing_,
+                          " failed attempts; the write-ahead log is copied back again"));
+    }
+    failing_ = 0;
+    return;
+  }
+  if (failing_++ == 0) {
+    LogWal(path_, "checkpoint failed",
+           absl::StrCat(sqlite3_errstr(rc), " (SQLite code ", sqlite3_extended_errcode(db_),
+                        "): nothing is lost, every commit stays in the write-ahead log, but it "
+                        "grows until a checkpoint succeeds; check the disk (evoscaled tries "
+                        "again every ", absl::FormatDuration(interval_), ")"));
+  }
+  absl::MutexLock lock(&mu_);
+  ++failures_;
+}
 
 Checkpointer::~Checkpointer() {
   {
@@ -268,14 +295,19 @@ void Checkpointer::Loop() {
     // PASSIVE copies what it can without waiting for anyone; a busy database simply waits
     // for the next round.
     int log_frames = 0;
-    sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log_frames, nullptr);
+    const int rc =
+        sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log_frames, nullptr);
+    Note(rc);
     // A long log: start it over (see kDefaultMaxLogFrames). BUSY (no gap within the busy
     // timeout) leaves it for the next round.
-    if (log_frames > max_log_frames_ &&
-        sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr) ==
-            SQLITE_OK) {
-      absl::MutexLock lock(&mu_);
-      ++truncations_;
+    if (rc == SQLITE_OK && log_frames > max_log_frames_) {
+      const int truncated =
+          sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
+      Note(truncated);
+      if (truncated == SQLITE_OK) {
+        absl::MutexLock lock(&mu_);
+        ++truncations_;
+      }
     }
     if (stop) return;
   }

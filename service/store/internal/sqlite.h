@@ -87,17 +87,29 @@ class Checkpointer {
     absl::MutexLock lock(&mu_);
     return truncations_;
   }
+  // Checkpoints that failed (an I/O error, not a busy database) so far. Nothing is lost (the
+  // commits stay in the WAL), but the WAL grows until one succeeds: the first failure of a run
+  // and the first success after it are logged ("checkpoint failed" / "checkpoint recovered").
+  int64_t failures() {
+    absl::MutexLock lock(&mu_);
+    return failures_;
+  }
 
  private:
-  Checkpointer(sqlite3* db, absl::Duration interval, int max_log_frames);
+  Checkpointer(sqlite3* db, std::string path, absl::Duration interval, int max_log_frames);
   void Loop();
+  // Logs the first failure of a run of them and the first success after; counts failures.
+  void Note(int rc);
 
   sqlite3* const db_;  // owned, used only by the thread
+  const std::string path_;
+  int64_t failing_ = 0;  // failed checkpoints since the last success; used only by the thread
   const absl::Duration interval_;
   const int max_log_frames_;
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   int64_t truncations_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t failures_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 
