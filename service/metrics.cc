@@ -61,6 +61,12 @@ ServiceMetrics::ServiceMetrics()
                  .Help("Study store since start: writes (one per mutating call) and commits "
                        "(transactions; several writes share one under group commit)")
                  .Register(*registry_)),
+      checkpoint_failures_(prometheus::BuildCounter()
+                               .Name("evoscale_store_checkpoint_failures_total")
+                               .Help("Background WAL checkpoints that failed since start, by "
+                                     "database (nothing is lost; the log grows until one "
+                                     "succeeds)")
+                               .Register(*registry_)),
       enforcement_(prometheus::BuildGauge()
                        .Name("evoscale_trial_enforcement")
                        .Help("How managed trials' limits are enforced (1 for the mode in "
@@ -206,12 +212,16 @@ std::string ServiceMetrics::Scrape(StudyCore* core, AutoscalerCore* autoscaler) 
     }
     AdvanceTo(store_.Add({{"op", "write"}}), static_cast<double>(counts.store_writes));
     AdvanceTo(store_.Add({{"op", "commit"}}), static_cast<double>(counts.store_commits));
+    AdvanceTo(checkpoint_failures_.Add({{"database", "study"}}),
+              static_cast<double>(counts.store_checkpoint_failures));
     sqlite_memory_.Set(static_cast<double>(sqlite3_memory_used()));
   }
   if (autoscaler != nullptr) {
     ScrapeRecommendations(*autoscaler);
     AdvanceTo(samples_.Add({{"result", "accepted"}}),
               static_cast<double>(autoscaler->accepted_total()));
+    AdvanceTo(checkpoint_failures_.Add({{"database", "telemetry"}}),
+              static_cast<double>(autoscaler->store_checkpoint_failures()));
     for (const auto& [reason, n] : autoscaler->rejected_by_reason_total()) {
       AdvanceTo(samples_.Add({{"result", reason}}), static_cast<double>(n));
     }

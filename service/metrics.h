@@ -51,6 +51,9 @@ class ServiceMetrics {
   //   evoscale_store_operations_total{op}  counter; op: write, commit (writes / commits =
   //       group commit)
   //   evoscale_sqlite_memory_bytes          SQLite's heap (page caches, statements)
+  //   evoscale_store_checkpoint_failures_total{database}  counter; database: study,
+  //       telemetry. A failed WAL checkpoint loses nothing, but the log grows until one
+  //       succeeds (the log says "checkpoint failed" / "checkpoint recovered")
   // Scrapes are serialised.
   std::string Scrape(StudyCore* core, AutoscalerCore* autoscaler = nullptr);
 
@@ -92,6 +95,7 @@ class ServiceMetrics {
   prometheus::Family<prometheus::Gauge>& replicas_;
   prometheus::Family<prometheus::Counter>& samples_;
   prometheus::Family<prometheus::Counter>& store_;
+  prometheus::Family<prometheus::Counter>& checkpoint_failures_;
   prometheus::Family<prometheus::Gauge>& enforcement_;
   const ResourceGauges capacity_;
   const ResourceGauges capacity_requested_;

@@ -132,6 +132,8 @@ class AutoscalerCore {
 
   int64_t accepted_total();
   std::map<std::string, int64_t> rejected_by_reason_total();
+  // The telemetry database's failed WAL checkpoints so far.
+  int64_t store_checkpoint_failures() { return store_->checkpoint_failures(); }
 
  private:
   struct WorkloadState;

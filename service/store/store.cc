@@ -187,6 +187,10 @@ int64_t Store::commits() {
   return commits_;
 }
 
+int64_t Store::checkpoint_failures() {
+  return checkpointer_ != nullptr ? checkpointer_->failures() : 0;
+}
+
 absl::Status Store::SettledStatus(uint64_t ticket) {
   // Once stopped, nothing is answered: the caller may have read state the database lacks.
   if (!stopped_.ok()) {

@@ -111,6 +111,8 @@ class Store {
   bool defers_sync() const { return durability_ == Durability::kPowerLoss; }
   // Transactions committed so far (each holds one or more batches).
   int64_t commits();
+  // Background WAL checkpoints that failed so far (see internal::Checkpointer::failures).
+  int64_t checkpoint_failures();
 
   // Reads every study with its trials. Cost: the whole database.
   absl::StatusOr<std::vector<StoredStudy>> LoadAll();

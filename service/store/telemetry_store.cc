@@ -312,4 +312,8 @@ absl::StatusOr<int64_t> TelemetryStore::CountSamples() {
   return n;
 }
 
+int64_t TelemetryStore::checkpoint_failures() {
+  return checkpointer_ != nullptr ? checkpointer_->failures() : 0;
+}
+
 }  // namespace evoscale::service

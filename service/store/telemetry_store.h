@@ -90,6 +90,8 @@ class TelemetryStore {
   absl::Status ScanSamples(const std::function<void(const TelemetryRow&)>& fn);
 
   absl::StatusOr<int64_t> CountSamples();
+  // Background WAL checkpoints that failed so far (see internal::Checkpointer::failures).
+  int64_t checkpoint_failures();
 
  private:
   explicit TelemetryStore(sqlite3* db);

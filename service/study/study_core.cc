@@ -1159,6 +1159,7 @@ TrialCounts StudyCore::Counts() {
   }
   c.store_writes = static_cast<int64_t>(store_->last_ticket());
   c.store_commits = store_->commits();
+  c.store_checkpoint_failures = store_->checkpoint_failures();
   return c;
 }
 

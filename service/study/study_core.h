@@ -48,6 +48,7 @@ struct TrialCounts {
   // writes / commits is the group-commit factor.
   int64_t store_writes = 0;
   int64_t store_commits = 0;
+  int64_t store_checkpoint_failures = 0;
 };
 
 // Not an RPC: evoscaled's scheduler sets the resource request an ACTIVE managed trial runs

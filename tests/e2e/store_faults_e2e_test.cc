@@ -28,6 +28,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/evoscaled_process.h"
+#include "tests/e2e/http_get.h"
 #include "tests/support/test_support.h"
 
 namespace evoscale {
@@ -289,6 +290,10 @@ TEST_F(StoreFaultTest, FailingCheckpointsAreReportedAndRecover) {
   EXPECT_THAT(failed, HasSubstr("disk I/O error"));
   EXPECT_THAT(failed, HasSubstr("write-ahead log"));
   ASSERT_TRUE(CreateUntilFailure(4, &acknowledged).ok());  // still serving
+  const std::string metrics =
+      ::evoscale::testing::HttpGet(server_->http_address(), "/metrics").body;
+  EXPECT_THAT(metrics, ::testing::ContainsRegex(
+                           "evoscale_store_checkpoint_failures_total\\{database=\"study\"\\} [1-9]"));
   SetFaults("");
   const std::string recovered = await_log("\"checkpoint recovered\"");
   ASSERT_FALSE(recovered.empty()) << "no \"checkpoint recovered\" line";
