@@ -7,16 +7,12 @@
 #include "gtest/gtest.h"
 #include "search/internal/fitness.h"
 #include "search/internal/sampling.h"
+#include "tests/search/surrogate_test_support.h"
 
 namespace evoscale::search::internal {
 namespace {
 
-Fitness Loss(double value) {
-  Fitness f;
-  f.failed = false;
-  f.losses = {value};
-  return f;
-}
+using testing::Loss;
 
 TEST(CmaModelTest, ConvergesOnAShiftedSphere) {
   CmaModel model(5);

@@ -11,29 +11,17 @@
 #include "search/internal/genome.h"
 #include "search/internal/sampling.h"
 #include "search/types.h"
+#include "tests/search/surrogate_test_support.h"
 
 namespace evoscale::search::internal {
 namespace {
 
-// x, y in [0, 1], opt in {sgd, adam} with momentum under sgd only.
-SearchSpace Space() {
-  SearchSpace space;
-  space.parameters.push_back({.name = "x", .type = ParameterType::kDouble, .min = 0, .max = 1});
-  space.parameters.push_back({.name = "y", .type = ParameterType::kDouble, .min = 0, .max = 1});
-  ParameterConfig opt{.name = "opt", .type = ParameterType::kCategorical};
-  opt.categories = {"sgd", "adam"};
-  ConditionalChild child;
-  child.parent_categories = {"sgd"};
-  child.parameters.push_back({.name = "momentum", .type = ParameterType::kDouble, .min = 0, .max = 1});
-  opt.children.push_back(child);
-  space.parameters.push_back(opt);
-  return space;
-}
+using testing::kAdam;
+using testing::kSgd;
+using testing::Loss;
 
-Fitness Loss(double loss) { return {.failed = false, .violation = 0, .losses = {loss}}; }
-
-// Genes: x, y, opt (sgd = 0.25, adam = 0.75), momentum.
-constexpr double kSgd = 0.25, kAdam = 0.75;
+// x, y in [0, 1], opt in {sgd, adam} with momentum under sgd only. Genes: x, y, opt, momentum.
+SearchSpace Space() { return testing::DoublesAndOptimizer({"x", "y"}); }
 
 // A smooth bowl at (0.3, 0.7); adam costs 0.5; under sgd, momentum should be 0.9.
 double Objective(const Genome& g) {
@@ -51,13 +39,19 @@ void Trials(int n, uint64_t seed, std::vector<Genome>& genomes, std::vector<Fitn
   }
 }
 
-TEST(GpSurrogateTest, RanksPointsLikeTheObjective) {
-  const GenomeCodec codec(Space());
+// A surrogate fitted on `n` random trials drawn from `seed`.
+GpSurrogate FittedOn(const GenomeCodec& codec, int n, uint64_t seed) {
   std::vector<Genome> genomes;
   std::vector<Fitness> fitness;
-  Trials(60, 1, genomes, fitness);
+  Trials(n, seed, genomes, fitness);
   GpSurrogate gp(codec);
   gp.Fit(genomes, fitness);
+  return gp;
+}
+
+TEST(GpSurrogateTest, RanksPointsLikeTheObjective) {
+  const GenomeCodec codec(Space());
+  const GpSurrogate gp = FittedOn(codec, 60, 1);
   ASSERT_TRUE(gp.fitted());
   // Near the optimum beats far from it; sgd with good momentum beats adam.
   EXPECT_LT(gp.Predict({0.3, 0.7, kSgd, 0.9}), gp.Predict({0.9, 0.1, kSgd, 0.9}));
@@ -79,11 +73,7 @@ TEST(GpSurrogateTest, RanksPointsLikeTheObjective) {
 
 TEST(GpSurrogateTest, AnInactiveGeneDoesNotMoveThePrediction) {
   const GenomeCodec codec(Space());
-  std::vector<Genome> genomes;
-  std::vector<Fitness> fitness;
-  Trials(60, 3, genomes, fitness);
-  GpSurrogate gp(codec);
-  gp.Fit(genomes, fitness);
+  const GpSurrogate gp = FittedOn(codec, 60, 3);
   ASSERT_TRUE(gp.fitted());
   EXPECT_DOUBLE_EQ(gp.Predict({0.3, 0.7, kAdam, 0.9}), gp.Predict({0.3, 0.7, kAdam, 0.1}));
   EXPECT_NE(gp.Predict({0.3, 0.7, kSgd, 0.9}), gp.Predict({0.3, 0.7, kSgd, 0.1}));

@@ -10,28 +10,17 @@
 #include "search/internal/genome.h"
 #include "search/internal/sampling.h"
 #include "search/types.h"
+#include "tests/search/surrogate_test_support.h"
 
 namespace evoscale::search::internal {
 namespace {
 
-// x in [0, 1], opt in {sgd, adam} with momentum under sgd only.
-SearchSpace Space() {
-  SearchSpace space;
-  space.parameters.push_back({.name = "x", .type = ParameterType::kDouble, .min = 0, .max = 1});
-  ParameterConfig opt{.name = "opt", .type = ParameterType::kCategorical};
-  opt.categories = {"sgd", "adam"};
-  ConditionalChild child;
-  child.parent_categories = {"sgd"};
-  child.parameters.push_back({.name = "momentum", .type = ParameterType::kDouble, .min = 0, .max = 1});
-  opt.children.push_back(child);
-  space.parameters.push_back(opt);
-  return space;
-}
+using testing::kAdam;
+using testing::kSgd;
+using testing::Loss;
 
-Fitness Loss(double loss) { return {.failed = false, .violation = 0, .losses = {loss}}; }
-
-// Genes: x, opt (sgd = 0.25, adam = 0.75), momentum.
-constexpr double kSgd = 0.25, kAdam = 0.75;
+// x in [0, 1], opt in {sgd, adam} with momentum under sgd only. Genes: x, opt, momentum.
+SearchSpace Space() { return testing::DoublesAndOptimizer({"x"}); }
 
 TEST(MaskInactiveTest, AChildIsActiveOnlyUnderItsParentsValue) {
   const GenomeCodec codec(Space());
