@@ -6,17 +6,17 @@ usage: compare.py EVOSCALE.jsonl OPTUNA.jsonl [SUITE_EVOSCALE.jsonl SUITE_OPTUNA
 import json
 import sys
 
-ours, peer = {}, {}
-zdt = []
-for line in open(sys.argv[1]):
-    d = json.loads(line)
-    if "zdt" in d:
-        zdt.append(d)
-    else:
-        ours[(d["fn"], d["algorithm"], d["batch"])] = d["median_regret"]
-for line in open(sys.argv[2]):
-    d = json.loads(line)
-    peer[(d["fn"], d["sampler"])] = d["median_regret"]
+
+def records(path):
+    """The JSON lines of a bench's output, parsed."""
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+first = records(sys.argv[1])
+zdt = [d for d in first if "zdt" in d]
+ours = {(d["fn"], d["algorithm"], d["batch"]): d["median_regret"] for d in first if "zdt" not in d}
+peer = {(d["fn"], d["sampler"]): d["median_regret"] for d in records(sys.argv[2])}
 
 fns = []
 for (fn, _, _) in ours:
@@ -81,20 +81,12 @@ if zdt:
           % (wins, len(zdt), "HOLDS" if wins == len(zdt) else "FAILS"))
 
 if len(sys.argv) > 4:
-    ours, peer, mo_ours, mo_peer, split = {}, {}, {}, {}, {}
-    for line in open(sys.argv[3]):
-        d = json.loads(line)
-        if "mo" in d:
-            mo_ours[d["mo"]] = d
-        else:
-            ours[(d["suite"], d["batch"])] = d["median_regret"]
-            split[d["suite"]] = d["split"]
-    for line in open(sys.argv[4]):
-        d = json.loads(line)
-        if "mo" in d:
-            mo_peer[d["mo"]] = d
-        else:
-            peer[(d["suite"], d["sampler"])] = d["median_regret"]
+    suite_ours, suite_peer = records(sys.argv[3]), records(sys.argv[4])
+    mo_ours = {d["mo"]: d for d in suite_ours if "mo" in d}
+    mo_peer = {d["mo"]: d for d in suite_peer if "mo" in d}
+    ours = {(d["suite"], d["batch"]): d["median_regret"] for d in suite_ours if "mo" not in d}
+    split = {d["suite"]: d["split"] for d in suite_ours if "mo" not in d}
+    peer = {(d["suite"], d["sampler"]): d["median_regret"] for d in suite_peer if "mo" not in d}
     problems = []
     for (p, _) in ours:
         if p not in problems:

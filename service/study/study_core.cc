@@ -1082,8 +1082,8 @@ absl::StatusOr<v1::GetParameterImportanceResponse> StudyCore::Apply(
     }
     succeeded.push_back(ToSearchTrial(t));
   }
-  v1::GetParameterImportanceResponse& resp = s.importance[metric].second;
-  s.importance[metric].first = s.version;
+  auto& [version, resp] = s.importance[metric];
+  version = s.version;
   resp.Clear();
   resp.set_metric(metric);
   resp.set_trial_count(static_cast<int32_t>(succeeded.size()));

@@ -101,6 +101,13 @@ class AutoscalerE2eTest : public ::testing::Test {
     return stub_->PutWorkload(&ctx, req, out);
   }
 
+  grpc::Status GetWorkload(const std::string& name, v1::Workload* out) {
+    grpc::ClientContext ctx;
+    v1::GetWorkloadRequest req;
+    req.set_name(name);
+    return stub_->GetWorkload(&ctx, req, out);
+  }
+
   // Streams `batches` on one ReportTelemetry call.
   grpc::Status Report(const std::vector<v1::TelemetryBatch>& batches,
                       v1::ReportTelemetryResponse* resp) {
@@ -539,11 +546,8 @@ TEST_F(AutoscalerE2eTest, RequestsApartFromLimitsReachGrpcMetricsAndYaml) {
   EXPECT_THAT(vpa["metadata"]["annotations"]["evoscale.io/limits"].as<std::string>(),
               HasSubstr("ranker: cpu="));
   Start();  // the settings come back from the store
-  grpc::ClientContext get_ctx;
-  v1::GetWorkloadRequest get;
-  get.set_name(kWorkload);
   v1::Workload got;
-  ASSERT_TRUE(stub_->GetWorkload(&get_ctx, get, &got).ok());
+  ASSERT_TRUE(GetWorkload(kWorkload, &got).ok());
   EXPECT_DOUBLE_EQ(got.request_percentile(), 0.5);
   EXPECT_DOUBLE_EQ(got.oom_rate(), 0.001);
   EXPECT_DOUBLE_EQ(got.startup_delay_seconds(), 180);
@@ -572,9 +576,8 @@ TEST_F(AutoscalerE2eTest, RequestsApartFromLimitsReachGrpcMetricsAndYaml) {
     EXPECT_EQ(st.error_message(), b.message);
   }
   // Nothing stored changed.
-  grpc::ClientContext again_ctx;
   v1::Workload again;
-  ASSERT_TRUE(stub_->GetWorkload(&again_ctx, get, &again).ok());
+  ASSERT_TRUE(GetWorkload(kWorkload, &again).ok());
   EXPECT_DOUBLE_EQ(again.request_percentile(), 0.5);
 }
 
@@ -584,11 +587,8 @@ TEST_F(AutoscalerE2eTest, WorkloadLatencyObjectiveIsInSeconds) {
   ASSERT_TRUE(PutWorkload(kWorkload, &w, 0.25).ok());
   EXPECT_DOUBLE_EQ(w.latency_slo_seconds(), 0.25);
   Start();  // and read back from the store
-  grpc::ClientContext ctx;
-  v1::GetWorkloadRequest get;
-  get.set_name(kWorkload);
   v1::Workload got;
-  ASSERT_TRUE(stub_->GetWorkload(&ctx, get, &got).ok());
+  ASSERT_TRUE(GetWorkload(kWorkload, &got).ok());
   EXPECT_DOUBLE_EQ(got.latency_slo_seconds(), 0.25);
   grpc::Status st = PutWorkload(kWorkload, &w, -1);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
