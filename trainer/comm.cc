@@ -1,10 +1,18 @@
 #include "trainer/comm.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <optional>
+#include <string_view>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
@@ -26,6 +34,146 @@ int LauncherWorldSize() {
   return 1;
 }
 
+namespace {
+
+// The value of `name` as an int in [lo, hi]; nullopt when unset.
+absl::StatusOr<std::optional<int>> IntFromEnvironment(const char* name, int lo, int hi) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return std::optional<int>();
+  int n = 0;
+  if (!absl::SimpleAtoi(v, &n) || n < lo || n > hi) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, "=\"", v, "\": expected an integer in [", lo, ", ", hi, "]"));
+  }
+  return std::optional<int>(n);
+}
+
+}  // namespace
+
+int LauncherLocalRank() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}) {
+    const char* v = std::getenv(name);
+    int n = 0;
+    if (v != nullptr && absl::SimpleAtoi(v, &n) && n >= 0) return n;
+  }
+  return 0;
+}
+
+absl::StatusOr<EnvironmentRanks> RanksFromEnvironment() {
+  constexpr int kMaxRanks = 1 << 16;
+  absl::StatusOr<std::optional<int>> size = IntFromEnvironment("EVOSCALE_WORLD_SIZE", 1, kMaxRanks);
+  if (!size.ok()) return size.status();
+  const char* file = std::getenv("EVOSCALE_RENDEZVOUS_FILE");
+  EnvironmentRanks ranks;
+  if (!size->has_value()) {
+    for (const char* name : {"EVOSCALE_RANK", "EVOSCALE_LOCAL_RANK", "EVOSCALE_RENDEZVOUS_FILE"}) {
+      if (std::getenv(name) != nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(name, " is set but EVOSCALE_WORLD_SIZE is not: set the job's size too"));
+      }
+    }
+    return ranks;
+  }
+  ranks.size = **size;
+  if (ranks.size > 1 && LauncherWorldSize() > 1) {
+    return absl::InvalidArgumentError(
+        "EVOSCALE_WORLD_SIZE is set in a process an MPI launcher started: the launcher gives the "
+        "ranks; unset EVOSCALE_WORLD_SIZE, EVOSCALE_RANK and EVOSCALE_RENDEZVOUS_FILE");
+  }
+  absl::StatusOr<std::optional<int>> rank = IntFromEnvironment("EVOSCALE_RANK", 0, ranks.size - 1);
+  if (!rank.ok()) return rank.status();
+  absl::StatusOr<std::optional<int>> local =
+      IntFromEnvironment("EVOSCALE_LOCAL_RANK", 0, kMaxRanks);
+  if (!local.ok()) return local.status();
+  if (ranks.size > 1) {
+    if (!rank->has_value()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("EVOSCALE_WORLD_SIZE=", ranks.size,
+                       " but EVOSCALE_RANK is not set: give every process "
+                       "its rank, 0 to ",
+                       ranks.size - 1));
+    }
+    if (file == nullptr || *file == '\0') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("EVOSCALE_WORLD_SIZE=", ranks.size,
+                       " but EVOSCALE_RENDEZVOUS_FILE is not set: give "
+                       "every rank the same path of a file that does not exist yet"));
+    }
+    ranks.rendezvous_file = file;
+  }
+  ranks.rank = rank->value_or(0);
+  ranks.local_rank = local->value_or(ranks.rank);
+  return ranks;
+}
+
+absl::StatusOr<std::string> ShareThroughFile(const std::string& path, int rank,
+                                             const std::string& mine, size_t bytes,
+                                             double timeout_s) {
+  const auto named = [&](absl::StatusCode code, const std::string& what) {
+    return absl::Status(code, absl::StrCat("EVOSCALE_RENDEZVOUS_FILE \"", path, "\": ", what));
+  };
+  if (rank == 0) {
+    if (mine.size() != bytes) {
+      return absl::InternalError(
+          absl::StrCat("rendezvous: ", mine.size(), " bytes, expected ", bytes));
+    }
+    const std::string tmp = absl::StrCat(path, ".", getpid(), ".tmp");
+    const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      return named(absl::StatusCode::kFailedPrecondition,
+                   absl::StrCat("cannot write beside it: ", std::strerror(errno)));
+    }
+    const bool written = write(fd, mine.data(), mine.size()) == ssize_t(mine.size());
+    const int write_errno = errno;
+    close(fd);
+    // link() does not replace: a file already there stays, and this job does not start.
+    const bool linked = written && link(tmp.c_str(), path.c_str()) == 0;
+    const int link_errno = errno;
+    unlink(tmp.c_str());
+    if (!written) {
+      return named(absl::StatusCode::kFailedPrecondition,
+                   absl::StrCat("cannot write beside it: ", std::strerror(write_errno)));
+    }
+    if (!linked && link_errno == EEXIST) {
+      return named(absl::StatusCode::kAlreadyExists,
+                   "already exists (left by an earlier job?): remove it or give the job a new "
+                   "path, so that no rank reads an old job's id");
+    }
+    if (!linked) {
+      return named(absl::StatusCode::kFailedPrecondition,
+                   absl::StrCat("cannot create it: ", std::strerror(link_errno)));
+    }
+    return mine;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (true) {
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      std::string got(bytes + 1, '\0');
+      const ssize_t n = read(fd, got.data(), got.size());
+      close(fd);
+      if (n != ssize_t(bytes)) {
+        return named(absl::StatusCode::kFailedPrecondition,
+                     absl::StrCat("holds ", n, " bytes, expected ", bytes,
+                                  ": not a rendezvous file of this trainer"));
+      }
+      got.resize(bytes);
+      return got;
+    }
+    if (errno != ENOENT) {
+      return named(absl::StatusCode::kFailedPrecondition,
+                   absl::StrCat("cannot read it: ", std::strerror(errno)));
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return named(absl::StatusCode::kDeadlineExceeded,
+                   absl::StrCat("rank ", rank, " waited ", timeout_s,
+                                " s and rank 0 did not write it (not started, failed, or the "
+                                "path is not shared)"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 absl::StatusOr<Comm*> Comm::World() {
   static Comm* world = nullptr;
   static absl::Status failed;
@@ -43,8 +191,8 @@ absl::StatusOr<Comm*> Comm::World() {
         return;
       }
       if (provided < MPI_THREAD_SERIALIZED) {
-        failed = absl::UnavailableError(absl::StrCat(
-            "this MPI gives thread level ", provided, ", the trainer needs MPI_THREAD_SERIALIZED"));
+        failed = absl::UnavailableError(absl::StrCat("this MPI gives thread level ", provided,
+                                                     ", the trainer needs MPI_THREAD_SERIALIZED"));
         delete c;
         return;
       }
@@ -149,11 +297,17 @@ namespace {
 template <typename T>
 MPI_Datatype MpiType();
 template <>
-MPI_Datatype MpiType<float>() { return MPI_FLOAT; }
+MPI_Datatype MpiType<float>() {
+  return MPI_FLOAT;
+}
 template <>
-MPI_Datatype MpiType<double>() { return MPI_DOUBLE; }
+MPI_Datatype MpiType<double>() {
+  return MPI_DOUBLE;
+}
 template <>
-MPI_Datatype MpiType<int64_t>() { return MPI_INT64_T; }
+MPI_Datatype MpiType<int64_t>() {
+  return MPI_INT64_T;
+}
 }  // namespace
 #endif
 
@@ -218,6 +372,16 @@ void Comm::GatherToRoot(int64_t mine, std::vector<int64_t>* all) {
 #ifdef EVOSCALE_HAVE_MPI
   if (size_ > 1) {
     MPI_Gather(&mine, 1, MPI_INT64_T, all->data(), 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  }
+#endif
+}
+
+void Comm::Broadcast(void* data, size_t bytes, int root) {
+  (void)data, (void)bytes, (void)root;
+#ifdef EVOSCALE_HAVE_MPI
+  if (size_ > 1) {
+    MPI_Bcast(data, Checked(int64_t(bytes)), MPI_BYTE, root, MPI_COMM_WORLD);
+    if (rank_ == root) bytes_sent_ += int64_t(bytes) * (size_ - 1);
   }
 #endif
 }

@@ -57,6 +57,8 @@ class Comm {
   int64_t AllReduceMin(int64_t v);
   int64_t AllReduceMax(int64_t v);
   double AllReduceMax(double v);
+  // Every rank gets root's `bytes` bytes at data.
+  void Broadcast(void* data, size_t bytes, int root);
   // Rank 0 gets every rank's `mine`, in rank order; the others get nothing.
   void GatherToRoot(const std::vector<float>& mine, std::vector<float>* all);
   void GatherToRoot(int64_t mine, std::vector<int64_t>* all);
@@ -86,6 +88,35 @@ class Comm {
 
 // The launcher's process count from the environment (1 when not launched by one).
 int LauncherWorldSize();
+
+// A GPU job's ranks without MPI, as torchrun's env:// gives them (the machine lent for GPU checks
+// has no Open MPI): EVOSCALE_WORLD_SIZE processes, each started with its EVOSCALE_RANK (0-based),
+// optionally EVOSCALE_LOCAL_RANK (its GPU among the host's; default: the rank), and one
+// EVOSCALE_RENDEZVOUS_FILE that every rank can read and that must not exist when the job starts
+// (rank 0 writes NCCL's id there; a file on a shared file system across hosts).
+struct EnvironmentRanks {
+  int rank = 0;
+  int size = 1;  // 1: not set, a single process
+  int local_rank = 0;
+  std::string rendezvous_file;
+};
+// INVALID_ARGUMENT naming the variable for a malformed or out-of-range value, for a rank or
+// rendezvous file without a world size, a world size without them, or when an MPI launcher
+// started the process too (one way to find the ranks, not two).
+absl::StatusOr<EnvironmentRanks> RanksFromEnvironment();
+
+// Rank 0's `bytes` bytes for every rank through the rendezvous file: rank 0 writes `mine` (its
+// size must be `bytes`) to `path`, which must not exist yet (ALREADY_EXISTS: a file left by an
+// earlier job would hand its id to this one's ranks); the others wait for it, up to `timeout`
+// (DEADLINE_EXCEEDED naming the file: rank 0 never came), and read it. The file appears whole
+// (written beside it, then linked in). Rank 0 returns `mine`.
+absl::StatusOr<std::string> ShareThroughFile(const std::string& path, int rank,
+                                             const std::string& mine, size_t bytes,
+                                             double timeout_s);
+
+// This process's GPU among its host's: the launcher's local rank (Open MPI's
+// OMPI_COMM_WORLD_LOCAL_RANK, Slurm's SLURM_LOCALID), else 0.
+int LauncherLocalRank();
 
 }  // namespace evoscale::trainer
 

@@ -13,12 +13,16 @@
 #       (= gpu_check.sh run gpu-pack): nvidia-smi; the gpu tests, failing on any skip; the GPU
 #       table's find / find-or-insert rates; the trainer on its own synthetic data with
 #       --device cuda and --device cpu --threads $(nproc), same seed and epochs: both final
-#       lines, the examples/s ratio and the AUC difference. Each step under `timeout`, all of
+#       lines, the examples/s ratio and the AUC difference; a job of two GPU processes over
+#       NCCL (ranks from the environment, each its own NCCL_HOSTID on the one GPU) against one
+#       process on GPU_CHECK_NCCL_ROWS (200000) rows, AUC within 0.003; the same job with rank 1
+#       killed, rank 0 ending non-zero within 10 s. Each step under `timeout`, all of
 #       them within GPU_CHECK_BUDGET_S (300 s). Writes gpu_check.txt and the logs to $OUT when
 #       set. Exit status 1 when anything failed, was skipped or timed out.
 #
 # Knobs (environment): JOBS (pack: build jobs, default nproc); GPU_CHECK_ROWS (4000000 synthetic
-# rows), GPU_CHECK_BATCH (1024), GPU_CHECK_BUDGET_S (300), GPU_CHECK_AUC_TOLERANCE (0.005).
+# rows), GPU_CHECK_BATCH (1024), GPU_CHECK_BUDGET_S (300), GPU_CHECK_AUC_TOLERANCE (0.005),
+# GPU_CHECK_NCCL_ROWS (200000), GPU_CHECK_NCCL_AUC_TOLERANCE (0.003).
 set -euo pipefail
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -154,7 +158,9 @@ libraries carried (lib/, first on LD_LIBRARY_PATH there):
 $(printf '%s\n' "$libs" | sed 's/^/  /')
 left to the machine: glibc, libstdc++, libgcc_s, the driver (libcuda, libnvidia-*), and cuBLAS
   (libcublas.so.13 + libcublasLt.so.13, about 600 MB, opened with dlopen on first use: run
-  finds the machine's copy and puts its folder after lib/)
+  finds the machine's copy and puts its folder after lib/), and NCCL (libnccl.so.2, 218 MB, opened
+  on first use by a job of several GPU processes: run finds the machine's and passes it as
+  EVOSCALE_NCCL_LIBRARY)
 EOF
 }
 
@@ -286,6 +292,115 @@ run_trainers() {
   if (( off )); then fail "trainer: AUC differs by $dauc (tolerance $tolerance)"; fi
 }
 
+# The machine's libnccl.so.2 (the loader's, the toolkit's, or a PyTorch wheel's), or nothing.
+find_nccl() {
+  local path
+  path="$(ldconfig -p 2>/dev/null | awk '$1 == "libnccl.so.2" {print $NF; exit}')"
+  if [ -z "$path" ]; then
+    path="$(find /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets /usr/lib \
+      /usr/local/lib /opt -name 'libnccl.so.2' -print -quit 2>/dev/null || true)"
+  fi
+  if [ -z "$path" ] && command -v python3 >/dev/null; then
+    path="$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null || true)"
+    [ -f "$path" ] || path=""
+  fi
+  printf '%s\n' "$path"
+}
+
+# A job of two GPU processes over NCCL (--device cuda, ranks from the environment: the machine
+# has no Open MPI) against one process, same seed and global batch; then one of its ranks killed
+# with SIGKILL mid-training. One GPU here: NCCL refuses two ranks on one device unless each
+# believes it is on a host of its own (NCCL_HOSTID), over loopback sockets (no SHM, no P2P), so
+# this checks the exchange's correctness, not its speed.
+run_nccl_job() {
+  local rows="${GPU_CHECK_NCCL_ROWS:-200000}" batch="${GPU_CHECK_BATCH:-1024}"
+  local tolerance="${GPU_CHECK_NCCL_AUC_TOLERANCE:-0.003}" nccl
+  local trainer="$pack/bin/evoscale-trainer"
+  local common=(--synthetic "$rows" --epochs 1 --seed 1 --batch-size "$batch"
+                --embedding-dim 16 --progress-every 0 --device cuda)
+  nccl="$(find_nccl)"
+  if [ -z "$nccl" ] && (( ! dry_run )); then
+    fail "no libnccl.so.2 on this machine: the job of two GPU processes cannot run"
+    return 0
+  fi
+  say "NCCL: ${nccl:-(found at run time)}"
+  local rendezvous
+  rendezvous="$(mktemp -u /tmp/gpu_check_rendezvous.XXXXXX)"
+  # ranks ARGS...: starts two ranks in the background (pids in rank_pids), logs nccl_rank{0,1},
+  # each under a limit of 90 s or what is left of the budget; fails (returns 1) with none left.
+  ranks() {
+    local r limit=$(( deadline - $(date +%s) ))
+    (( limit <= 90 )) || limit=90
+    if (( limit < 5 )); then fail "NCCL job: no time left in the ${budget} s budget"; return 1; fi
+    rank_pids=()
+    rm -f "$rendezvous"
+    for r in 0 1; do
+      EVOSCALE_WORLD_SIZE=2 EVOSCALE_RANK=$r EVOSCALE_LOCAL_RANK=0 \
+        EVOSCALE_RENDEZVOUS_FILE="$rendezvous" EVOSCALE_NCCL_LIBRARY="$nccl" \
+        NCCL_HOSTID="evoscale-gpu-check-rank-$r" NCCL_SHM_DISABLE=1 NCCL_P2P_DISABLE=1 \
+        NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=WARN \
+        timeout --kill-after=5 "$limit" "$trainer" "$@" >"$logs/nccl_rank$r.log" 2>&1 &
+      rank_pids+=($!)
+    done
+  }
+  step nccl_one 90 "$trainer" "${common[@]}"
+  local one_rc=$step_rc
+  say "nccl_two (limit 90 s): two ranks of: $(printf '%q ' "$trainer" "${common[@]}")"
+  (( dry_run )) && { say "nccl_kill: the same two ranks with --progress-every 5, rank 1 killed after rank 0's first progress line"; return 0; }
+  local t0 rc0=0 rc1=0
+  t0=$(date +%s)
+  ranks "${common[@]}" || return 0
+  wait "${rank_pids[0]}" || rc0=$?
+  wait "${rank_pids[1]}" || rc1=$?
+  say "nccl_two: exit $rc0 / $rc1 after $(( $(date +%s) - t0 )) s"
+  local one_line two_line
+  one_line="$(final_line "$logs/nccl_one.log")"
+  two_line="$(final_line "$logs/nccl_rank0.log")"
+  if (( one_rc != 0 )) || [ -z "$one_line" ]; then
+    tail -5 "$logs/nccl_one.log"; fail "one GPU process: exit $one_rc"
+  fi
+  if (( rc0 != 0 || rc1 != 0 )) || [ -z "$two_line" ]; then
+    tail -5 "$logs/nccl_rank0.log" "$logs/nccl_rank1.log"
+    fail "two GPU processes over NCCL: exit $rc0 / $rc1$([ -n "$two_line" ] || echo ', no final line')"
+  fi
+  if [ -n "$one_line" ] && [ -n "$two_line" ]; then
+    local a1 a2 e1 e2 bytes verdict dauc off
+    a1=$(field auc "$one_line"); a2=$(field auc "$two_line")
+    e1=$(field examples_per_s "$one_line"); e2=$(field examples_per_s "$two_line")
+    bytes=$(field bytes_exchanged_per_example "$two_line")
+    verdict=$(awk -v a="$a1" -v b="$a2" -v tol="$tolerance" 'BEGIN {
+      d = b - a; printf "%+.6f %d", d, (d < -tol || d > tol) }')
+    read -r dauc off <<<"$verdict"
+    summary+=("NCCL job, --synthetic $rows, batch $batch, one epoch, seed 1, one GPU:"
+              "  one process: AUC $a1, $e1 examples/s"
+              "  two ranks (loopback sockets): AUC $a2 ($dauc), $e2 examples/s,"
+              "  $bytes bytes exchanged per example")
+    if (( off )); then fail "NCCL job: AUC differs by $dauc (tolerance $tolerance)"; fi
+  fi
+  # A rank killed mid-training: the other must end non-zero, with an error line, within 10 s.
+  local killed_at ended
+  ranks --synthetic 4000000 --epochs 1 --seed 1 --batch-size "$batch" --embedding-dim 16 \
+    --progress-every 5 --device cuda || return 0
+  for _ in $(seq 600); do
+    grep -q '"event":"progress"' "$logs/nccl_rank0.log" 2>/dev/null && break
+    kill -0 "${rank_pids[0]}" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -9 "${rank_pids[1]}" 2>/dev/null || true
+  killed_at=$(date +%s)
+  rc0=0
+  wait "${rank_pids[0]}" || rc0=$?
+  wait "${rank_pids[1]}" 2>/dev/null || true
+  ended=$(( $(date +%s) - killed_at ))
+  local error_line
+  error_line="$(grep '"event":"error"' "$logs/nccl_rank0.log" | tail -1)"
+  summary+=("NCCL job, rank 1 killed: rank 0 exit $rc0 after $ended s: ${error_line:-no error line}")
+  if (( rc0 == 0 || rc0 == 124 || rc0 == 137 || ended > 10 )) || [ -z "$error_line" ]; then
+    fail "NCCL job with a killed rank: rank 0 exit $rc0 after $ended s (want non-zero, an error line, <= 10 s)"
+  fi
+  rm -f "$rendezvous"
+}
+
 run() {
   pack="$(cd "${1:-$pack_name}" && pwd)" || die "no pack folder ${1:-$pack_name}: run pack first"
   shift || true
@@ -327,6 +442,7 @@ run() {
   run_gpu_tests
   run_table_bench
   run_trainers
+  run_nccl_job
   if (( dry_run )); then say "dry run: nothing was run"; return 0; fi
 
   if (( ${#failures[@]} )); then

@@ -1,17 +1,31 @@
 // The GPU path's decisions, on the host (no device needed): the GPU embedding table's probe
 // (trainer/cuda/table_probe.h, run here on host memory through std::atomic_ref) and, in a CUDA
 // build, what cudaGetDeviceCount's errors mean (trainer/cuda/cuda_status.h).
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "trainer/comm.h"
+#include "trainer/criteo_reader.h"
+#include "trainer/cuda/exchange_plan.h"
 #include "trainer/cuda/table_probe.h"
 #include "trainer/feature_id.h"
 
@@ -19,6 +33,7 @@
 #include <cuda_runtime_api.h>
 
 #include "trainer/cuda/cuda_status.h"
+#include "trainer/cuda/nccl_api.h"
 #endif
 
 namespace evoscale::trainer {
@@ -289,6 +304,221 @@ TEST(GpuTableProbeTest, ConcurrentRepeatsAgreeWhileTheArenaFills) {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// A job of several GPU processes: what each rank sends where, and how the ranks find each other
+// without MPI.
+
+TEST(ExchangePlanTest, IdsGoToTheirOwnersWithTheirBatchPositions) {
+  constexpr int kRanks = 3;
+  ExampleBatch batch;
+  batch.size = 2;
+  batch.fids.resize(size_t(batch.size) * kNumCategorical);
+  batch.shard_positions.assign(kRanks, {});
+  for (uint32_t p = 0; p < batch.fids.size(); ++p) {
+    batch.fids[p] = MakeFid(p % kNumCategorical, p / 3);  // repeats within a slot
+    batch.shard_positions[ShardOfFid(batch.fids[p], kRanks)].push_back(p);
+  }
+  cuda::ExchangePlan plan;
+  cuda::PlanExchange(&batch, kRanks, &plan);
+  ASSERT_EQ(plan.send_keys.size(), batch.fids.size());
+  ASSERT_EQ(plan.positions.size(), batch.fids.size());
+  ASSERT_EQ(plan.send_counts.size(), size_t(kRanks));
+  // Rank by rank, each id at its position and owned by the rank whose share it is in.
+  size_t j = 0;
+  std::vector<bool> seen(batch.fids.size(), false);
+  for (int r = 0; r < kRanks; ++r) {
+    for (int64_t i = 0; i < plan.send_counts[r]; ++i, ++j) {
+      EXPECT_EQ(plan.send_keys[j], batch.fids[plan.positions[j]]);
+      EXPECT_EQ(ShardOfFid(plan.send_keys[j], kRanks), uint32_t(r));
+      if (i > 0) EXPECT_LT(plan.positions[j - 1], plan.positions[j]);  // batch order
+      EXPECT_FALSE(seen[plan.positions[j]]);
+      seen[plan.positions[j]] = true;
+    }
+  }
+  EXPECT_EQ(j, batch.fids.size());
+  EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](bool b) { return b; }));
+
+  // A rank without a batch sends nothing to anyone, and the plan forgets the last batch.
+  cuda::PlanExchange(nullptr, kRanks, &plan);
+  EXPECT_TRUE(plan.send_keys.empty());
+  EXPECT_TRUE(plan.positions.empty());
+  EXPECT_EQ(plan.send_counts, std::vector<int64_t>(kRanks, 0));
+}
+
+class RendezvousTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / absl::StrCat("rendezvous_test_", getpid());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    path_ = (dir_ / "id").string();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+  std::string path_;
+};
+
+TEST_F(RendezvousTest, EveryRankGetsRankZerosBytesWhoeverComesFirst) {
+  const std::string id(128, '\0');
+  std::string mine = id;
+  for (size_t i = 0; i < mine.size(); ++i) mine[i] = char(i * 7 + 1);
+  // Two ranks wait before rank 0 writes; a third comes after.
+  std::vector<absl::StatusOr<std::string>> got(3, absl::UnknownError("not run"));
+  std::thread one([&] { got[1] = ShareThroughFile(path_, 1, "", mine.size(), 30); });
+  std::thread two([&] { got[2] = ShareThroughFile(path_, 2, "", mine.size(), 30); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  got[0] = ShareThroughFile(path_, 0, mine, mine.size(), 30);
+  one.join();
+  two.join();
+  absl::StatusOr<std::string> late = ShareThroughFile(path_, 3, "", mine.size(), 30);
+  for (const auto& g : got) {
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_EQ(*g, mine);
+  }
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ(*late, mine);
+  // Nothing left beside it.
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_),
+                          std::filesystem::directory_iterator()),
+            1);
+}
+
+TEST_F(RendezvousTest, AFileLeftByAnEarlierJobIsRefusedAndKept) {
+  { std::ofstream(path_) << std::string(128, 'x'); }
+  absl::StatusOr<std::string> got = ShareThroughFile(path_, 0, std::string(128, 'y'), 128, 30);
+  ASSERT_EQ(got.status().code(), absl::StatusCode::kAlreadyExists) << got.status();
+  EXPECT_NE(got.status().message().find("EVOSCALE_RENDEZVOUS_FILE \"" + path_ + "\""),
+            std::string::npos)
+      << got.status();
+  std::ifstream in(path_);
+  std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(kept, std::string(128, 'x'));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_),
+                          std::filesystem::directory_iterator()),
+            1);
+}
+
+TEST_F(RendezvousTest, ARankWhoseRankZeroNeverComesStopsWaiting) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::string> got = ShareThroughFile(path_, 1, "", 128, 0.2);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(200));
+  ASSERT_EQ(got.status().code(), absl::StatusCode::kDeadlineExceeded) << got.status();
+  EXPECT_NE(got.status().message().find("rank 1 waited 0.2 s"), std::string::npos) << got.status();
+}
+
+TEST_F(RendezvousTest, AFileOfAnotherSizeIsNotAnId) {
+  { std::ofstream(path_) << "short"; }
+  absl::StatusOr<std::string> got = ShareThroughFile(path_, 1, "", 128, 1);
+  ASSERT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition) << got.status();
+  EXPECT_NE(got.status().message().find("holds 5 bytes, expected 128"), std::string::npos)
+      << got.status();
+}
+
+TEST_F(RendezvousTest, AFolderRankZeroCannotWriteInIsNamed) {
+  if (geteuid() == 0) {
+    // root writes anywhere: a path under a regular file fails for everyone.
+    { std::ofstream((dir_ / "file").string()) << "x"; }
+    path_ = (dir_ / "file" / "id").string();
+  } else {
+    chmod(dir_.c_str(), 0555);
+  }
+  absl::StatusOr<std::string> got = ShareThroughFile(path_, 0, std::string(128, 'y'), 128, 1);
+  chmod(dir_.c_str(), 0755);
+  ASSERT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition) << got.status();
+  EXPECT_NE(got.status().message().find("cannot write beside it"), std::string::npos)
+      << got.status();
+}
+
+// Sets the given variables (nullopt: unset) for one test, and puts every one back after.
+class ScopedEnvironment {
+ public:
+  explicit ScopedEnvironment(const std::map<std::string, std::optional<std::string>>& vars) {
+    for (const auto& [name, value] : vars) {
+      const char* old = std::getenv(name.c_str());
+      saved_[name] = old == nullptr ? std::nullopt : std::optional<std::string>(old);
+      Set(name, value);
+    }
+  }
+  ~ScopedEnvironment() {
+    for (const auto& [name, value] : saved_) Set(name, value);
+  }
+
+ private:
+  static void Set(const std::string& name, const std::optional<std::string>& value) {
+    if (value) {
+      setenv(name.c_str(), value->c_str(), 1);
+    } else {
+      unsetenv(name.c_str());
+    }
+  }
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+std::map<std::string, std::optional<std::string>> Ranks(std::optional<std::string> size,
+                                                        std::optional<std::string> rank,
+                                                        std::optional<std::string> file,
+                                                        std::optional<std::string> local = {}) {
+  return {{"EVOSCALE_WORLD_SIZE", size},
+          {"EVOSCALE_RANK", rank},
+          {"EVOSCALE_RENDEZVOUS_FILE", file},
+          {"EVOSCALE_LOCAL_RANK", local},
+          {"OMPI_COMM_WORLD_SIZE", {}},
+          {"PMI_SIZE", {}},
+          {"PMIX_SIZE", {}}};
+}
+
+TEST(RanksFromEnvironmentTest, NothingSetIsOneProcess) {
+  ScopedEnvironment env(Ranks({}, {}, {}));
+  absl::StatusOr<EnvironmentRanks> ranks = RanksFromEnvironment();
+  ASSERT_TRUE(ranks.ok()) << ranks.status();
+  EXPECT_EQ(ranks->size, 1);
+  EXPECT_EQ(ranks->rank, 0);
+  EXPECT_TRUE(ranks->rendezvous_file.empty());
+}
+
+TEST(RanksFromEnvironmentTest, AJobOfTwo) {
+  ScopedEnvironment env(Ranks("2", "1", "/shared/job-7/id"));
+  absl::StatusOr<EnvironmentRanks> ranks = RanksFromEnvironment();
+  ASSERT_TRUE(ranks.ok()) << ranks.status();
+  EXPECT_EQ(ranks->size, 2);
+  EXPECT_EQ(ranks->rank, 1);
+  EXPECT_EQ(ranks->local_rank, 1);  // its GPU: the rank, unless told
+  EXPECT_EQ(ranks->rendezvous_file, "/shared/job-7/id");
+  ScopedEnvironment local(Ranks("2", "1", "/shared/job-7/id", "0"));
+  ranks = RanksFromEnvironment();
+  ASSERT_TRUE(ranks.ok()) << ranks.status();
+  EXPECT_EQ(ranks->local_rank, 0);
+}
+
+TEST(RanksFromEnvironmentTest, BadValuesAreNamed) {
+  struct Case {
+    std::map<std::string, std::optional<std::string>> vars;
+    std::string message;
+  };
+  std::map<std::string, std::optional<std::string>> mpi = Ranks("2", "0", "/tmp/id");
+  mpi["OMPI_COMM_WORLD_SIZE"] = "2";
+  const std::vector<Case> cases = {
+      {Ranks("two", "0", "/tmp/id"), "EVOSCALE_WORLD_SIZE=\"two\": expected an integer in [1, "},
+      {Ranks("0", "0", "/tmp/id"), "EVOSCALE_WORLD_SIZE=\"0\": expected an integer in [1, "},
+      {Ranks("2", "2", "/tmp/id"), "EVOSCALE_RANK=\"2\": expected an integer in [0, 1]"},
+      {Ranks("2", "-1", "/tmp/id"), "EVOSCALE_RANK=\"-1\": expected an integer in [0, 1]"},
+      {Ranks("2", {}, "/tmp/id"), "EVOSCALE_WORLD_SIZE=2 but EVOSCALE_RANK is not set"},
+      {Ranks("2", "1", {}), "EVOSCALE_WORLD_SIZE=2 but EVOSCALE_RENDEZVOUS_FILE is not set"},
+      {Ranks("2", "1", ""), "EVOSCALE_WORLD_SIZE=2 but EVOSCALE_RENDEZVOUS_FILE is not set"},
+      {Ranks("2", "1", "/tmp/id", "x"), "EVOSCALE_LOCAL_RANK=\"x\""},
+      {Ranks({}, "1", {}), "EVOSCALE_RANK is set but EVOSCALE_WORLD_SIZE is not"},
+      {Ranks({}, {}, "/tmp/id"), "EVOSCALE_RENDEZVOUS_FILE is set but EVOSCALE_WORLD_SIZE is not"},
+      {mpi, "EVOSCALE_WORLD_SIZE is set in a process an MPI launcher started"},
+  };
+  for (const Case& c : cases) {
+    ScopedEnvironment env(c.vars);
+    absl::StatusOr<EnvironmentRanks> ranks = RanksFromEnvironment();
+    ASSERT_EQ(ranks.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.message << ": " << ranks.status();
+    EXPECT_NE(ranks.status().message().find(c.message), std::string::npos) << ranks.status();
+  }
+}
+
 #ifdef EVOSCALE_HAVE_CUDA
 
 constexpr cuda::CudaVersions kOldDriver{12020, 13000};
@@ -348,6 +578,36 @@ TEST(CudaDeviceCountTest, OtherErrorsAreInternalNamingTheError) {
               std::string::npos)
         << count.status();
   }
+}
+
+// NCCL is opened at run time (nccl_api.h): what a machine without it, or with a wrong one, says.
+TEST(NcclApiTest, OpensThisMachinesNcclAndMakesAnIdWithoutAGpu) {
+  absl::StatusOr<cuda::NcclApi> api = cuda::OpenNccl("");
+  ASSERT_TRUE(api.ok()) << api.status();  // the toolkit here ships libnccl.so.2
+  int version = 0;
+  ASSERT_EQ(api->get_version(&version), ncclSuccess);
+  EXPECT_GE(version, 21200) << "NCCL 2.12 or newer";
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof(id));
+  ASSERT_EQ(api->get_unique_id(&id), ncclSuccess);
+  EXPECT_NE(std::string(id.internal, sizeof(id.internal)), std::string(sizeof(id.internal), '\0'));
+  EXPECT_NE(cuda::NcclResultText(*api, ncclRemoteError).find("ncclRemoteError: "),
+            std::string::npos);
+}
+
+TEST(NcclApiTest, APathThatIsNotNcclIsNamed) {
+  absl::StatusOr<cuda::NcclApi> api = cuda::OpenNccl("/nonexistent/libnccl.so.2");
+  ASSERT_EQ(api.status().code(), absl::StatusCode::kFailedPrecondition) << api.status();
+  EXPECT_NE(api.status().message().find(
+                "EVOSCALE_NCCL_LIBRARY=\"/nonexistent/libnccl.so.2\": cannot open it"),
+            std::string::npos)
+      << api.status();
+  // A library that opens but is not NCCL.
+  api = cuda::OpenNccl("libm.so.6");
+  ASSERT_EQ(api.status().code(), absl::StatusCode::kFailedPrecondition) << api.status();
+  EXPECT_NE(api.status().message().find("libm.so.6 lacks ncclGetVersion, ncclGetUniqueId"),
+            std::string::npos)
+      << api.status();
 }
 
 #endif  // EVOSCALE_HAVE_CUDA

@@ -20,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "trainer/gpu.h"
 
 namespace {
 
@@ -232,6 +233,60 @@ int Count(const std::vector<std::string>& lines, const std::string& text) {
   int n = 0;
   for (const std::string& line : lines) n += line.find(text) != std::string::npos;
   return n;
+}
+
+// A GPU job's ranks from the environment (EVOSCALE_WORLD_SIZE, EVOSCALE_RANK,
+// EVOSCALE_RENDEZVOUS_FILE), set in this process for the children it starts, and unset after.
+class EnvironmentRanksTest : public TrainerProcessTest {
+ protected:
+  void SetRank(int rank) {
+    setenv("EVOSCALE_WORLD_SIZE", "2", 1);
+    setenv("EVOSCALE_RANK", std::to_string(rank).c_str(), 1);
+    setenv("EVOSCALE_RENDEZVOUS_FILE", (dir_ + "/rendezvous").c_str(), 1);
+  }
+  void TearDown() override {
+    for (const char* name : {"EVOSCALE_WORLD_SIZE", "EVOSCALE_RANK", "EVOSCALE_RENDEZVOUS_FILE"}) {
+      unsetenv(name);
+    }
+    TrainerProcessTest::TearDown();
+  }
+};
+
+TEST_F(EnvironmentRanksTest, OnTheCpuTheyAreRefusedWithTheWayToStartRanks) {
+  SetRank(0);
+  ChildResult r = RunTrainer({"--synthetic", "1000"});
+  EXPECT_EQ(r.exit_code, 2);  // a usage error
+  ASSERT_EQ(r.lines.size(), 1u);
+  EXPECT_NE(r.lines[0].find("\"code\":\"INVALID_ARGUMENT\""), std::string::npos) << r.lines[0];
+  EXPECT_NE(r.lines[0].find("EVOSCALE_WORLD_SIZE=2 starts a job of GPUs (--device cuda); on the "
+                            "CPU start the ranks with mpirun -np N"),
+            std::string::npos)
+      << r.lines[0];
+}
+
+// Without a GPU every rank of a GPU job ends at once with the reason, rank 0 on stdout and the
+// others on stderr, and none waits for the rendezvous.
+TEST_F(EnvironmentRanksTest, OnAMachineWithoutAGpuEveryRankEndsWithTheReason) {
+  absl::StatusOr<int> devices = evoscale::trainer::CudaDeviceCount();
+  if (devices.ok() && *devices > 0) GTEST_SKIP() << "a GPU is here: gpu_check.sh runs the job";
+  std::filesystem::create_directories(dir_);
+  const std::string reason = evoscale::trainer::BuiltWithCuda() ? "no CUDA device"
+                                                                : "built without CUDA";
+  const auto start = std::chrono::steady_clock::now();
+  SetRank(1);
+  std::string err;
+  ChildResult one = RunTrainer({"--synthetic", "1000", "--device", "cuda"}, nullptr, {}, nullptr,
+                               &err);
+  EXPECT_EQ(one.exit_code, 1);
+  EXPECT_TRUE(one.lines.empty());  // only rank 0 speaks the protocol
+  EXPECT_NE(err.find("rank 1: --device cuda: " + reason), std::string::npos) << err;
+  SetRank(0);
+  ChildResult zero = RunTrainer({"--synthetic", "1000", "--device", "cuda"});
+  EXPECT_EQ(zero.exit_code, 1);
+  ASSERT_EQ(zero.lines.size(), 1u);
+  EXPECT_NE(zero.lines[0].find("--device cuda: " + reason), std::string::npos) << zero.lines[0];
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30);
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/rendezvous"));
 }
 
 class TrainerMpiTest : public TrainerProcessTest {

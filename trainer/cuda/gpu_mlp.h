@@ -54,6 +54,9 @@ class GpuMlp {
   absl::Status CopyToHost(std::vector<float>* params, std::vector<float>* m = nullptr,
                           std::vector<float>* v = nullptr) const;
 
+  // The parameter gradient of the last Backward (device, (num_params), Mlp's layout): a job of
+  // several GPUs sums it over its ranks before AdamStep.
+  float* gradients() { return grads_.data(); }
   size_t num_params() const { return num_params_; }
   // Device bytes of weights plus Adam moments.
   size_t memory_bytes() const { return 3 * num_params_ * sizeof(float); }

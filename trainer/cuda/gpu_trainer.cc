@@ -5,16 +5,21 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "trainer/comm.h"
 #include "trainer/criteo_reader.h"
 #include "trainer/cuda/cuda_status.h"
 #include "trainer/cuda/device_buffer.h"
+#include "trainer/cuda/exchange_plan.h"
 #include "trainer/cuda/gpu_embedding_table.h"
 #include "trainer/cuda/gpu_mlp.h"
+#include "trainer/cuda/nccl_comm.h"
+#include "trainer/cuda/row_exchange.h"
 #include "trainer/internal/run_options.h"
 #include "trainer/metrics.h"
 #include "trainer/mlp.h"
@@ -44,14 +49,26 @@ class Stream {
   cudaStream_t stream_ = nullptr;
 };
 
+// `buffer` holds at least n elements (grown, never shrunk: a job's exchanges vary per step).
+template <typename T>
+absl::Status Reserve(DeviceBuffer<T>* buffer, size_t n, cudaStream_t stream) {
+  if (buffer->size() >= n) return absl::OkStatus();
+  absl::StatusOr<DeviceBuffer<T>> grown =
+      DeviceBuffer<T>::Create(std::max(n, buffer->size() + buffer->size() / 2), stream);
+  if (!grown.ok()) return grown.status();
+  *buffer = *std::move(grown);
+  return absl::OkStatus();
+}
+
 class GpuTraining {
  public:
-  GpuTraining(const TrainerConfig& config, const EventSink& sink)
+  GpuTraining(const TrainerConfig& config, const GpuJob& job, const EventSink& sink)
       : config_(config),
+        job_(job),
         sink_(sink),
         dim_(config.embedding_dim),
         input_(kNumCategorical * config.embedding_dim + kNumDense),
-        batch_(config.batch_size),
+        batch_((config.batch_size + job.size - 1) / job.size),
         start_(Clock::now()) {}
 
   absl::Status Setup();
@@ -61,11 +78,27 @@ class GpuTraining {
 
  private:
   absl::StatusOr<std::unique_ptr<ExampleSource>> OpenSource(bool for_eval) const;
-  // Uploads a batch and fills x_ (device) with its embeddings and dense features.
-  absl::Status Load(const ExampleBatch& batch, bool insert, uint32_t now);
+  BatchReaderOptions ReaderFor(bool for_eval) const;
+  absl::Status JoinJob();
+  // Uploads a batch and fills x_ (device) with its embeddings and dense features. In a job,
+  // batch may be null (this rank's slice ran out during evaluation): it still answers the
+  // others' ids.
+  absl::Status Load(const ExampleBatch* batch, bool insert, uint32_t now);
+  // A job: the batch's ids to their owners, the rows back into x_ (plan_, recv_counts_ and the
+  // exchange buffers then describe the step).
+  absl::Status ExchangeRows(const ExampleBatch* batch, bool insert, uint32_t now);
+  // A job, after the backward pass: the rows' gradients (in x_) to their owners, applied there.
+  absl::Status ExchangeGradients(uint32_t now);
+  // The first n logits to host_logits_ once the step's work is done (through the communicator
+  // in a job: a dead peer ends the wait).
+  absl::Status LogitsToHost(int n);
+  // A job: whether every rank has a batch for this step (job_batch_ then counts the job's
+  // examples), or the first failure of any rank (`mine`: this rank's).
+  absl::StatusOr<bool> AgreeOnStep(const ExampleBatch* batch, const absl::Status& mine);
 
   // Constant after construction.
   const TrainerConfig& config_;
+  const GpuJob job_;
   const EventSink& sink_;
   const int dim_;
   const int input_;
@@ -76,16 +109,29 @@ class GpuTraining {
   std::unique_ptr<GpuEmbeddingTable> table_;
   std::unique_ptr<GpuMlp> mlp_;
   size_t mlp_params_ = 0;
-  DeviceBuffer<uint64_t> fids_;    // device, (batch, 26)
-  DeviceBuffer<uint32_t> rows_;    // device, (batch, 26)
-  DeviceBuffer<float> dense_;      // device, (batch, 13)
-  DeviceBuffer<float> labels_;     // device, (batch)
-  DeviceBuffer<float> x_;          // device, (batch, input): MLP input, then its gradient
-  DeviceBuffer<float> logits_;     // device, (batch)
-  DeviceBuffer<float> dlogits_;    // device, (batch)
+  DeviceBuffer<uint64_t> fids_;     // device, (batch, 26)
+  DeviceBuffer<uint32_t> rows_;     // device, (batch, 26)
+  DeviceBuffer<float> dense_;       // device, (batch, 13)
+  DeviceBuffer<float> labels_;      // device, (batch)
+  DeviceBuffer<float> x_;           // device, (batch, input): MLP input, then its gradient
+  DeviceBuffer<float> logits_;      // device, (batch)
+  DeviceBuffer<float> dlogits_;     // device, (batch)
   std::vector<float> host_logits_;  // host, (batch)
 
-  int64_t step_ = 0, examples_ = 0;
+  // A job of several ranks (null: one process).
+  std::unique_ptr<NcclComm> comm_;
+  ExchangePlan plan_;                 // this step's ids by owner
+  std::vector<int64_t> recv_counts_;  // per rank: ids this rank answers for it
+  DeviceBuffer<uint64_t> send_keys_;  // device, plan_.send_keys
+  DeviceBuffer<uint32_t> positions_;  // device, plan_.positions
+  DeviceBuffer<uint64_t> recv_keys_;  // device, the ids asked of this rank
+  DeviceBuffer<uint32_t> recv_rows_;  // device, their rows here
+  DeviceBuffer<float> owned_;         // device, (asked, dim): their rows, then their gradients
+  DeviceBuffer<float> asked_;         // device, (sent, dim): rows of the sent ids, then grads
+  int64_t job_batch_ = 0;             // this step's examples over the job
+  int64_t bytes_at_train_end_ = 0;
+
+  int64_t step_ = 0, examples_ = 0;  // examples: the job's
   double train_seconds_ = 0;
   int64_t malformed_ = 0;
 };
@@ -102,6 +148,34 @@ absl::StatusOr<std::unique_ptr<ExampleSource>> GpuTraining::OpenSource(bool for_
   return OpenCriteoFile(config_.train_path, config_.epochs);
 }
 
+BatchReaderOptions GpuTraining::ReaderFor(bool for_eval) const {
+  BatchReaderOptions options =
+      trainer::internal::ReaderOptions(config_, batch_, job_.size, for_eval);
+  options.filter.ranks = job_.size;
+  options.filter.rank = job_.rank;
+  return options;
+}
+
+absl::Status GpuTraining::JoinJob() {
+  const NcclComm::ShareId share = [this](ncclUniqueId* id) -> absl::Status {
+    if (job_.mpi != nullptr) {
+      job_.mpi->Broadcast(id, sizeof(*id), 0);
+      return absl::OkStatus();
+    }
+    const std::string mine(reinterpret_cast<const char*>(id), sizeof(*id));
+    absl::StatusOr<std::string> got =
+        ShareThroughFile(job_.rendezvous_file, job_.rank, mine, sizeof(*id), job_.stall_timeout_s);
+    if (!got.ok()) return got.status();
+    std::memcpy(id, got->data(), sizeof(*id));
+    return absl::OkStatus();
+  };
+  absl::StatusOr<std::unique_ptr<NcclComm>> comm =
+      NcclComm::Create(job_.rank, job_.size, share, stream_.get(), job_.stall_timeout_s);
+  if (!comm.ok()) return comm.status();
+  comm_ = *std::move(comm);
+  return absl::OkStatus();
+}
+
 absl::Status GpuTraining::Setup() {
   if (!config_.checkpoint_dir.empty() || config_.resume) {
     return absl::UnimplementedError("--device cuda does not write or resume checkpoints yet");
@@ -111,8 +185,17 @@ absl::Status GpuTraining::Setup() {
     return absl::UnimplementedError(
         "--device cuda has no occurrence thresholds or expiry yet (use --device cpu)");
   }
+  if (job_.size > 1) {
+    int devices = 0;
+    EVOSCALE_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&devices));
+    EVOSCALE_CUDA_RETURN_IF_ERROR(cudaSetDevice(job_.local_rank % std::max(devices, 1)));
+  }
   absl::Status status = stream_.Init();
   if (!status.ok()) return status;
+  if (job_.size > 1) {
+    status = JoinJob();
+    if (!status.ok()) return status;
+  }
   cudaStream_t s = stream_.get();
   GpuEmbeddingTableOptions options;
   options.dim = dim_;
@@ -123,8 +206,11 @@ absl::Status GpuTraining::Setup() {
   // not grow on the GPU.
   const int64_t rows_per_epoch =
       config_.synthetic_rows > 0 ? config_.synthetic_rows : int64_t{1} << 22;
-  options.max_rows = size_t(std::clamp<int64_t>(rows_per_epoch * kNumCategorical, 1 << 16,
-                                                int64_t{1} << 24));
+  // A rank of a job owns its share of them, with a quarter to spare for the hash's imbalance.
+  const int64_t job_rows =
+      std::clamp<int64_t>(rows_per_epoch * kNumCategorical, 1 << 16, int64_t{1} << 24);
+  options.max_rows =
+      size_t(job_.size == 1 ? job_rows : std::max<int64_t>(1 << 16, job_rows / job_.size * 5 / 4));
   absl::StatusOr<std::unique_ptr<GpuEmbeddingTable>> table = GpuEmbeddingTable::Create(options, s);
   if (!table.ok()) return table.status();
   table_ = *std::move(table);
@@ -167,112 +253,258 @@ absl::Status GpuTraining::Setup() {
   return absl::OkStatus();
 }
 
-absl::Status GpuTraining::Load(const ExampleBatch& batch, bool insert, uint32_t now) {
+absl::Status GpuTraining::Load(const ExampleBatch* batch, bool insert, uint32_t now) {
   cudaStream_t s = stream_.get();
-  const int n = batch.size;
+  const int n = batch == nullptr ? 0 : batch->size;
   const size_t ids = size_t(n) * kNumCategorical;
   // The host batch stays untouched until the next synchronisation (at the end of the step).
-  EVOSCALE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(fids_.data(), batch.fids.data(),
-                                                ids * sizeof(uint64_t), cudaMemcpyHostToDevice, s));
-  EVOSCALE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dense_.data(), batch.dense.data(),
-                                                size_t(n) * kNumDense * sizeof(float),
-                                                cudaMemcpyHostToDevice, s));
-  EVOSCALE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(labels_.data(), batch.labels.data(),
-                                                size_t(n) * sizeof(float), cudaMemcpyHostToDevice,
-                                                s));
-  absl::Status status = insert ? table_->FindOrInsert(fids_.data(), ids, now, rows_.data())
-                               : table_->Find(fids_.data(), ids, rows_.data());
-  if (!status.ok()) return status;
-  const RowLayout layout{kNumCategorical, input_};
-  status = table_->Gather(rows_.data(), ids, layout, x_.data());
-  if (!status.ok()) return status;
+  if (n > 0) {
+    EVOSCALE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dense_.data(), batch->dense.data(),
+                                                  size_t(n) * kNumDense * sizeof(float),
+                                                  cudaMemcpyHostToDevice, s));
+    EVOSCALE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(labels_.data(), batch->labels.data(),
+                                                  size_t(n) * sizeof(float), cudaMemcpyHostToDevice,
+                                                  s));
+  }
+  absl::Status status;
+  if (comm_ != nullptr) {
+    status = ExchangeRows(batch, insert, now);
+  } else {
+    EVOSCALE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        fids_.data(), batch->fids.data(), ids * sizeof(uint64_t), cudaMemcpyHostToDevice, s));
+    status = insert ? table_->FindOrInsert(fids_.data(), ids, now, rows_.data())
+                    : table_->Find(fids_.data(), ids, rows_.data());
+    const RowLayout layout{kNumCategorical, input_};
+    if (status.ok()) status = table_->Gather(rows_.data(), ids, layout, x_.data());
+  }
+  if (!status.ok() || n == 0) return status;
   return CopyColumns(dense_.data(), n, kNumDense, x_.data(), input_, kNumCategorical * dim_, s);
+}
+
+absl::Status GpuTraining::ExchangeRows(const ExampleBatch* batch, bool insert, uint32_t now) {
+  cudaStream_t s = stream_.get();
+  PlanExchange(batch, job_.size, &plan_);
+  // The counts first (synchronous: the buffers' sizes depend on them), then the ids.
+  absl::Status status = comm_->AllToAll(plan_.send_counts, &recv_counts_);
+  if (!status.ok()) return status;
+  const size_t sent = plan_.send_keys.size();
+  size_t asked = 0;
+  for (int64_t c : recv_counts_) asked += size_t(c);
+  for (const absl::Status& st :
+       {Reserve(&send_keys_, sent, s), Reserve(&positions_, sent, s),
+        Reserve(&recv_keys_, asked, s), Reserve(&recv_rows_, asked, s),
+        Reserve(&owned_, asked * dim_, s), Reserve(&asked_, sent * dim_, s)}) {
+    if (!st.ok()) return st;
+  }
+  if (sent > 0) {
+    EVOSCALE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(send_keys_.data(), plan_.send_keys.data(),
+                                                  sent * sizeof(uint64_t), cudaMemcpyHostToDevice,
+                                                  s));
+    EVOSCALE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(positions_.data(), plan_.positions.data(),
+                                                  sent * sizeof(uint32_t), cudaMemcpyHostToDevice,
+                                                  s));
+  }
+  status = comm_->AllToAllV(send_keys_.data(), plan_.send_counts, recv_keys_.data(), recv_counts_,
+                            sizeof(uint64_t));
+  if (!status.ok()) return status;
+  // This rank's rows of the ids asked of it, in the order asked.
+  status = insert ? table_->FindOrInsert(recv_keys_.data(), asked, now, recv_rows_.data())
+                  : table_->Find(recv_keys_.data(), asked, recv_rows_.data());
+  if (status.ok())
+    status = table_->Gather(recv_rows_.data(), asked, RowLayout{1, dim_}, owned_.data());
+  if (status.ok()) {
+    status = comm_->AllToAllV(owned_.data(), recv_counts_, asked_.data(), plan_.send_counts,
+                              sizeof(float) * dim_);
+  }
+  if (!status.ok()) return status;
+  return ScatterRows(asked_.data(), positions_.data(), sent, dim_,
+                     RowLayout{kNumCategorical, input_}, x_.data(), s);
+}
+
+absl::Status GpuTraining::ExchangeGradients(uint32_t now) {
+  cudaStream_t s = stream_.get();
+  const size_t sent = plan_.send_keys.size();
+  size_t asked = 0;
+  for (int64_t c : recv_counts_) asked += size_t(c);
+  absl::Status status = GatherRowsAt(x_.data(), RowLayout{kNumCategorical, input_},
+                                     positions_.data(), sent, dim_, asked_.data(), s);
+  if (status.ok()) {
+    status = comm_->AllToAllV(asked_.data(), plan_.send_counts, owned_.data(), recv_counts_,
+                              sizeof(float) * dim_);
+  }
+  if (!status.ok()) return status;
+  return table_->ApplyGradients(recv_rows_.data(), asked, RowLayout{1, dim_}, owned_.data(), now);
+}
+
+absl::Status GpuTraining::LogitsToHost(int n) {
+  // In a job the communicator waits first: a copy to pageable memory blocks until the stream's
+  // earlier work is done, which a dead peer's collective never is, out of the watchdog's sight.
+  if (comm_ != nullptr) {
+    absl::Status status = comm_->Synchronize();
+    if (!status.ok()) return status;
+  }
+  if (n > 0) {
+    EVOSCALE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_logits_.data(), logits_.data(),
+                                                  size_t(n) * sizeof(float), cudaMemcpyDeviceToHost,
+                                                  stream_.get()));
+  }
+  EVOSCALE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> GpuTraining::AgreeOnStep(const ExampleBatch* batch, const absl::Status& mine) {
+  int64_t v[3] = {batch == nullptr ? 1 : 0, batch == nullptr ? 0 : batch->size, mine.ok() ? 0 : 1};
+  absl::Status status = comm_->AllReduceSum(v, 3);
+  if (!status.ok()) return status;
+  if (v[2] > 0) {
+    status = comm_->FirstFailure(mine);
+    return status.ok() ? absl::InternalError("a rank failed but none reported it") : status;
+  }
+  job_batch_ = v[1];
+  return v[0] == 0;
 }
 
 absl::Status GpuTraining::Train() {
   absl::StatusOr<std::unique_ptr<ExampleSource>> source = OpenSource(false);
   if (!source.ok()) return source.status();
-  BatchReader reader(*std::move(source),
-                     trainer::internal::ReaderOptions(config_, batch_, 1, /*for_eval=*/false));
+  BatchReader reader(*std::move(source), ReaderFor(/*for_eval=*/false));
   cudaStream_t s = stream_.get();
   BinaryMetrics window;
   const Clock::time_point train_start = Clock::now();
+  // A job: a rank's failure after its step's collectives (a non-finite loss) waits for the next
+  // agreement, so that every rank calls the same collectives in the same order.
+  absl::Status pending;
   while (config_.max_steps <= 0 || step_ < config_.max_steps) {
     absl::StatusOr<std::unique_ptr<ExampleBatch>> got = reader.Next();
+    if (comm_ != nullptr) {
+      // Every rank steps together: stop when any slice runs out, or with any rank's failure.
+      absl::StatusOr<bool> all =
+          AgreeOnStep(got.ok() ? got->get() : nullptr, !pending.ok() ? pending : got.status());
+      if (!all.ok()) return all.status();
+      if (!*all) break;
+    }
     if (!got.ok()) return got.status();
     std::unique_ptr<ExampleBatch> batch = *std::move(got);
     if (batch == nullptr) break;
     const int n = batch->size;
+    const int64_t scale_examples = comm_ != nullptr ? job_batch_ : n;
     const uint32_t now = uint32_t(step_ + 1);
-    absl::Status status = Load(*batch, true, now);
+    absl::Status status = Load(batch.get(), true, now);
     if (status.ok()) status = mlp_->Forward(x_.data(), n, logits_.data());
     if (status.ok()) {
-      status = LogisticLossGradient(logits_.data(), labels_.data(), n, 1.0f / float(n),
+      status = LogisticLossGradient(logits_.data(), labels_.data(), n, 1.0f / float(scale_examples),
                                     dlogits_.data(), s);
     }
     if (status.ok()) status = mlp_->Backward(x_.data(), n, dlogits_.data(), x_.data());
+    if (status.ok() && comm_ != nullptr) {
+      status = comm_->AllReduceSum(mlp_->gradients(), mlp_->num_params());
+    }
     if (status.ok()) status = mlp_->AdamStep(step_ + 1);
     if (status.ok()) {
-      const size_t ids = size_t(n) * kNumCategorical;
-      status = table_->ApplyGradients(rows_.data(), ids, RowLayout{kNumCategorical, input_},
-                                      x_.data(), now);
+      if (comm_ != nullptr) {
+        status = ExchangeGradients(now);
+      } else {
+        const size_t ids = size_t(n) * kNumCategorical;
+        status = table_->ApplyGradients(rows_.data(), ids, RowLayout{kNumCategorical, input_},
+                                        x_.data(), now);
+      }
     }
+    if (status.ok()) status = LogitsToHost(n);
     if (!status.ok()) return status;
-    EVOSCALE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_logits_.data(), logits_.data(),
-                                                  size_t(n) * sizeof(float),
-                                                  cudaMemcpyDeviceToHost, s));
-    EVOSCALE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
     ++step_;
-    examples_ += n;
+    examples_ += scale_examples;
     double loss = 0;
     for (int i = 0; i < n; ++i) {
       const float z = host_logits_[i], y = batch->labels[i];
       loss += std::max(z, 0.0f) + std::log1p(std::exp(-std::fabs(z))) - y * z;
     }
     if (!std::isfinite(loss)) {
-      return absl::InternalError(
+      pending = absl::InternalError(
           absl::StrCat("non-finite training loss (", loss, ") at step ", step_));
+      if (comm_ == nullptr) return pending;
     }
     if (config_.progress_every > 0) {
       window.Add(host_logits_.data(), batch->labels.data(), size_t(n));
       if (step_ % config_.progress_every == 0) {
-        sink_(ProgressLine(step_, examples_, trainer::internal::SecondsSince(start_), window));
+        if (comm_ != nullptr) {
+          // The job's window, at rank 0.
+          std::vector<float> logits, labels;
+          status = comm_->GatherToRoot(window.logits(), &logits);
+          if (status.ok()) status = comm_->GatherToRoot(window.labels(), &labels);
+          if (!status.ok()) return status;
+          BinaryMetrics job;
+          job.Add(logits.data(), labels.data(), logits.size());
+          sink_(ProgressLine(step_, examples_, trainer::internal::SecondsSince(start_), job));
+        } else {
+          sink_(ProgressLine(step_, examples_, trainer::internal::SecondsSince(start_), window));
+        }
         window.Clear();
       }
     }
     reader.Recycle(std::move(batch));
   }
+  if (comm_ != nullptr) {
+    // Every rank leaves the loop at the same step (max_steps, or the same agreement).
+    absl::Status first = comm_->FirstFailure(pending);
+    if (!first.ok()) return first;
+  }
   train_seconds_ = trainer::internal::SecondsSince(train_start);
   malformed_ = reader.malformed();
+  if (comm_ != nullptr) bytes_at_train_end_ = comm_->bytes_sent();
   return absl::OkStatus();
 }
 
 absl::Status GpuTraining::EvaluateAndReport() {
   absl::StatusOr<std::unique_ptr<ExampleSource>> source = OpenSource(true);
-  if (!source.ok()) return source.status();
-  const BatchReaderOptions options =
-      trainer::internal::ReaderOptions(config_, batch_, 1, /*for_eval=*/true);
+  absl::Status opened = source.status();
+  if (comm_ != nullptr) {
+    // The others would wait for this rank's batches: a rank that cannot read ends the job.
+    opened = comm_->FirstFailure(opened);
+  }
+  if (!opened.ok()) return opened;
+  const BatchReaderOptions options = ReaderFor(/*for_eval=*/true);
   const bool holdout = config_.test_path.empty();
-  cudaStream_t s = stream_.get();
   BinaryMetrics metrics;
   if (!holdout || options.filter.holdout_every > 0) {
     BatchReader reader(*std::move(source), options);
     while (true) {
       absl::StatusOr<std::unique_ptr<ExampleBatch>> got = reader.Next();
-      if (!got.ok()) return got.status();
-      std::unique_ptr<ExampleBatch> batch = *std::move(got);
-      if (batch == nullptr) break;
-      const int n = batch->size;
-      absl::Status status = Load(*batch, false, 0);
-      if (status.ok()) status = mlp_->Forward(x_.data(), n, logits_.data());
+      std::unique_ptr<ExampleBatch> batch;
+      if (comm_ != nullptr) {
+        // Until every rank's slice is done; a rank whose slice ran out still answers for its
+        // rows.
+        int64_t v[2] = {got.ok() && *got != nullptr ? 1 : 0, got.ok() ? 0 : 1};
+        absl::Status status = comm_->AllReduceMax(v, 2);
+        if (!status.ok()) return status;
+        if (v[1] > 0) {
+          status = comm_->FirstFailure(got.status());
+          return status.ok() ? absl::InternalError("a rank failed but none reported it") : status;
+        }
+        if (v[0] == 0) break;
+        batch = *std::move(got);
+      } else {
+        if (!got.ok()) return got.status();
+        batch = *std::move(got);
+        if (batch == nullptr) break;
+      }
+      const int n = batch == nullptr ? 0 : batch->size;
+      absl::Status status = Load(batch.get(), false, 0);
+      if (status.ok() && n > 0) status = mlp_->Forward(x_.data(), n, logits_.data());
+      if (status.ok()) status = LogitsToHost(n);
       if (!status.ok()) return status;
-      EVOSCALE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_logits_.data(), logits_.data(),
-                                                    size_t(n) * sizeof(float),
-                                                    cudaMemcpyDeviceToHost, s));
-      EVOSCALE_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s));
+      if (n == 0) continue;
       metrics.Add(host_logits_.data(), batch->labels.data(), size_t(n));
       reader.Recycle(std::move(batch));
     }
+  }
+  if (comm_ != nullptr) {
+    // Rank 0 gets every logit and label: the metrics of the whole set, not a mean over ranks.
+    std::vector<float> logits, labels;
+    absl::Status status = comm_->GatherToRoot(metrics.logits(), &logits);
+    if (status.ok()) status = comm_->GatherToRoot(metrics.labels(), &labels);
+    if (!status.ok()) return status;
+    metrics.Clear();
+    if (job_.rank == 0) metrics.Add(logits.data(), labels.data(), logits.size());
   }
   absl::StatusOr<size_t> rows = table_->Size();
   if (!rows.ok()) return rows.status();
@@ -294,22 +526,49 @@ absl::Status GpuTraining::EvaluateAndReport() {
   summary.examples = examples_;
   summary.train_s = train_seconds_;
   summary.malformed_lines = malformed_;
-  const size_t payload = *rows * sizeof(float) * size_t(dim_ + table_->state_floats());
-  sink_(FinalLine(summary, {{"table",
-                             {{"rows", *rows},
-                              {"device_bytes", table_->memory_bytes()},
-                              {"payload_bytes", payload},
-                              {"full_rejections", *full}}},
-                            {"dense_bytes", mlp_->memory_bytes()},
-                            {"device", "cuda"},
-                            {"gpu", std::string(prop.name)}}));
+  int64_t table_rows = int64_t(*rows), rejections = int64_t(*full);
+  int64_t device_bytes = int64_t(table_->memory_bytes());
+  nlohmann::ordered_json job;
+  if (comm_ != nullptr) {
+    // The job's figures: its examples over the slowest rank's time, the largest peak RSS and
+    // table, the bytes every rank sent during training over the examples trained.
+    int64_t sums[4] = {table_rows, rejections, malformed_, bytes_at_train_end_};
+    int64_t maxima[2] = {int64_t(summary.peak_rss_bytes), device_bytes};
+    double seconds = train_seconds_;
+    absl::Status status = comm_->AllReduceSum(sums, 4);
+    if (status.ok()) status = comm_->AllReduceMax(maxima, 2);
+    if (status.ok()) status = comm_->AllReduceMax(&seconds, 1);
+    if (!status.ok()) return status;
+    table_rows = sums[0];
+    rejections = sums[1];
+    summary.malformed_lines = sums[2];
+    summary.peak_rss_bytes = uint64_t(maxima[0]);
+    summary.train_s = seconds;
+    summary.examples_per_s = seconds > 0 ? double(examples_) / seconds : 0;
+    job = {{"ranks", job_.size},
+           {"rank_device_bytes", maxima[1]},
+           {"bytes_exchanged_per_example",
+            Figure(examples_ > 0 ? double(sums[3]) / double(examples_) : 0)}};
+  }
+  const size_t payload = size_t(table_rows) * sizeof(float) * size_t(dim_ + table_->state_floats());
+  nlohmann::ordered_json details = {{"table",
+                                     {{"rows", table_rows},
+                                      {"device_bytes", device_bytes},
+                                      {"payload_bytes", payload},
+                                      {"full_rejections", rejections}}},
+                                    {"dense_bytes", mlp_->memory_bytes()},
+                                    {"device", "cuda"},
+                                    {"gpu", std::string(prop.name)}};
+  for (auto& [key, value] : job.items()) details[key] = value;
+  sink_(FinalLine(summary, details));
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status RunGpuTrainer(const TrainerConfig& config, const EventSink& sink, int64_t* step) {
-  GpuTraining training(config, sink);
+absl::Status RunGpuTrainer(const TrainerConfig& config, const GpuJob& job, const EventSink& sink,
+                           int64_t* step) {
+  GpuTraining training(config, job, sink);
   absl::Status status = training.Setup();
   if (status.ok()) status = training.Train();
   if (status.ok()) status = training.EvaluateAndReport();
