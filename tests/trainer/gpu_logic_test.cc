@@ -330,7 +330,9 @@ TEST(ExchangePlanTest, IdsGoToTheirOwnersWithTheirBatchPositions) {
     for (int64_t i = 0; i < plan.send_counts[r]; ++i, ++j) {
       EXPECT_EQ(plan.send_keys[j], batch.fids[plan.positions[j]]);
       EXPECT_EQ(ShardOfFid(plan.send_keys[j], kRanks), uint32_t(r));
-      if (i > 0) EXPECT_LT(plan.positions[j - 1], plan.positions[j]);  // batch order
+      if (i > 0) {
+        EXPECT_LT(plan.positions[j - 1], plan.positions[j]);  // batch order
+      }
       EXPECT_FALSE(seen[plan.positions[j]]);
       seen[plan.positions[j]] = true;
     }
