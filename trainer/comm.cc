@@ -235,13 +235,6 @@ absl::Status Comm::FirstFailure(const absl::Status& mine) {
                       absl::StrCat("rank ", first, ": ", message));
 }
 
-void Comm::Abort(int code) {
-#ifdef EVOSCALE_HAVE_MPI
-  if (size_ > 1) MPI_Abort(MPI_COMM_WORLD, code);
-#endif
-  (void)code;
-}
-
 #ifdef EVOSCALE_HAVE_MPI
 namespace {
 int Checked(int64_t n) {

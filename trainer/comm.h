@@ -68,8 +68,6 @@ class Comm {
   // job of several), so rank 0 can report another rank's reason.
   absl::Status FirstFailure(const absl::Status& mine);
 
-  // Ends every rank of the job with `code` (MPI_Abort); returns only when not distributed.
-  void Abort(int code);
 
   int64_t bytes_sent() const { return bytes_sent_; }
 

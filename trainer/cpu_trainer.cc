@@ -178,6 +178,11 @@ class Training {
   void ApplyRowGradients(Shard& shard, size_t m, uint32_t now, Src src);
   void OnStepEnd();
   void OnCheckpointEnd();
+  // After a checkpoint: `mine` is this rank's result. One process: Fail unless OK. A job: every
+  // rank calls it, and all end with the first failing rank's reason if any failed.
+  void CheckpointFailed(absl::Status mine);
+  // A failure of this process's training (one process; a job agrees on failures at each step's
+  // end, AgreeOnStep, or after a checkpoint, CheckpointFailed).
   void Fail(absl::Status status);
   bool EvictAt(int64_t step) const {
     return config_.expire_after_steps > 0 && config_.evict_every > 0 &&
@@ -665,19 +670,23 @@ void Training::Worker(int t) {
 }
 
 void Training::Fail(absl::Status status) {
-  if (ranks_ > 1) {
-    // The other ranks wait in this step's collectives: end the whole job, saying why here.
-    const std::string line = ErrorLine(
-        absl::Status(status.code(), absl::StrCat("rank ", rank_, ": ", status.message())), step_);
-    if (rank_ == 0) {
-      Emit(line);
-    } else {
-      std::fprintf(stderr, "%s\n", line.c_str());
-    }
-    std::fflush(nullptr);
-    comm_->Abort(1);
-  }
   status_ = std::move(status);
+  checkpoint_now_ = false;
+  if (batch_ != nullptr) reader_->Recycle(std::move(batch_));
+  batch_.reset();
+}
+
+void Training::CheckpointFailed(absl::Status mine) {
+  if (ranks_ == 1) {
+    Fail(std::move(mine));
+    return;
+  }
+  // Every rank reaches this point of the step (the next step's batch is agreed and exchanged
+  // already): the job ends here on all of them, each with the first failing rank's reason,
+  // which rank 0 reports, rather than with MPI_Abort and no word from rank 0.
+  absl::Status first = comm_->FirstFailure(mine);
+  if (first.ok()) return;
+  status_ = std::move(first);
   checkpoint_now_ = false;
   if (batch_ != nullptr) reader_->Recycle(std::move(batch_));
   batch_.reset();
@@ -847,11 +856,11 @@ void Training::OnGradientsComputed() {
 }
 
 void Training::OnCheckpointEnd() {
-  for (Shard& shard : shards_) {
-    if (!shard.checkpoint_status.ok()) {
-      Fail(shard.checkpoint_status);
-      return;
-    }
+  absl::Status written;
+  for (Shard& shard : shards_) written.Update(shard.checkpoint_status);
+  if (!written.ok()) {
+    CheckpointFailed(std::move(written));
+    return;
   }
   const bool full = chain_.empty() || int(chain_.size()) >= config_.full_checkpoint_every;
   if (full) chain_.clear();
@@ -872,9 +881,10 @@ void Training::OnCheckpointEnd() {
                                               mlp_->adam_m(), mlp_->adam_v(),
                                               ranks_ > 1 ? previous_chain_front_ : "");
   previous_chain_front_ = chain_.front();
-  if (!status.ok()) {
-    Fail(status);
-    return;
+  if (ranks_ > 1 || !status.ok()) {
+    // A job learns here whether every rank wrote its part.
+    CheckpointFailed(std::move(status));
+    if (!status_.ok()) return;
   }
   ++checkpoints_written_;
   if (!resharded_from_.empty() && comm_->AllReduceMin(int64_t(1)) == 1) {
@@ -950,7 +960,9 @@ absl::StatusOr<BinaryMetrics> Training::Evaluate() {
 // logit and label, so the metrics are those of the whole set (not an average over ranks).
 absl::StatusOr<BinaryMetrics> Training::EvaluateDistributed() {
   absl::StatusOr<std::unique_ptr<ExampleSource>> source = OpenSource(true, {});
-  if (!source.ok()) Fail(source.status());  // the others would wait for this rank's batches
+  // The others would wait for this rank's batches: a rank that cannot read ends the job, each
+  // rank with its reason.
+  if (absl::Status first = comm_->FirstFailure(source.status()); !first.ok()) return first;
   const BatchReaderOptions options = ReaderFor(/*for_eval=*/true);
   BinaryMetrics mine;
   if (config_.test_path.empty() && options.filter.holdout_every <= 0) return mine;
@@ -958,9 +970,14 @@ absl::StatusOr<BinaryMetrics> Training::EvaluateDistributed() {
   std::vector<uint32_t> rows;
   while (true) {
     absl::StatusOr<std::unique_ptr<ExampleBatch>> got = reader.Next();
-    if (!got.ok()) Fail(got.status());
+    int64_t v[2] = {got.ok() && *got != nullptr ? 1 : 0, got.ok() ? 0 : 1};
+    comm_->AllReduceSum(v, 2);
+    if (v[1] > 0) {
+      absl::Status first = comm_->FirstFailure(got.status());
+      return first.ok() ? absl::InternalError("a rank failed but none reported it") : first;
+    }
     std::unique_ptr<ExampleBatch> batch = *std::move(got);
-    if (comm_->AllReduceMax(int64_t(batch != nullptr)) == 0) break;
+    if (v[0] == 0) break;
     PrepareExchange(batch.get());
     for (int s = 0; s < num_shards_; ++s) {
       const std::vector<uint32_t>& index = ex_.local_index[s];

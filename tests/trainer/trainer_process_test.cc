@@ -477,6 +477,40 @@ TEST_F(TrainerMpiTest, ResumesWithAnotherNumberOfRanks) {
 
 // A rank that cannot start (here: its checkpoint folder's name is taken by a file) ends the
 // whole job at once, and rank 0's error event names that rank and its reason.
+// A rank whose disk fails while it writes its part of a checkpoint (a failing fsync under
+// rank 1's folder, made real by evoscale_fault_injection from the first checkpoint on): every
+// rank ends at that step, and rank 0's error event gives rank 1's reason. (It used to be
+// MPI_Abort, with nothing from rank 0.)
+TEST_F(TrainerMpiTest, ARankThatFailsToCheckpointEndsTheJobWithItsReason) {
+  std::filesystem::create_directories(dir_);
+  const std::string rules = dir_ + "/faults";
+  std::ofstream(rules).flush();  // nothing fails at first
+  std::vector<std::string> launcher = Mpirun(2);
+  launcher.insert(launcher.end() - 2, {"-x", std::string("LD_PRELOAD=") + EVOSCALE_FAULT_LIB,
+                                       "-x", "EVOSCALE_FAULTS=" + rules});
+  std::string err;
+  int checkpoints_before = 0;
+  ChildResult job = RunTrainer(
+      {"--synthetic", "200000", "--threads", "1", "--batch-size", "256", "--checkpoint-every",
+       "5", "--progress-every", "0", "--checkpoint-dir", dir_ + "/ck"},
+      [&](const std::string& line) {
+        return line.find("\"event\":\"checkpoint\"") != std::string::npos &&
+               ++checkpoints_before == 1;
+      },
+      launcher,
+      [&](pid_t) { std::ofstream(rules) << "fsync EIO /rank-1-of-2/\n"; }, &err);
+  EXPECT_EQ(job.exit_code, 1) << err;
+  ASSERT_GE(job.lines.size(), 2u) << err;
+  const std::string& last = job.lines.back();
+  EXPECT_NE(last.find("\"event\":\"error\""), std::string::npos) << last;
+  EXPECT_NE(last.find("\"message\":\"rank 1: "), std::string::npos) << last;
+  EXPECT_NE(last.find("Input/output error"), std::string::npos) << last;
+  EXPECT_EQ(Count(job.lines, "\"event\":\"final\""), 0);
+  EXPECT_EQ(err.find("MPI_ABORT"), std::string::npos) << err;
+  // It ended at the checkpoint after the fault, not at the end of the data (782 steps).
+  EXPECT_LT(Number(last, "step"), 100) << last;
+}
+
 TEST_F(TrainerMpiTest, ARankThatCannotStartEndsTheJobWithItsReason) {
   std::filesystem::create_directories(dir_ + "/ck");
   std::ofstream(dir_ + "/ck/rank-1-of-2") << "not a folder";
