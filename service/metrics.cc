@@ -56,6 +56,12 @@ ServiceMetrics::ServiceMetrics()
                    .Name("evoscale_telemetry_samples_total")
                    .Help("Telemetry samples since start, accepted or rejected by reason")
                    .Register(*registry_)),
+      series_(prometheus::BuildGauge()
+                  .Name("evoscale_telemetry_series")
+                  .Help("Telemetry series (instance, container) held over every workload; "
+                        "those silent past the bucket retention are forgotten")
+                  .Register(*registry_)
+                  .Add({})),
       store_(prometheus::BuildCounter()
                  .Name("evoscale_store_operations_total")
                  .Help("Study store since start: writes (one per mutating call) and commits "
@@ -220,6 +226,7 @@ std::string ServiceMetrics::Scrape(StudyCore* core, AutoscalerCore* autoscaler) 
     ScrapeRecommendations(*autoscaler);
     AdvanceTo(samples_.Add({{"result", "accepted"}}),
               static_cast<double>(autoscaler->accepted_total()));
+    series_.Set(static_cast<double>(autoscaler->series_count()));
     AdvanceTo(checkpoint_failures_.Add({{"database", "telemetry"}}),
               static_cast<double>(autoscaler->store_checkpoint_failures()));
     for (const auto& [reason, n] : autoscaler->rejected_by_reason_total()) {

@@ -48,6 +48,8 @@ class ServiceMetrics {
   //   evoscale_recommended_replicas{namespace,workload}
   //   evoscale_telemetry_samples_total{result}  counter; result: accepted or the rejection
   //       reason
+  //   evoscale_telemetry_series             series (instance, container) held; those silent
+  //       past the bucket retention are forgotten (AutoscalerCore::Compact)
   //   evoscale_store_operations_total{op}  counter; op: write, commit (writes / commits =
   //       group commit)
   //   evoscale_sqlite_memory_bytes          SQLite's heap (page caches, statements)
@@ -94,6 +96,7 @@ class ServiceMetrics {
   prometheus::Family<prometheus::Gauge>& recommendation_gpu_memory_;
   prometheus::Family<prometheus::Gauge>& replicas_;
   prometheus::Family<prometheus::Counter>& samples_;
+  prometheus::Gauge& series_;
   prometheus::Family<prometheus::Counter>& store_;
   prometheus::Family<prometheus::Counter>& checkpoint_failures_;
   prometheus::Family<prometheus::Gauge>& enforcement_;

@@ -153,8 +153,10 @@ struct AutoscalerCore::WorkloadState {
   int64_t sample_count = 0;
   absl::flat_hash_map<SeriesKey, Series> series;
   std::map<std::string, Container> containers;  // by name; "" for samples that name none
-  // Instance names as the replica window counts them (its containers are one replica).
+  // Instance names as the replica window counts them (its containers are one replica); numbers
+  // are never reused, so a forgotten instance's cannot merge with a new one's.
   absl::flat_hash_map<std::string, int64_t> instance_numbers;
+  int64_t next_instance_number = 0;
   std::unique_ptr<load_model::ReplicaRecommender> replicas;
   double newest_timestamp = 0;
 
@@ -211,8 +213,9 @@ struct AutoscalerCore::WorkloadState {
     newest_timestamp = std::max(newest_timestamp, r.timestamp);
     ++sample_count;
 
-    const int64_t instance =
-        instance_numbers.try_emplace(key.first, instance_numbers.size()).first->second;
+    auto [number, added] = instance_numbers.try_emplace(key.first, next_instance_number);
+    if (added) ++next_instance_number;
+    const int64_t instance = number->second;
     const load_model::InstanceSample sample{.instance = instance,
                                             .timestamp = r.timestamp,
                                             .cpu_cores = r.cpu_cores,
@@ -226,6 +229,24 @@ struct AutoscalerCore::WorkloadState {
       current_replicas = closed->replicas;
       last_replicas = replicas->Recommend(closed->time, closed->replicas);
     }
+  }
+
+  // Drops the series whose ids are in `ids` (their store rows are gone), and the numbers of
+  // instances left with no series.
+  void Forget(const absl::flat_hash_set<int64_t>& ids) {
+    bool any = false;
+    for (auto it = series.begin(); it != series.end();) {
+      if (ids.contains(it->second.id)) {
+        series.erase(it++);
+        any = true;
+      } else {
+        ++it;
+      }
+    }
+    if (!any) return;
+    absl::flat_hash_set<std::string> named;
+    for (const auto& [key, s] : series) named.insert(key.first);
+    absl::erase_if(instance_numbers, [&](const auto& kv) { return !named.contains(kv.first); });
   }
 
   // GetRecommendation's answer at `now`: as of the newest sample when telemetry is
@@ -691,7 +712,7 @@ absl::Status AutoscalerCore::Ingest(const v1::TelemetryBatch& batch,
   }
   if (++ingests_since_compact_ >= 256) {
     ingests_since_compact_ = 0;
-    store_->Compact(retention_, now).IgnoreError();  // retried at the next interval
+    CompactLocked(now).IgnoreError();  // retried at the next interval
   }
   return absl::OkStatus();
 }
@@ -790,7 +811,39 @@ void AutoscalerCore::Interrupt() {
 
 absl::StatusOr<int64_t> AutoscalerCore::Compact() {
   absl::MutexLock writer(&write_mu_);
-  return store_->Compact(retention_, ToUnixSecondsDouble(clock_->Now()));
+  return CompactLocked(ToUnixSecondsDouble(clock_->Now()));
+}
+
+absl::StatusOr<int64_t> AutoscalerCore::CompactLocked(double now) {
+  // A series whose newest sample is older than the bucket retention has no row left once the
+  // store has compacted: it goes, with its instance row, so that pod churn does not grow the
+  // store and the core without bound. Also by the workload's own newest sample, so that the
+  // live series of a replayed trace (old by the clock) stay and keep their ids.
+  const double retention = retention_.bucket_retention_seconds;
+  std::vector<int64_t> silent;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [name, w] : workloads_) {
+      const double before = std::min(now, w->newest_timestamp) - retention;
+      for (const auto& [key, series] : w->series) {
+        if (series.last_timestamp < before) silent.push_back(series.id);
+      }
+    }
+  }
+  absl::StatusOr<int64_t> removed = store_->Compact(retention_, now, silent);
+  if (!removed.ok() || silent.empty()) return removed;
+  // Ingest and PutWorkload wait for write_mu_: the series are as they were above.
+  const absl::flat_hash_set<int64_t> ids(silent.begin(), silent.end());
+  absl::MutexLock lock(&mu_);
+  for (auto& [name, w] : workloads_) w->Forget(ids);
+  return removed;
+}
+
+int64_t AutoscalerCore::series_count() {
+  absl::MutexLock lock(&mu_);
+  int64_t n = 0;
+  for (const auto& [name, w] : workloads_) n += static_cast<int64_t>(w->series.size());
+  return n;
 }
 
 int64_t AutoscalerCore::accepted_total() {

@@ -126,9 +126,14 @@ class AutoscalerCore {
   // Wakes every AwaitChange() now (for shutdown).
   void Interrupt();
 
-  // Folds and drops old samples by the retention policy. Called every few ingests; exposed
-  // for tests and maintenance.
+  // Folds and drops old samples by the retention policy, and forgets the series (instance,
+  // container) silent for longer than the bucket retention, by the clock and by their
+  // workload's newest sample (a replayed trace's live series stay): their store rows go with
+  // their samples, and a later sample of one starts a new series. Called every few ingests;
+  // exposed for tests and maintenance. Returns the sample rows removed.
   absl::StatusOr<int64_t> Compact();
+  // The (instance, container) series held, over every workload.
+  int64_t series_count();
 
   int64_t accepted_total();
   std::map<std::string, int64_t> rejected_by_reason_total();
@@ -138,6 +143,8 @@ class AutoscalerCore {
  private:
   struct WorkloadState;
   struct IngestPlan;
+
+  absl::StatusOr<int64_t> CompactLocked(double now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   AutoscalerCore(TelemetryStore* store, Clock* clock, RetentionPolicy retention);
   absl::Status Load();
   static absl::Status ValidateWorkload(const v1::Workload& w);

@@ -192,7 +192,8 @@ absl::Status TelemetryStore::Append(absl::Span<const StoredInstance> new_instanc
   return tx.Commit();
 }
 
-absl::StatusOr<int64_t> TelemetryStore::Compact(const RetentionPolicy& policy, double now) {
+absl::StatusOr<int64_t> TelemetryStore::Compact(const RetentionPolicy& policy, double now,
+                                                absl::Span<const int64_t> drop_instances) {
   absl::MutexLock lock(&mu_);
   const double raw_cutoff = now - policy.raw_retention_seconds;
   const double bucket_cutoff = now - policy.bucket_retention_seconds;
@@ -237,6 +238,19 @@ absl::StatusOr<int64_t> TelemetryStore::Compact(const RetentionPolicy& policy, d
     return st;
   }
   removed += sqlite3_changes(db_);
+  if (!drop_instances.empty()) {
+    sqlite3_stmt* drop = nullptr;
+    int rc = sqlite3_prepare_v2(db_, "DELETE FROM instances WHERE id = ?1", -1, &drop, nullptr);
+    if (rc != SQLITE_OK) return SqliteError(db_, rc, "compact");
+    absl::Status st;
+    for (int64_t id : drop_instances) {
+      sqlite3_bind_int64(drop, 1, id);
+      st = StepDone(db_, drop, "drop instance");
+      if (!st.ok()) break;
+    }
+    sqlite3_finalize(drop);
+    if (!st.ok()) return st;
+  }
   if (absl::Status st = tx.Commit(); !st.ok()) return st;
   return removed;
 }

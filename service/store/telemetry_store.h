@@ -78,8 +78,11 @@ class TelemetryStore {
   absl::Status Append(absl::Span<const StoredInstance> new_instances,
                       absl::Span<const TelemetryRow> rows);
 
-  // Folds and deletes by `policy`, relative to `now` (unix seconds). Returns rows removed.
-  absl::StatusOr<int64_t> Compact(const RetentionPolicy& policy, double now);
+  // Folds and deletes by `policy`, relative to `now` (unix seconds), and deletes the instance
+  // rows `drop_instances` (series whose samples this compaction removes), in one transaction.
+  // Returns sample rows removed.
+  absl::StatusOr<int64_t> Compact(const RetentionPolicy& policy, double now,
+                                  absl::Span<const int64_t> drop_instances = {});
 
   // Workloads written by an older evoscaled come back in today's fields (latency_slo_ms as
   // latency_slo_seconds).

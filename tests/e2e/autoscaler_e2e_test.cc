@@ -216,6 +216,8 @@ TEST_F(AutoscalerE2eTest, TelemetryInRecommendationOutOverGrpcMetricsAndYaml) {
   EXPECT_DOUBLE_EQ(Gauge(metrics, "evoscale_recommended_replicas", {kLabels}), rec.replicas());
   EXPECT_DOUBLE_EQ(Gauge(metrics, "evoscale_telemetry_samples_total", {"result=\"accepted\""}),
                    360);
+  // ranker-0..2, one unnamed container each (a gauge without labels: "name value").
+  EXPECT_THAT(metrics, HasSubstr("\nevoscale_telemetry_series 3\n"));
 
   // And as Kubernetes objects from the CLI.
   const std::string out = dir_.path() + "/rec.yaml";
@@ -494,7 +496,8 @@ TEST_F(AutoscalerE2eTest, MetricsFollowPrometheusNamingConventions) {
   EXPECT_EQ(types["evoscale_store_operations_total"], "counter");
   for (const char* name :
        {"evoscale_recommendation_cpu_cores", "evoscale_recommendation_memory_bytes",
-        "evoscale_recommended_replicas", "evoscale_sqlite_memory_bytes"}) {
+        "evoscale_recommended_replicas", "evoscale_sqlite_memory_bytes",
+        "evoscale_telemetry_series"}) {
     EXPECT_EQ(types[name], "gauge") << name;
   }
   EXPECT_EQ(types["evoscale_rpc_latency_seconds"], "histogram");

@@ -455,6 +455,49 @@ TEST_F(AutoscalerHistoryTest, ForgetsInstancesSilentForADay) {
   EXPECT_EQ(h.buckets[0].start, kT0 + 26 * 3600);
 }
 
+// Pod churn: every rollout brings new pod names. A series silent past the bucket retention
+// (35 days) is forgotten at compaction, in the store and in memory; one still reporting stays,
+// and so do the live series of a replayed trace, old by the clock but recent by their own.
+TEST_F(AutoscalerHistoryTest, CompactionForgetsSeriesSilentPastTheRetention) {
+  constexpr char kTrace[] = "default/trace";
+  PutWorkload(kTrace);
+  Ingest({Sample(kWeb, "web-old", "app", kT0, 1, 100e6),
+          Sample(kWeb, "web-old", "sidecar", kT0, 0.1, 10e6),
+          Sample(kWeb, "web-live", "app", kT0, 1, 100e6),
+          Sample(kTrace, "trace-0", "", kT0, 2, 200e6)});
+  EXPECT_EQ(core_->series_count(), 4);
+  // 40 days on, web-live still reports; the trace goes on where it was.
+  clock_.Advance(absl::Hours(40 * 24));
+  const int64_t now = absl::ToUnixSeconds(clock_.Now());
+  Ingest({Sample(kWeb, "web-live", "app", now - 60, 1, 100e6),
+          Sample(kTrace, "trace-0", "", kT0 + 10, 2, 200e6)});
+  ASSERT_TRUE(core_->Compact().ok());
+
+  absl::StatusOr<std::vector<StoredInstance>> rows = store_->LoadInstances();
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  std::vector<std::string> names;
+  for (const StoredInstance& in : *rows) names.push_back(absl::StrCat(in.name, "/", in.container));
+  EXPECT_THAT(names, ::testing::UnorderedElementsAre("web-live/app", "trace-0/"));
+  EXPECT_EQ(core_->series_count(), 2);
+  // The trace's samples are past the retention by the clock and gone from the store; its
+  // series keeps its id, so its next sample adds no instance row.
+  Ingest({Sample(kTrace, "trace-0", "", kT0 + 20, 2, 200e6)});
+  rows = store_->LoadInstances();
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(rows->size(), 2u);
+  // The recommendations stand (the models keep what they learnt).
+  EXPECT_GT(RecommendationOf(kWeb).cpu_cores().target(), 0);
+  EXPECT_GT(RecommendationOf(kTrace).cpu_cores().target(), 0);
+
+  // A restart holds the same series.
+  Reopen();
+  EXPECT_EQ(core_->series_count(), 2);
+  // A forgotten pod that reports again is a new series: even a sample older than its last
+  // one is taken, as nothing of it is left to be out of order with.
+  Ingest({Sample(kWeb, "web-old", "app", kT0 - 10, 1, 100e6)});
+  EXPECT_EQ(core_->series_count(), 3);
+}
+
 TEST_F(AutoscalerHistoryTest, KeepsTheSeriesOfAtMost10000InstancesDroppingTheLeastRecent) {
   std::vector<v1::TelemetrySample> batch;
   for (int i = 0; i < 10000; ++i) {
