@@ -131,8 +131,8 @@ class Training {
   size_t InputOffset(uint32_t p) const {
     return size_t(p / kNumCategorical) * input_ + size_t(p % kNumCategorical) * dim_;
   }
-  // Copies row k of `rows` (in the exchange's send order) to x_ (to_input), or x_'s rows to
-  // `rows` (else).
+  // Copies row k of `rows` (the exchange's send order: a shard's distinct ids) to x_ at every
+  // position of its id (to_input), or sums those positions' rows of x_ into it (else).
   void CopyExchanged(const ExampleBatch& batch, std::vector<float>* rows, bool to_input);
   // Per-rank counts of ids as counts of floats (rows of dim_).
   std::vector<int64_t> RowCounts(std::vector<int64_t> ids) const {
@@ -223,8 +223,9 @@ class Training {
   std::vector<float> x_, logits_, dlogits_;
   std::vector<double> loss_parts_;  // per worker
 
-  // Several ranks: this step's exchange. Keys go out in global shard order (so rank r gets
-  // those of shards r*L..r*L+L-1, in order), rows come back in the same order.
+  // Several ranks: this step's exchange. Each distinct id of the batch goes out once, in
+  // global shard order (so rank r gets those of shards r*L..r*L+L-1, in order); rows come back
+  // in the same order, and gradients go out summed per id.
   struct Exchange {
     std::vector<uint64_t> send_keys, recv_keys;
     std::vector<int64_t> send_counts, recv_counts;          // per rank, in ids
@@ -342,6 +343,8 @@ BatchReaderOptions Training::ReaderFor(bool for_eval) const {
       internal::ReaderOptions(config_, batch_size_, num_shards_ * ranks_, for_eval);
   options.filter.ranks = ranks_;
   options.filter.rank = rank_;
+  // A job sends each distinct id of a batch to its owner once (the reader finds them).
+  options.dedupe = ranks_ > 1;
   return options;
 }
 
@@ -792,8 +795,9 @@ void Training::PrepareExchange(const ExampleBatch* batch) {
   e.shard_send.assign(size_t(ranks_) * L, 0);
   if (batch != nullptr) {
     for (int g = 0; g < ranks_ * L; ++g) {
-      for (uint32_t p : batch->shard_positions[g]) e.send_keys.push_back(batch->fids[p]);
-      e.shard_send[g] = int64_t(batch->shard_positions[g].size());
+      const std::vector<uint64_t>& keys = batch->shard_keys[g];
+      e.send_keys.insert(e.send_keys.end(), keys.begin(), keys.end());
+      e.shard_send[g] = int64_t(keys.size());
       e.send_counts[g / L] += e.shard_send[g];
     }
   }
@@ -824,18 +828,24 @@ void Training::OnRowsGathered() {
 }
 
 void Training::CopyExchanged(const ExampleBatch& batch, std::vector<float>* rows, bool to_input) {
-  if (!to_input) rows->resize(ex_.send_keys.size() * size_t(dim_));
+  // One row per distinct id of a shard (send_keys' order): into every position that holds the
+  // id, or the sum of those positions' gradients.
+  if (!to_input) rows->assign(ex_.send_keys.size() * size_t(dim_), 0.0f);
   const size_t row_bytes = sizeof(float) * dim_;
-  size_t k = 0;
-  for (const auto& positions : batch.shard_positions) {
-    for (uint32_t p : positions) {
-      float* row = rows->data() + k++ * dim_;
+  size_t first = 0;  // the shard's first row in `rows`
+  for (size_t g = 0; g < batch.shard_positions.size(); ++g) {
+    const std::vector<uint32_t>& positions = batch.shard_positions[g];
+    const std::vector<uint32_t>& slots = batch.shard_slots[g];
+    for (size_t k = 0; k < positions.size(); ++k) {
+      float* row = rows->data() + (first + slots[k]) * dim_;
+      float* x = &x_[InputOffset(positions[k])];
       if (to_input) {
-        std::memcpy(&x_[InputOffset(p)], row, row_bytes);
+        std::memcpy(x, row, row_bytes);
       } else {
-        std::memcpy(row, &x_[InputOffset(p)], row_bytes);
+        for (int d = 0; d < dim_; ++d) row[d] += x[d];
       }
     }
+    first += batch.shard_keys[g].size();
   }
 }
 

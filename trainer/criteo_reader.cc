@@ -1,6 +1,7 @@
 #include "trainer/criteo_reader.h"
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -236,6 +237,7 @@ absl::Status BatchReader::Fill(ExampleBatch* batch, bool* end) {
   for (uint32_t p = 0; p < uint32_t(n) * kNumCategorical; ++p) {
     batch->shard_positions[ShardOfFid(batch->fids[p], shards)].push_back(p);
   }
+  if (options_.dedupe) Dedupe(batch);
   const int64_t lines = source_->lines(), malformed = source_->malformed();
   {
     absl::MutexLock lock(&mu_);
@@ -250,6 +252,46 @@ absl::Status BatchReader::Fill(ExampleBatch* batch, bool* end) {
                                             " (first: ", source_->first_malformed(), ")"));
   }
   return absl::OkStatus();
+}
+
+void BatchReader::Dedupe(ExampleBatch* batch) {
+  const size_t shards = batch->shard_positions.size();
+  batch->shard_keys.resize(shards);
+  batch->shard_slots.resize(shards);
+  // A power of two at least twice the ids of a full batch: probes stay short.
+  const size_t ids = size_t(options_.batch_size) * kNumCategorical;
+  if (dedupe_keys_.size() < 2 * ids) {
+    const size_t capacity = std::bit_ceil(2 * ids);
+    dedupe_keys_.assign(capacity, 0);
+    dedupe_slots_.assign(capacity, 0);
+    dedupe_stamps_.assign(capacity, 0);
+    dedupe_stamp_ = 0;
+  }
+  const size_t mask = dedupe_keys_.size() - 1;
+  for (size_t s = 0; s < shards; ++s) {
+    if (++dedupe_stamp_ == 0) {  // wrapped: every stamp is stale again
+      std::fill(dedupe_stamps_.begin(), dedupe_stamps_.end(), 0);
+      dedupe_stamp_ = 1;
+    }
+    const std::vector<uint32_t>& positions = batch->shard_positions[s];
+    std::vector<uint64_t>& keys = batch->shard_keys[s];
+    std::vector<uint32_t>& slots = batch->shard_slots[s];
+    keys.clear();
+    slots.resize(positions.size());
+    for (size_t k = 0; k < positions.size(); ++k) {
+      const uint64_t id = batch->fids[positions[k]];
+      // The shard's ids share their low hash bits' residue: probe from a mix of all bits.
+      size_t h = size_t((id ^ (id >> 29)) * 0x9E3779B97F4A7C15ull >> 17) & mask;
+      while (dedupe_stamps_[h] == dedupe_stamp_ && dedupe_keys_[h] != id) h = (h + 1) & mask;
+      if (dedupe_stamps_[h] != dedupe_stamp_) {
+        dedupe_stamps_[h] = dedupe_stamp_;
+        dedupe_keys_[h] = id;
+        dedupe_slots_[h] = uint32_t(keys.size());
+        keys.push_back(id);
+      }
+      slots[k] = dedupe_slots_[h];
+    }
+  }
 }
 
 void BatchReader::Run() {

@@ -103,6 +103,11 @@ struct ExampleBatch {
   std::vector<uint64_t> fids;  // (size, kNumCategorical)
   // Per shard, the positions (i * kNumCategorical + f) of the ids that shard owns.
   std::vector<std::vector<uint32_t>> shard_positions;
+  // With BatchReaderOptions::dedupe: per shard, its distinct ids in order of first position,
+  // and for each of shard_positions[s], the index of its id in shard_keys[s]. (A job of several
+  // processes sends each distinct id of a batch to its owner once.)
+  std::vector<std::vector<uint64_t>> shard_keys;
+  std::vector<std::vector<uint32_t>> shard_slots;
   ReaderPosition end;  // resume point after this batch
 };
 
@@ -114,6 +119,8 @@ struct BatchReaderOptions {
   // More malformed lines than this share of the lines read is an error (checked once 1,000
   // lines have been read, and at the end).
   double max_malformed_fraction = 0.01;
+  // Fill ExampleBatch::shard_keys and shard_slots (on the background thread).
+  bool dedupe = false;
 };
 
 // Fills batches from a source on a background thread, a few batches ahead of the consumer.
@@ -137,11 +144,18 @@ class BatchReader {
  private:
   void Run();
   absl::Status Fill(ExampleBatch* batch, bool* end);
+  // shard_keys and shard_slots of a batch whose shard_positions are filled.
+  void Dedupe(ExampleBatch* batch);
 
   // Constant after construction.
   const BatchReaderOptions options_;
 
   std::unique_ptr<ExampleSource> source_;  // used only by the background thread
+  // Dedupe's index, used only by the background thread: open addressing over ids, a slot
+  // current while its stamp is the shard's (so each shard starts empty in O(1)).
+  std::vector<uint64_t> dedupe_keys_;
+  std::vector<uint32_t> dedupe_slots_, dedupe_stamps_;
+  uint32_t dedupe_stamp_ = 0;
   mutable absl::Mutex mu_;
   std::deque<std::unique_ptr<ExampleBatch>> ready_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<ExampleBatch>> free_ ABSL_GUARDED_BY(mu_);
