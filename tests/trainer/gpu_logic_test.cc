@@ -16,6 +16,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -308,42 +309,52 @@ TEST(GpuTableProbeTest, ConcurrentRepeatsAgreeWhileTheArenaFills) {
 // A job of several GPU processes: what each rank sends where, and how the ranks find each other
 // without MPI.
 
-TEST(ExchangePlanTest, IdsGoToTheirOwnersWithTheirBatchPositions) {
+TEST(ExchangePlanTest, DistinctIdsGoToTheirOwnersOnceAndEveryPositionFindsItsRow) {
   constexpr int kRanks = 3;
-  ExampleBatch batch;
-  batch.size = 2;
-  batch.fids.resize(size_t(batch.size) * kNumCategorical);
-  batch.shard_positions.assign(kRanks, {});
-  for (uint32_t p = 0; p < batch.fids.size(); ++p) {
-    batch.fids[p] = MakeFid(p % kNumCategorical, p / 3);  // repeats within a slot
-    batch.shard_positions[ShardOfFid(batch.fids[p], kRanks)].push_back(p);
-  }
+  BatchReaderOptions options;
+  options.batch_size = 64;
+  options.num_shards = kRanks;
+  options.dedupe = true;
+  BatchReader reader(MakeSyntheticSource(64, 5, 1), options);
+  absl::StatusOr<std::unique_ptr<ExampleBatch>> got = reader.Next();
+  ASSERT_TRUE(got.ok() && *got != nullptr) << got.status();
+  const ExampleBatch& batch = **got;
   cuda::ExchangePlan plan;
   cuda::PlanExchange(&batch, kRanks, &plan);
-  ASSERT_EQ(plan.send_keys.size(), batch.fids.size());
-  ASSERT_EQ(plan.positions.size(), batch.fids.size());
+  const size_t ids = batch.fids.size();
+  ASSERT_EQ(plan.positions.size(), ids);
+  ASSERT_EQ(plan.rows.size(), ids);
   ASSERT_EQ(plan.send_counts.size(), size_t(kRanks));
-  // Rank by rank, each id at its position and owned by the rank whose share it is in.
-  size_t j = 0;
-  std::vector<bool> seen(batch.fids.size(), false);
+  // Each rank's share of send_keys: distinct ids it owns; together, every distinct id once.
+  size_t first = 0;
+  std::set<uint64_t> all;
   for (int r = 0; r < kRanks; ++r) {
-    for (int64_t i = 0; i < plan.send_counts[r]; ++i, ++j) {
-      EXPECT_EQ(plan.send_keys[j], batch.fids[plan.positions[j]]);
-      EXPECT_EQ(ShardOfFid(plan.send_keys[j], kRanks), uint32_t(r));
-      if (i > 0) {
-        EXPECT_LT(plan.positions[j - 1], plan.positions[j]);  // batch order
-      }
-      EXPECT_FALSE(seen[plan.positions[j]]);
-      seen[plan.positions[j]] = true;
+    std::set<uint64_t> mine;
+    for (int64_t i = 0; i < plan.send_counts[r]; ++i) {
+      const uint64_t id = plan.send_keys[first + size_t(i)];
+      EXPECT_EQ(ShardOfFid(id, kRanks), uint32_t(r));
+      EXPECT_TRUE(mine.insert(id).second) << "sent twice: " << id;
+      all.insert(id);
     }
+    first += size_t(plan.send_counts[r]);
   }
-  EXPECT_EQ(j, batch.fids.size());
-  EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](bool b) { return b; }));
+  EXPECT_EQ(first, plan.send_keys.size());
+  EXPECT_EQ(all, std::set<uint64_t>(batch.fids.begin(), batch.fids.end()));
+  EXPECT_LT(plan.send_keys.size(), ids);  // repeats were left home
+  // Every position, once, finds its own id among those sent.
+  std::vector<bool> seen(ids, false);
+  for (size_t j = 0; j < ids; ++j) {
+    ASSERT_LT(plan.rows[j], plan.send_keys.size());
+    EXPECT_EQ(plan.send_keys[plan.rows[j]], batch.fids[plan.positions[j]]);
+    EXPECT_FALSE(seen[plan.positions[j]]);
+    seen[plan.positions[j]] = true;
+  }
 
   // A rank without a batch sends nothing to anyone, and the plan forgets the last batch.
   cuda::PlanExchange(nullptr, kRanks, &plan);
   EXPECT_TRUE(plan.send_keys.empty());
   EXPECT_TRUE(plan.positions.empty());
+  EXPECT_TRUE(plan.rows.empty());
   EXPECT_EQ(plan.send_counts, std::vector<int64_t>(kRanks, 0));
 }
 

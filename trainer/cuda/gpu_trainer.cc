@@ -124,6 +124,7 @@ class GpuTraining {
   std::vector<int64_t> recv_counts_;  // per rank: ids this rank answers for it
   DeviceBuffer<uint64_t> send_keys_;  // device, plan_.send_keys
   DeviceBuffer<uint32_t> positions_;  // device, plan_.positions
+  DeviceBuffer<uint32_t> rows_sent_;  // device, plan_.rows
   DeviceBuffer<uint64_t> recv_keys_;  // device, the ids asked of this rank
   DeviceBuffer<uint32_t> recv_rows_;  // device, their rows here
   DeviceBuffer<float> owned_;         // device, (asked, dim): their rows, then their gradients
@@ -153,6 +154,7 @@ BatchReaderOptions GpuTraining::ReaderFor(bool for_eval) const {
       trainer::internal::ReaderOptions(config_, batch_, job_.size, for_eval);
   options.filter.ranks = job_.size;
   options.filter.rank = job_.rank;
+  options.dedupe = job_.size > 1;  // each distinct id of a batch travels once
   return options;
 }
 
@@ -287,11 +289,11 @@ absl::Status GpuTraining::ExchangeRows(const ExampleBatch* batch, bool insert, u
   // The counts first (synchronous: the buffers' sizes depend on them), then the ids.
   absl::Status status = comm_->AllToAll(plan_.send_counts, &recv_counts_);
   if (!status.ok()) return status;
-  const size_t sent = plan_.send_keys.size();
+  const size_t sent = plan_.send_keys.size(), ids = plan_.positions.size();
   size_t asked = 0;
   for (int64_t c : recv_counts_) asked += size_t(c);
   for (const absl::Status& st :
-       {Reserve(&send_keys_, sent, s), Reserve(&positions_, sent, s),
+       {Reserve(&send_keys_, sent, s), Reserve(&positions_, ids, s), Reserve(&rows_sent_, ids, s),
         Reserve(&recv_keys_, asked, s), Reserve(&recv_rows_, asked, s),
         Reserve(&owned_, asked * dim_, s), Reserve(&asked_, sent * dim_, s)}) {
     if (!st.ok()) return st;
@@ -300,8 +302,13 @@ absl::Status GpuTraining::ExchangeRows(const ExampleBatch* batch, bool insert, u
     EVOSCALE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(send_keys_.data(), plan_.send_keys.data(),
                                                   sent * sizeof(uint64_t), cudaMemcpyHostToDevice,
                                                   s));
+  }
+  if (ids > 0) {
     EVOSCALE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(positions_.data(), plan_.positions.data(),
-                                                  sent * sizeof(uint32_t), cudaMemcpyHostToDevice,
+                                                  ids * sizeof(uint32_t), cudaMemcpyHostToDevice,
+                                                  s));
+    EVOSCALE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(rows_sent_.data(), plan_.rows.data(),
+                                                  ids * sizeof(uint32_t), cudaMemcpyHostToDevice,
                                                   s));
   }
   status = comm_->AllToAllV(send_keys_.data(), plan_.send_counts, recv_keys_.data(), recv_counts_,
@@ -317,17 +324,19 @@ absl::Status GpuTraining::ExchangeRows(const ExampleBatch* batch, bool insert, u
                               sizeof(float) * dim_);
   }
   if (!status.ok()) return status;
-  return ScatterRows(asked_.data(), positions_.data(), sent, dim_,
+  return ScatterRows(asked_.data(), rows_sent_.data(), positions_.data(), ids, dim_,
                      RowLayout{kNumCategorical, input_}, x_.data(), s);
 }
 
 absl::Status GpuTraining::ExchangeGradients(uint32_t now) {
   cudaStream_t s = stream_.get();
-  const size_t sent = plan_.send_keys.size();
+  const size_t sent = plan_.send_keys.size(), ids = plan_.positions.size();
   size_t asked = 0;
   for (int64_t c : recv_counts_) asked += size_t(c);
-  absl::Status status = GatherRowsAt(x_.data(), RowLayout{kNumCategorical, input_},
-                                     positions_.data(), sent, dim_, asked_.data(), s);
+  // Each sent id's gradient: the sum over the positions that hold it.
+  absl::Status status = SumRowsAt(x_.data(), RowLayout{kNumCategorical, input_},
+                                  positions_.data(), rows_sent_.data(), ids, dim_, sent,
+                                  asked_.data(), s);
   if (status.ok()) {
     status = comm_->AllToAllV(asked_.data(), plan_.send_counts, owned_.data(), recv_counts_,
                               sizeof(float) * dim_);
