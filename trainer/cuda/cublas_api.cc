@@ -3,9 +3,9 @@
 #include <dlfcn.h>
 
 #include <string>
-#include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "trainer/cuda/dl_symbols.h"
 
 namespace evoscale::trainer::cuda {
 namespace {
@@ -21,22 +21,18 @@ absl::StatusOr<CublasApi> Open() {
         absl::StrCat("cannot open ", soname, " (cuBLAS): ", dlerror()));
   }
   // Never closed: handles created from it live until exit.
-  std::string missing;
-  auto get = [&](auto& fn, const char* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
-    if (fn == nullptr) absl::StrAppend(&missing, missing.empty() ? "" : ", ", name);
-  };
+  DlSymbols symbols(lib);
   CublasApi api;
-  get(api.create, "cublasCreate_v2");
-  get(api.destroy, "cublasDestroy_v2");
-  get(api.set_stream, "cublasSetStream_v2");
-  get(api.set_math_mode, "cublasSetMathMode");
-  get(api.sgemm, "cublasSgemm_v2");
-  get(api.sgemv, "cublasSgemv_v2");
-  get(api.status_name, "cublasGetStatusName");
-  get(api.status_string, "cublasGetStatusString");
-  if (!missing.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(soname, " lacks ", missing));
+  symbols.Bind(api.create, "cublasCreate_v2");
+  symbols.Bind(api.destroy, "cublasDestroy_v2");
+  symbols.Bind(api.set_stream, "cublasSetStream_v2");
+  symbols.Bind(api.set_math_mode, "cublasSetMathMode");
+  symbols.Bind(api.sgemm, "cublasSgemm_v2");
+  symbols.Bind(api.sgemv, "cublasSgemv_v2");
+  symbols.Bind(api.status_name, "cublasGetStatusName");
+  symbols.Bind(api.status_string, "cublasGetStatusString");
+  if (!symbols.missing().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(soname, " lacks ", symbols.missing()));
   }
   return api;
 }

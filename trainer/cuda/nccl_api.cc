@@ -4,9 +4,9 @@
 
 #include <cstdlib>
 #include <string>
-#include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "trainer/cuda/dl_symbols.h"
 
 namespace evoscale::trainer::cuda {
 namespace {
@@ -45,29 +45,25 @@ absl::StatusOr<NcclApi> OpenNccl(const std::string& path) {
           "nvidia/nccl/lib) or set EVOSCALE_NCCL_LIBRARY to its path"));
     }
   }
-  std::string missing;
-  const auto get = [&](auto& fn, const char* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
-    if (fn == nullptr) absl::StrAppend(&missing, missing.empty() ? "" : ", ", name);
-  };
+  DlSymbols symbols(lib);
   NcclApi api;
-  get(api.get_version, "ncclGetVersion");
-  get(api.get_unique_id, "ncclGetUniqueId");
-  get(api.comm_init_rank, "ncclCommInitRank");
-  get(api.comm_destroy, "ncclCommDestroy");
-  get(api.comm_abort, "ncclCommAbort");
-  get(api.comm_get_async_error, "ncclCommGetAsyncError");
-  get(api.get_error_string, "ncclGetErrorString");
-  get(api.get_last_error, "ncclGetLastError");
-  get(api.group_start, "ncclGroupStart");
-  get(api.group_end, "ncclGroupEnd");
-  get(api.send, "ncclSend");
-  get(api.recv, "ncclRecv");
-  get(api.all_reduce, "ncclAllReduce");
-  get(api.broadcast, "ncclBroadcast");
-  if (!missing.empty()) {
+  symbols.Bind(api.get_version, "ncclGetVersion");
+  symbols.Bind(api.get_unique_id, "ncclGetUniqueId");
+  symbols.Bind(api.comm_init_rank, "ncclCommInitRank");
+  symbols.Bind(api.comm_destroy, "ncclCommDestroy");
+  symbols.Bind(api.comm_abort, "ncclCommAbort");
+  symbols.Bind(api.comm_get_async_error, "ncclCommGetAsyncError");
+  symbols.Bind(api.get_error_string, "ncclGetErrorString");
+  symbols.Bind(api.get_last_error, "ncclGetLastError");
+  symbols.Bind(api.group_start, "ncclGroupStart");
+  symbols.Bind(api.group_end, "ncclGroupEnd");
+  symbols.Bind(api.send, "ncclSend");
+  symbols.Bind(api.recv, "ncclRecv");
+  symbols.Bind(api.all_reduce, "ncclAllReduce");
+  symbols.Bind(api.broadcast, "ncclBroadcast");
+  if (!symbols.missing().empty()) {
     return absl::FailedPreconditionError(
-        absl::StrCat(opened, " lacks ", missing, " (NCCL 2.12 or newer is needed)"));
+        absl::StrCat(opened, " lacks ", symbols.missing(), " (NCCL 2.12 or newer is needed)"));
   }
   api.path = opened;
   return api;
