@@ -30,9 +30,15 @@ NcclComm::NcclComm(const NcclApi* api, int rank, int size, cudaStream_t stream,
 NcclComm::~NcclComm() {
   if (comm_ == nullptr) return;
   if (aborted_) return;  // ncclCommAbort freed it
-  // Destroy waits for this rank's outstanding work, which a dead peer could leave unfinished:
-  // abort instead when the stream does not drain.
-  if (cudaStreamSynchronize(stream_) == cudaSuccess) {
+  // Destroy waits for this rank's outstanding work, which a peer that stopped (or that failed
+  // elsewhere and never posted its half) could leave unfinished: abort instead when the stream
+  // has not drained within a few seconds.
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(5);
+  cudaError_t err;
+  while ((err = cudaStreamQuery(stream_)) == cudaErrorNotReady && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (err == cudaSuccess) {
     (void)api_->comm_destroy(comm_);
   } else {
     (void)api_->comm_abort(comm_);
