@@ -69,8 +69,7 @@ EvoscaleResourceRecommender::~EvoscaleResourceRecommender() = default;
 void EvoscaleResourceRecommender::AddSample(const UsageSample& sample) {
   if (samples_ > 0 && sample.time <= last_sample_) return;
   if (sample.time > decided_at_) {
-    bool oom_floor = false;
-    Limits(sample.time, &applied_cpu_, &applied_memory_, &oom_floor);
+    Decide(sample.time, &applied_);
     decided_at_ = sample.time;
   }
   // Calibrate each margin on whether this sample overran the limit in force (the last one
@@ -82,8 +81,8 @@ void EvoscaleResourceRecommender::AddSample(const UsageSample& sample) {
       *log_margin = std::clamp(*log_margin, std::log(options_.min_margin),
                                std::log(options_.max_margin));
     };
-    calibrate(options_.target_throttle_rate, sample.cpu_cores, applied_cpu_, &log_cpu_margin_);
-    calibrate(options_.target_oom_rate, sample.memory_bytes, applied_memory_,
+    calibrate(options_.target_throttle_rate, sample.cpu_cores, applied_.cpu, &log_cpu_margin_);
+    calibrate(options_.target_oom_rate, sample.memory_bytes, applied_.memory,
               &log_memory_margin_);
   }
   if (samples_ == 0) first_sample_ = sample.time;
@@ -106,64 +105,66 @@ void EvoscaleResourceRecommender::RecordOom(absl::Time time, double memory_limit
   oom_floor_until_ = time + options_.oom_hold;
 }
 
-void EvoscaleResourceRecommender::Limits(absl::Time now, double* applied_cpu,
-                                         double* applied_memory, bool* oom_floor) {
+void EvoscaleResourceRecommender::Decide(absl::Time now, Applied* applied) const {
   const double cpu =
       std::max(cpu_->Limit(now) * std::exp(log_cpu_margin_), options_.min_cpu_cores);
   double memory =
       std::max(memory_->Limit(now) * std::exp(log_memory_margin_), options_.min_memory_bytes);
-  *oom_floor = now < oom_floor_until_ && oom_floor_ > memory;
-  if (*oom_floor) memory = oom_floor_;
-  auto stabilise = [&](double fresh, double* applied) {
-    if (fresh > *applied || fresh < *applied * (1.0 - options_.decrease_hysteresis)) {
-      *applied = fresh;
+  applied->oom_floor = now < oom_floor_until_ && oom_floor_ > memory;
+  if (applied->oom_floor) memory = oom_floor_;
+  auto stabilise = [&](double fresh, double* in_force) {
+    if (fresh > *in_force || fresh < *in_force * (1.0 - options_.decrease_hysteresis)) {
+      *in_force = fresh;
     }
   };
-  stabilise(cpu, applied_cpu);
-  stabilise(memory, applied_memory);
+  stabilise(cpu, &applied->cpu);
+  stabilise(memory, &applied->memory);
+  // The request: the limit, or a usage percentile below it, held by the same hysteresis (so the
+  // band below stays true of it) and never above the limit in force.
+  auto request = [&](const DecayingHistogram* usage, double percentile, double limit,
+                     double floor, double* in_force) {
+    if (usage == nullptr || usage->IsEmpty()) {
+      *in_force = limit;
+      return;
+    }
+    stabilise(std::clamp(usage->Percentile(percentile), floor, limit), in_force);
+    *in_force = std::min(*in_force, limit);
+  };
+  request(cpu_usage_.get(), options_.cpu_request_percentile, applied->cpu, options_.min_cpu_cores,
+          &applied->cpu_request);
+  request(memory_usage_.get(), options_.memory_request_percentile, applied->memory,
+          options_.min_memory_bytes, &applied->memory_request);
 }
 
 ResourceRecommendation EvoscaleResourceRecommender::Recommend(absl::Time now) {
-  bool oom_floor = false;
-  Limits(now, &applied_cpu_, &applied_memory_, &oom_floor);
+  Decide(now, &applied_);
   decided_at_ = std::max(decided_at_, now);
-  return Answer(applied_cpu_, applied_memory_, oom_floor);
+  return Answer(applied_);
 }
 
 ResourceRecommendation EvoscaleResourceRecommender::Peek(absl::Time now) {
-  double cpu = applied_cpu_, memory = applied_memory_;
-  bool oom_floor = false;
-  Limits(now, &cpu, &memory, &oom_floor);
-  return Answer(cpu, memory, oom_floor);
+  Applied applied = applied_;
+  Decide(now, &applied);
+  return Answer(applied);
 }
 
-ResourceRecommendation EvoscaleResourceRecommender::Answer(double cpu, double memory,
-                                                           bool oom_floor) const {
+ResourceRecommendation EvoscaleResourceRecommender::Answer(const Applied& applied) const {
   ResourceRecommendation rec;
-  // The request: the limit, or a usage percentile below it.
-  auto request = [](const DecayingHistogram* usage, double percentile, double limit,
-                    double floor) {
-    if (usage == nullptr || usage->IsEmpty()) return limit;
-    return std::clamp(usage->Percentile(percentile), floor, limit);
-  };
-  const double cpu_request =
-      request(cpu_usage_.get(), options_.cpu_request_percentile, cpu, options_.min_cpu_cores);
-  const double memory_request = request(memory_usage_.get(), options_.memory_request_percentile,
-                                        memory, options_.min_memory_bytes);
   // The band says what evoscale itself would leave alone: a request from the target up to
   // the target / (1 - decrease_hysteresis) stands (below the target it is raised, above the
   // band lowered), so an updater that acts only outside [lower, upper], as the VPA's does,
   // moves pods exactly when evoscale's own recommendation would move.
   const double widen = 1.0 / (1.0 - std::clamp(options_.decrease_hysteresis, 0.0, 0.9));
-  rec.cpu_cores = {cpu_request, cpu_request, cpu_request * widen, cpu};
-  rec.memory_bytes = {memory_request, memory_request, memory_request * widen, memory};
+  const double cpu_request = applied.cpu_request, memory_request = applied.memory_request;
+  rec.cpu_cores = {cpu_request, cpu_request, cpu_request * widen, applied.cpu};
+  rec.memory_bytes = {memory_request, memory_request, memory_request * widen, applied.memory};
   const double lifespan =
       samples_ == 0 ? 0 : absl::FDivDuration(last_sample_ - first_sample_, absl::Hours(24));
   rec.confidence = std::min(lifespan, samples_ / 1440.0);
   rec.explanation = absl::StrFormat("evoscale: cpu from %s x %.2f, memory from %s x %.2f%s",
                                     cpu_->ChosenModel(), std::exp(log_cpu_margin_),
                                     memory_->ChosenModel(), std::exp(log_memory_margin_),
-                                    oom_floor ? " (raised after an OOM)" : "");
+                                    applied.oom_floor ? " (raised after an OOM)" : "");
   return rec;
 }
 

@@ -90,18 +90,23 @@ class EvoscaleResourceRecommender : public ResourceRecommender {
   ResourceRecommendation Peek(absl::Time now) override;
 
  private:
-  // The limits at `now` after the hysteresis against *applied_cpu / *applied_memory, which
-  // it updates; `oom_floor` says whether the memory limit is the OOM floor.
-  void Limits(absl::Time now, double* applied_cpu, double* applied_memory, bool* oom_floor);
-  ResourceRecommendation Answer(double cpu, double memory, bool oom_floor) const;
+  // What is in force: the limits and the requests, after the hysteresis.
+  struct Applied {
+    double cpu = 0, memory = 0;                  // limits
+    double cpu_request = 0, memory_request = 0;  // = the limits unless requests are apart
+    bool oom_floor = false;  // the memory limit is the OOM floor (this decision's)
+  };
+  // Decides at `now` against *applied, which it updates: a limit, and a request apart from it,
+  // rises at once and falls only past the hysteresis; a request never exceeds its limit.
+  void Decide(absl::Time now, Applied* applied) const;
+  ResourceRecommendation Answer(const Applied& applied) const;
 
   const EvoscaleResourceOptions options_;
   std::unique_ptr<internal::ResourceEnsemble> cpu_;
   std::unique_ptr<internal::ResourceEnsemble> memory_;
   std::unique_ptr<DecayingHistogram> cpu_usage_;     // For requests apart from limits.
   std::unique_ptr<DecayingHistogram> memory_usage_;
-  double applied_cpu_ = 0;     // The limits in force (after hysteresis), decided at
-  double applied_memory_ = 0;  // decided_at_.
+  Applied applied_;  // decided at decided_at_
   absl::Time decided_at_ = absl::InfinitePast();
   double log_cpu_margin_ = 0;  // Calibrated margins (log), see target_*_rate.
   double log_memory_margin_ = 0;

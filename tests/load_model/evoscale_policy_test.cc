@@ -65,6 +65,46 @@ TEST(EvoscaleResourceTest, RequestsApartFromLimitsSitAtAUsagePercentileBelowTheL
   EXPECT_DOUBLE_EQ(t.cpu_cores.target, LimitOf(t.cpu_cores));
 }
 
+// A request apart from its limit is held by the limits' hysteresis, so the band evoscale
+// publishes ([request, request / 0.9], what it leaves alone) is true of it: a usage percentile
+// that drifts down a little leaves it, one that falls further or rises moves it at once.
+TEST(EvoscaleResourceTest, RequestsApartFromLimitsKeepTheHysteresisOfTheirBand) {
+  EvoscaleResourceOptions apart;
+  apart.memory_request_percentile = 0.5;
+  apart.request_half_life = absl::Hours(1);  // the median follows usage within hours
+  EvoscaleResourceRecommender rec(apart);
+  absl::Time t = kT0;
+  // Memory steady at `bytes` for `hours` (one sample a minute); the request after.
+  auto run = [&](double bytes, int hours) {
+    for (int i = 0; i < 60 * hours; ++i) {
+      UsageSample s;
+      s.time = t;
+      s.cpu_cores = 0.5;
+      s.memory_bytes = bytes;
+      rec.AddSample(s);
+      t += absl::Minutes(1);
+    }
+    return rec.Peek(t).memory_bytes;
+  };
+  const ResourceEstimate first = run(1e9, 12);
+  EXPECT_NEAR(first.target, 1e9, 0.05e9);
+  EXPECT_DOUBLE_EQ(first.upper_bound, first.target / 0.9);
+  // 5% less usage: the median moves within the band, the request stays.
+  const ResourceEstimate drift = run(0.95e9, 12);
+  EXPECT_DOUBLE_EQ(drift.target, first.target);
+  // 30% less: out of the band, the request follows.
+  const ResourceEstimate fall = run(0.7e9, 12);
+  EXPECT_LT(fall.target, 0.9 * first.target);
+  EXPECT_NEAR(fall.target, 0.7e9, 0.05e9);
+  // A rise moves it at once, and it never exceeds the limit.
+  const ResourceEstimate rise = run(0.8e9, 12);
+  EXPECT_GT(rise.target, fall.target);
+  EXPECT_LE(rise.target, LimitOf(rise));
+  // Peek and Recommend agree, and reading changes nothing.
+  EXPECT_DOUBLE_EQ(rec.Recommend(t).memory_bytes.target, rise.target);
+  EXPECT_DOUBLE_EQ(rec.Peek(t).memory_bytes.target, rise.target);
+}
+
 // The risk knob: each limit's margin calibrates itself from the workload's own overruns, so
 // that a higher target rate gives more overruns and less slack, near the rate asked for.
 TEST(EvoscaleResourceTest, CalibratedMarginsMeetTheTargetRate) {
