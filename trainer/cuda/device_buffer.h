@@ -37,6 +37,15 @@ class DeviceBuffer {
     }
     return buffer;
   }
+  // Grows *buffer to hold at least `size` elements (a new, uninitialised allocation on
+  // `stream`; the old contents are not kept); a larger one stays as it is.
+  static absl::Status Reserve(DeviceBuffer* buffer, size_t size, cudaStream_t stream) {
+    if (buffer->size() >= size) return absl::OkStatus();
+    absl::StatusOr<DeviceBuffer> grown = Create(size, stream);
+    if (!grown.ok()) return grown.status();
+    *buffer = *std::move(grown);
+    return absl::OkStatus();
+  }
   ~DeviceBuffer() { Release(); }
   DeviceBuffer(DeviceBuffer&& other) noexcept
       : data_(std::exchange(other.data_, nullptr)),

@@ -283,16 +283,11 @@ absl::Status GpuEmbeddingTable::Gather(const uint32_t* rows, size_t n, RowLayout
 }
 
 absl::Status GpuEmbeddingTable::EnsureScratch(size_t n) {
-  if (local_.size() >= n) return absl::OkStatus();
-  auto local = DeviceBuffer<uint32_t>::Create(n, stream_);
-  if (!local.ok()) return local.status();
-  auto unique_rows = DeviceBuffer<uint32_t>::Create(n, stream_);
-  if (!unique_rows.ok()) return unique_rows.status();
-  auto unique_grads = DeviceBuffer<float>::Create(n * dim_, stream_);
-  if (!unique_grads.ok()) return unique_grads.status();
-  local_ = *std::move(local);
-  unique_rows_ = *std::move(unique_rows);
-  unique_grads_ = *std::move(unique_grads);
+  for (absl::Status status : {DeviceBuffer<uint32_t>::Reserve(&local_, n, stream_),
+                              DeviceBuffer<uint32_t>::Reserve(&unique_rows_, n, stream_),
+                              DeviceBuffer<float>::Reserve(&unique_grads_, n * dim_, stream_)}) {
+    if (!status.ok()) return status;
+  }
   return absl::OkStatus();
 }
 

@@ -49,17 +49,6 @@ class Stream {
   cudaStream_t stream_ = nullptr;
 };
 
-// `buffer` holds at least n elements (grown, never shrunk: a job's exchanges vary per step).
-template <typename T>
-absl::Status Reserve(DeviceBuffer<T>* buffer, size_t n, cudaStream_t stream) {
-  if (buffer->size() >= n) return absl::OkStatus();
-  absl::StatusOr<DeviceBuffer<T>> grown =
-      DeviceBuffer<T>::Create(std::max(n, buffer->size() + buffer->size() / 2), stream);
-  if (!grown.ok()) return grown.status();
-  *buffer = *std::move(grown);
-  return absl::OkStatus();
-}
-
 class GpuTraining {
  public:
   GpuTraining(const TrainerConfig& config, const GpuJob& job, const EventSink& sink)
@@ -292,10 +281,15 @@ absl::Status GpuTraining::ExchangeRows(const ExampleBatch* batch, bool insert, u
   const size_t sent = plan_.send_keys.size(), ids = plan_.positions.size();
   size_t asked = 0;
   for (int64_t c : recv_counts_) asked += size_t(c);
+  // Grown to the largest step seen, never shrunk (the counts vary per step).
   for (const absl::Status& st :
-       {Reserve(&send_keys_, sent, s), Reserve(&positions_, ids, s), Reserve(&rows_sent_, ids, s),
-        Reserve(&recv_keys_, asked, s), Reserve(&recv_rows_, asked, s),
-        Reserve(&owned_, asked * dim_, s), Reserve(&asked_, sent * dim_, s)}) {
+       {DeviceBuffer<uint64_t>::Reserve(&send_keys_, sent, s),
+        DeviceBuffer<uint32_t>::Reserve(&positions_, ids, s),
+        DeviceBuffer<uint32_t>::Reserve(&rows_sent_, ids, s),
+        DeviceBuffer<uint64_t>::Reserve(&recv_keys_, asked, s),
+        DeviceBuffer<uint32_t>::Reserve(&recv_rows_, asked, s),
+        DeviceBuffer<float>::Reserve(&owned_, asked * dim_, s),
+        DeviceBuffer<float>::Reserve(&asked_, sent * dim_, s)}) {
     if (!st.ok()) return st;
   }
   if (sent > 0) {

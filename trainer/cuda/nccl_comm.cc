@@ -206,12 +206,7 @@ absl::Status NcclComm::CopyToHost(void* host, const void* device, size_t bytes) 
 }
 
 absl::Status NcclComm::EnsureScratch(size_t bytes) {
-  if (scratch_.size() >= bytes) return absl::OkStatus();
-  absl::StatusOr<DeviceBuffer<char>> b =
-      DeviceBuffer<char>::Create(std::max<size_t>(bytes, 4096), stream_);
-  if (!b.ok()) return b.status();
-  scratch_ = *std::move(b);
-  return absl::OkStatus();
+  return DeviceBuffer<char>::Reserve(&scratch_, std::max<size_t>(bytes, 4096), stream_);
 }
 
 absl::Status NcclComm::Reduce(void* host, size_t n, size_t elem_bytes, ncclDataType_t type,
