@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -218,21 +219,35 @@ absl::StatusOr<Comm*> Comm::World() {
   return world;
 }
 
+absl::Status FirstFailureOver(
+    int rank, int size, const absl::Status& mine,
+    absl::FunctionRef<absl::StatusOr<int64_t>(int64_t)> min,
+    absl::FunctionRef<absl::Status(void* data, size_t bytes, int root)> broadcast) {
+  if (size == 1) return mine;
+  const absl::StatusOr<int64_t> first = min(int64_t(mine.ok() ? size : rank));
+  if (!first.ok()) return first.status();
+  if (*first == size) return absl::OkStatus();
+  // The failing rank's code and message length, then its message.
+  const int root = int(*first);
+  int64_t head[2] = {root == rank ? int64_t(mine.code()) : 0,
+                     root == rank ? int64_t(mine.message().size()) : 0};
+  absl::Status status = broadcast(head, sizeof(head), root);
+  if (!status.ok()) return status;
+  std::string message = root == rank ? std::string(mine.message()) : "";
+  message.resize(size_t(std::max<int64_t>(head[1], 0)));
+  if (!message.empty()) status = broadcast(message.data(), message.size(), root);
+  if (!status.ok()) return status;
+  return absl::Status(static_cast<absl::StatusCode>(head[0]),
+                      absl::StrCat("rank ", root, ": ", message));
+}
+
 absl::Status Comm::FirstFailure(const absl::Status& mine) {
-  if (size_ == 1) return mine;
-  const int64_t first = AllReduceMin(int64_t(mine.ok() ? size_ : rank_));
-  if (first == size_) return absl::OkStatus();
-  int64_t code = first == rank_ ? int64_t(mine.code()) : 0;
-  std::string message = first == rank_ ? std::string(mine.message()) : "";
-#ifdef EVOSCALE_HAVE_MPI
-  int64_t length = int64_t(message.size());
-  MPI_Bcast(&code, 1, MPI_INT64_T, int(first), MPI_COMM_WORLD);
-  MPI_Bcast(&length, 1, MPI_INT64_T, int(first), MPI_COMM_WORLD);
-  message.resize(size_t(length));
-  MPI_Bcast(message.data(), int(length), MPI_CHAR, int(first), MPI_COMM_WORLD);
-#endif
-  return absl::Status(static_cast<absl::StatusCode>(code),
-                      absl::StrCat("rank ", first, ": ", message));
+  return FirstFailureOver(
+      rank_, size_, mine, [this](int64_t v) -> absl::StatusOr<int64_t> { return AllReduceMin(v); },
+      [this](void* data, size_t bytes, int root) {
+        Broadcast(data, bytes, root);
+        return absl::OkStatus();
+      });
 }
 
 #ifdef EVOSCALE_HAVE_MPI

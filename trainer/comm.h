@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
@@ -68,7 +69,6 @@ class Comm {
   // job of several), so rank 0 can report another rank's reason.
   absl::Status FirstFailure(const absl::Status& mine);
 
-
   int64_t bytes_sent() const { return bytes_sent_; }
 
  private:
@@ -83,6 +83,15 @@ class Comm {
   int size_ = 1;
   int64_t bytes_sent_ = 0;
 };
+
+// The job's first failure, as Comm::FirstFailure answers it, over any transport: every rank
+// passes its own status and the two collectives it takes there, `min` (an int64 reduced to its
+// minimum over the ranks) and `broadcast` (root's bytes to every rank). A failed collective
+// answers its own error.
+absl::Status FirstFailureOver(
+    int rank, int size, const absl::Status& mine,
+    absl::FunctionRef<absl::StatusOr<int64_t>(int64_t)> min,
+    absl::FunctionRef<absl::Status(void* data, size_t bytes, int root)> broadcast);
 
 // The launcher's process count from the environment (1 when not launched by one).
 int LauncherWorldSize();

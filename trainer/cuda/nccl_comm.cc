@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "trainer/comm.h"
 #include "trainer/cuda/cuda_status.h"
 #include "trainer/cuda/nccl_api.h"
 
@@ -16,10 +17,6 @@ namespace evoscale::trainer::cuda {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// The first failure's code and message travel in one fixed buffer (a broadcast of known size).
-constexpr size_t kFailureBytes = 1024;
-constexpr size_t kFailureMessageBytes = kFailureBytes - 2 * sizeof(int64_t);
 
 }  // namespace
 
@@ -288,38 +285,29 @@ absl::Status NcclComm::GatherToRoot(const std::vector<float>& mine, std::vector<
   return CopyToHost(all->data(), buffer, size_t(total) * sizeof(float));
 }
 
+absl::Status NcclComm::Broadcast(void* host, size_t bytes, int root) {
+  if (aborted_) return absl::UnavailableError("NCCL communicator aborted after an earlier error");
+  absl::Status status = EnsureScratch(bytes);
+  if (!status.ok()) return status;
+  EVOSCALE_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(scratch_.data(), host, bytes, cudaMemcpyHostToDevice, stream_));
+  status = Check(
+      api_->broadcast(scratch_.data(), scratch_.data(), bytes, ncclChar, root, comm_, stream_),
+      "ncclBroadcast");
+  if (!status.ok()) return status;
+  if (rank_ == root) bytes_sent_ += int64_t(bytes) * (size_ - 1);
+  return CopyToHost(host, scratch_.data(), bytes);
+}
+
 absl::Status NcclComm::FirstFailure(const absl::Status& mine) {
-  int64_t first = mine.ok() ? size_ : rank_;
-  absl::Status status = AllReduceMin(&first, 1);
-  if (!status.ok()) return status;
-  if (first == size_) return absl::OkStatus();
-  // The failing rank's code, length and message, broadcast from it.
-  std::vector<char> host(kFailureBytes, 0);
-  if (first == rank_) {
-    const int64_t code = int64_t(mine.code());
-    const int64_t length = int64_t(std::min(mine.message().size(), kFailureMessageBytes));
-    std::memcpy(host.data(), &code, sizeof(code));
-    std::memcpy(host.data() + sizeof(code), &length, sizeof(length));
-    std::memcpy(host.data() + 2 * sizeof(int64_t), mine.message().data(), size_t(length));
-  }
-  status = EnsureScratch(kFailureBytes);
-  if (!status.ok()) return status;
-  EVOSCALE_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(scratch_.data(), host.data(), kFailureBytes,
-                                                cudaMemcpyHostToDevice, stream_));
-  status = Check(api_->broadcast(scratch_.data(), scratch_.data(), kFailureBytes, ncclChar,
-                                 int(first), comm_, stream_),
-                 "ncclBroadcast");
-  if (!status.ok()) return status;
-  status = CopyToHost(host.data(), scratch_.data(), kFailureBytes);
-  if (!status.ok()) return status;
-  int64_t code = 0, length = 0;
-  std::memcpy(&code, host.data(), sizeof(code));
-  std::memcpy(&length, host.data() + sizeof(code), sizeof(length));
-  length = std::clamp<int64_t>(length, 0, int64_t(kFailureMessageBytes));
-  return absl::Status(
-      static_cast<absl::StatusCode>(code),
-      absl::StrCat("rank ", first, ": ",
-                   absl::string_view(host.data() + 2 * sizeof(int64_t), size_t(length))));
+  return FirstFailureOver(
+      rank_, size_, mine,
+      [this](int64_t v) -> absl::StatusOr<int64_t> {
+        absl::Status status = AllReduceMin(&v, 1);
+        if (!status.ok()) return status;
+        return v;
+      },
+      [this](void* data, size_t bytes, int root) { return Broadcast(data, bytes, root); });
 }
 
 }  // namespace evoscale::trainer::cuda

@@ -70,6 +70,9 @@ class NcclComm {
   // answers its own error instead.
   absl::Status FirstFailure(const absl::Status& mine);
 
+  // Every rank gets root's `bytes` bytes at `host`.
+  absl::Status Broadcast(void* host, size_t bytes, int root);
+
   // Waits for everything enqueued on the stream (see above).
   absl::Status Synchronize();
 
