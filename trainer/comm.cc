@@ -10,10 +10,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <mutex>
 #include <optional>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
@@ -175,133 +175,9 @@ absl::StatusOr<std::string> ShareThroughFile(const std::string& path, int rank,
   }
 }
 
-absl::StatusOr<Comm*> Comm::World() {
-  static Comm* world = nullptr;
-  static absl::Status failed;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    auto* c = new Comm();
-    const int launched = LauncherWorldSize();
-    if (launched > 1) {
-#ifdef EVOSCALE_HAVE_MPI
-      // Collectives run from whichever worker thread completes a step's barrier, one at a time.
-      int provided = 0;
-      if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
-        failed = absl::UnavailableError("MPI_Init_thread failed");
-        delete c;
-        return;
-      }
-      if (provided < MPI_THREAD_SERIALIZED) {
-        failed = absl::UnavailableError(absl::StrCat("this MPI gives thread level ", provided,
-                                                     ", the trainer needs MPI_THREAD_SERIALIZED"));
-        delete c;
-        return;
-      }
-      MPI_Comm_rank(MPI_COMM_WORLD, &c->rank_);
-      MPI_Comm_size(MPI_COMM_WORLD, &c->size_);
-      std::atexit([] {
-        int finalized = 0;
-        MPI_Finalized(&finalized);
-        if (!finalized) MPI_Finalize();
-      });
-#else
-      failed = absl::FailedPreconditionError(absl::StrCat(
-          "launched as ", launched,
-          " processes, but this evoscale-trainer was built without MPI (install libopenmpi-dev "
-          "and rebuild)"));
-      delete c;
-      return;
-#endif
-    }
-    world = c;
-  });
-  if (world == nullptr) return failed;
-  return world;
-}
-
-absl::Status FirstFailureOver(
-    int rank, int size, const absl::Status& mine,
-    absl::FunctionRef<absl::StatusOr<int64_t>(int64_t)> min,
-    absl::FunctionRef<absl::Status(void* data, size_t bytes, int root)> broadcast) {
-  if (size == 1) return mine;
-  const absl::StatusOr<int64_t> first = min(int64_t(mine.ok() ? size : rank));
-  if (!first.ok()) return first.status();
-  if (*first == size) return absl::OkStatus();
-  // The failing rank's code and message length, then its message.
-  const int root = int(*first);
-  int64_t head[2] = {root == rank ? int64_t(mine.code()) : 0,
-                     root == rank ? int64_t(mine.message().size()) : 0};
-  absl::Status status = broadcast(head, sizeof(head), root);
-  if (!status.ok()) return status;
-  std::string message = root == rank ? std::string(mine.message()) : "";
-  message.resize(size_t(std::max<int64_t>(head[1], 0)));
-  if (!message.empty()) status = broadcast(message.data(), message.size(), root);
-  if (!status.ok()) return status;
-  return absl::Status(static_cast<absl::StatusCode>(head[0]),
-                      absl::StrCat("rank ", root, ": ", message));
-}
-
-absl::Status Comm::FirstFailure(const absl::Status& mine) {
-  return FirstFailureOver(
-      rank_, size_, mine, [this](int64_t v) -> absl::StatusOr<int64_t> { return AllReduceMin(v); },
-      [this](void* data, size_t bytes, int root) {
-        Broadcast(data, bytes, root);
-        return absl::OkStatus();
-      });
-}
-
 #ifdef EVOSCALE_HAVE_MPI
 namespace {
-int Checked(int64_t n) {
-  if (n > std::numeric_limits<int>::max()) {
-    std::fprintf(stderr, "evoscale-trainer: an exchange of %lld bytes is over MPI's int count\n",
-                 static_cast<long long>(n));
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  return int(n);
-}
-}  // namespace
-#endif
 
-void Comm::ExchangeCounts(const std::vector<int64_t>& send_counts,
-                          std::vector<int64_t>* recv_counts) {
-  if (size_ == 1) {
-    (*recv_counts)[0] = send_counts[0];
-    return;
-  }
-#ifdef EVOSCALE_HAVE_MPI
-  MPI_Alltoall(send_counts.data(), 1, MPI_INT64_T, recv_counts->data(), 1, MPI_INT64_T,
-               MPI_COMM_WORLD);
-  bytes_sent_ += int64_t(sizeof(int64_t)) * (size_ - 1);
-#endif
-}
-
-void Comm::AllToAllVBytes(const void* send, const std::vector<int64_t>& send_counts, void* recv,
-                          const std::vector<int64_t>& recv_counts, size_t elem_bytes) {
-  if (size_ == 1) {
-    (void)recv_counts;
-    if (send_counts[0] > 0) std::memcpy(recv, send, size_t(send_counts[0]) * elem_bytes);
-    return;
-  }
-#ifdef EVOSCALE_HAVE_MPI
-  std::vector<int> sc(size_), sd(size_), rc(size_), rd(size_);
-  int64_t so = 0, ro = 0;
-  for (int r = 0; r < size_; ++r) {
-    sc[r] = Checked(send_counts[r] * int64_t(elem_bytes));
-    sd[r] = Checked(so);
-    rc[r] = Checked(recv_counts[r] * int64_t(elem_bytes));
-    rd[r] = Checked(ro);
-    so += sc[r];
-    ro += rc[r];
-    if (r != rank_) bytes_sent_ += sc[r];
-  }
-  MPI_Alltoallv(send, sc.data(), sd.data(), MPI_BYTE, recv, rc.data(), rd.data(), MPI_BYTE,
-                MPI_COMM_WORLD);
-#endif
-}
-
-#ifdef EVOSCALE_HAVE_MPI
-namespace {
 template <typename T>
 MPI_Datatype MpiType();
 template <>
@@ -316,50 +192,77 @@ template <>
 MPI_Datatype MpiType<int64_t>() {
   return MPI_INT64_T;
 }
-}  // namespace
-#endif
 
-template <typename T>
-void Comm::AllReduceSumOf(T* data, size_t n) {
-  (void)data, (void)n;
-  if (size_ == 1) return;
-#ifdef EVOSCALE_HAVE_MPI
-  MPI_Allreduce(MPI_IN_PLACE, data, Checked(int64_t(n)), MpiType<T>(), MPI_SUM, MPI_COMM_WORLD);
-  bytes_sent_ += int64_t(n * sizeof(T));
-#endif
-}
-
-void Comm::AllReduceSum(float* data, size_t n) { AllReduceSumOf(data, n); }
-void Comm::AllReduceSum(double* data, size_t n) { AllReduceSumOf(data, n); }
-void Comm::AllReduceSum(int64_t* data, size_t n) { AllReduceSumOf(data, n); }
-
-int64_t Comm::AllReduceMin(int64_t v) {
-#ifdef EVOSCALE_HAVE_MPI
-  if (size_ > 1) MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
-#endif
-  return v;
-}
-
-int64_t Comm::AllReduceMax(int64_t v) {
-#ifdef EVOSCALE_HAVE_MPI
-  if (size_ > 1) MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
-#endif
-  return v;
-}
-
-double Comm::AllReduceMax(double v) {
-#ifdef EVOSCALE_HAVE_MPI
-  if (size_ > 1) MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-#endif
-  return v;
-}
-
-void Comm::GatherToRoot(const std::vector<float>& mine, std::vector<float>* all) {
-  if (size_ == 1) {
-    *all = mine;
-    return;
+// An MPI count. One over int on one rank would leave its peers waiting in the collective: the
+// job ends instead.
+int Checked(int64_t n) {
+  if (n > std::numeric_limits<int>::max()) {
+    std::fprintf(stderr, "evoscale-trainer: an exchange of %lld bytes is over MPI's int count\n",
+                 static_cast<long long>(n));
+    MPI_Abort(MPI_COMM_WORLD, 1);
   }
-#ifdef EVOSCALE_HAVE_MPI
+  return int(n);
+}
+
+// MPI_COMM_WORLD's collectives. Every call answers OK: MPI's errors end the job.
+class MpiComm final : public Collectives {
+ public:
+  MpiComm(int rank, int size) : rank_(rank), size_(size) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  PayloadMemory payload_memory() const override { return PayloadMemory::kHost; }
+  int64_t bytes_sent() const override { return bytes_sent_; }
+
+  absl::Status AllToAllV(const void* send, const std::vector<int64_t>& send_counts, void* recv,
+                         const std::vector<int64_t>& recv_counts, size_t elem_bytes) override {
+    std::vector<int> sc(size_), sd(size_), rc(size_), rd(size_);
+    int64_t so = 0, ro = 0;
+    for (int r = 0; r < size_; ++r) {
+      sc[r] = Checked(send_counts[r] * int64_t(elem_bytes));
+      sd[r] = Checked(so);
+      rc[r] = Checked(recv_counts[r] * int64_t(elem_bytes));
+      rd[r] = Checked(ro);
+      so += sc[r];
+      ro += rc[r];
+      if (r != rank_) bytes_sent_ += sc[r];
+    }
+    MPI_Alltoallv(send, sc.data(), sd.data(), MPI_BYTE, recv, rc.data(), rd.data(), MPI_BYTE,
+                  MPI_COMM_WORLD);
+    return absl::OkStatus();
+  }
+  absl::Status AllReduceSum(float* data, size_t n) override { return Reduce(data, n, MPI_SUM); }
+  absl::Status AllToAll(const std::vector<int64_t>& send, std::vector<int64_t>* recv) override {
+    recv->resize(size_);
+    MPI_Alltoall(send.data(), 1, MPI_INT64_T, recv->data(), 1, MPI_INT64_T, MPI_COMM_WORLD);
+    bytes_sent_ += int64_t(sizeof(int64_t)) * (size_ - 1);
+    return absl::OkStatus();
+  }
+  absl::Status AllReduceSum(int64_t* v, size_t n) override { return Reduce(v, n, MPI_SUM); }
+  absl::Status AllReduceMin(int64_t* v, size_t n) override { return Reduce(v, n, MPI_MIN); }
+  absl::Status AllReduceMax(int64_t* v, size_t n) override { return Reduce(v, n, MPI_MAX); }
+  absl::Status AllReduceMax(double* v, size_t n) override { return Reduce(v, n, MPI_MAX); }
+  absl::Status Broadcast(void* data, size_t bytes, int root) override {
+    MPI_Bcast(data, Checked(int64_t(bytes)), MPI_BYTE, root, MPI_COMM_WORLD);
+    if (rank_ == root) bytes_sent_ += int64_t(bytes) * (size_ - 1);
+    return absl::OkStatus();
+  }
+  absl::Status GatherToRoot(const std::vector<float>& mine, std::vector<float>* all) override;
+
+ private:
+  // In place. Sums count as sent bytes; a minimum or maximum (a few agreement values) does not.
+  template <typename T>
+  absl::Status Reduce(T* data, size_t n, MPI_Op op) {
+    MPI_Allreduce(MPI_IN_PLACE, data, Checked(int64_t(n)), MpiType<T>(), op, MPI_COMM_WORLD);
+    if (op == MPI_SUM) bytes_sent_ += int64_t(n * sizeof(T));
+    return absl::OkStatus();
+  }
+
+  const int rank_, size_;
+  int64_t bytes_sent_ = 0;
+};
+
+absl::Status MpiComm::GatherToRoot(const std::vector<float>& mine, std::vector<float>* all) {
   int n = Checked(int64_t(mine.size()));
   std::vector<int> counts(size_), displs(size_);
   MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
@@ -372,26 +275,48 @@ void Comm::GatherToRoot(const std::vector<float>& mine, std::vector<float>* all)
   MPI_Gatherv(mine.data(), n, MPI_FLOAT, rank_ == 0 ? all->data() : nullptr, counts.data(),
               displs.data(), MPI_FLOAT, 0, MPI_COMM_WORLD);
   if (rank_ != 0) bytes_sent_ += int64_t(mine.size() * sizeof(float));
-#endif
+  return absl::OkStatus();
 }
 
-void Comm::GatherToRoot(int64_t mine, std::vector<int64_t>* all) {
-  all->assign(size_, mine);
-#ifdef EVOSCALE_HAVE_MPI
-  if (size_ > 1) {
-    MPI_Gather(&mine, 1, MPI_INT64_T, all->data(), 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+// MPI's world, or why it cannot start.
+absl::StatusOr<Collectives*> StartMpi() {
+  // Collectives run from whichever worker thread completes a step's barrier, one at a time.
+  int provided = 0;
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+    return absl::UnavailableError("MPI_Init_thread failed");
   }
-#endif
+  if (provided < MPI_THREAD_SERIALIZED) {
+    return absl::UnavailableError(absl::StrCat("this MPI gives thread level ", provided,
+                                               ", the trainer needs MPI_THREAD_SERIALIZED"));
+  }
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::atexit([] {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+  });
+  return new MpiComm(rank, size);
 }
 
-void Comm::Broadcast(void* data, size_t bytes, int root) {
-  (void)data, (void)bytes, (void)root;
-#ifdef EVOSCALE_HAVE_MPI
-  if (size_ > 1) {
-    MPI_Bcast(data, Checked(int64_t(bytes)), MPI_BYTE, root, MPI_COMM_WORLD);
-    if (rank_ == root) bytes_sent_ += int64_t(bytes) * (size_ - 1);
-  }
+}  // namespace
 #endif
+
+absl::StatusOr<Collectives*> JobWorld() {
+  static const absl::StatusOr<Collectives*>* world = [] {
+    const int launched = LauncherWorldSize();
+    if (launched <= 1) return new absl::StatusOr<Collectives*>(new OneProcess());
+#ifdef EVOSCALE_HAVE_MPI
+    return new absl::StatusOr<Collectives*>(StartMpi());
+#else
+    return new absl::StatusOr<Collectives*>(absl::FailedPreconditionError(absl::StrCat(
+        "launched as ", launched,
+        " processes, but this evoscale-trainer was built without MPI (install libopenmpi-dev "
+        "and rebuild)")));
+#endif
+  }();
+  return *world;
 }
 
 }  // namespace evoscale::trainer

@@ -1,97 +1,30 @@
 // The processes of one training job. Started by `mpirun -np N` (or `srun`), each is a rank of
-// MPI's world; started alone, the world is this process. The collectives the trainer needs,
-// with the bytes each rank sends counted (the final line's bytes_exchanged_per_example).
+// MPI's world; started alone, the world is this process. JobWorld() answers the job's
+// collectives (collectives.h), with the bytes each rank sends counted (the final line's
+// bytes_exchanged_per_example).
 //
-// MPI is initialised on the first World() call only when a launcher says there are several
+// MPI is initialised on the first JobWorld() call only when a launcher says there are several
 // processes (OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK), so a single-process run and the
-// tests never touch it. Errors in a collective end the whole job (MPI_ERRORS_ARE_FATAL): no
-// rank is left waiting for a dead peer.
+// tests never touch it. Errors in an MPI collective end the whole job (MPI_ERRORS_ARE_FATAL),
+// as does an exchange over MPI's int counts: no rank is left waiting for a dead peer. So MPI's
+// collectives answer OK or end the process.
 #ifndef EVOSCALE_TRAINER_COMM_H_
 #define EVOSCALE_TRAINER_COMM_H_
 
 #include <cstddef>
-#include <cstdint>
 #include <string>
-#include <vector>
 
-#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "trainer/collectives.h"
 
 namespace evoscale::trainer {
 
-class Comm {
- public:
-  // The job's world; built once. Fails when launched as several processes by a binary built
-  // without MPI, or when MPI cannot start.
-  static absl::StatusOr<Comm*> World();
-
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-  bool distributed() const { return size_ > 1; }
-
-  // Each rank sends send_counts[r] elements of `send` (in rank order) to rank r and receives
-  // what each sends it, in rank order; recv_counts gets the counts. T is trivially copyable.
-  template <typename T>
-  void AllToAllV(const std::vector<T>& send, const std::vector<int64_t>& send_counts,
-                 std::vector<T>* recv, std::vector<int64_t>* recv_counts) {
-    recv_counts->assign(size_, 0);
-    ExchangeCounts(send_counts, recv_counts);
-    int64_t total = 0;
-    for (int64_t c : *recv_counts) total += c;
-    recv->resize(size_t(total));
-    AllToAllVBytes(send.data(), send_counts, recv->data(), *recv_counts, sizeof(T));
-  }
-  // As AllToAllV when the receiver already knows the counts (the reverse of an earlier one).
-  template <typename T>
-  void AllToAllVKnown(const std::vector<T>& send, const std::vector<int64_t>& send_counts,
-                      std::vector<T>* recv, const std::vector<int64_t>& recv_counts) {
-    int64_t total = 0;
-    for (int64_t c : recv_counts) total += c;
-    recv->resize(size_t(total));
-    AllToAllVBytes(send.data(), send_counts, recv->data(), recv_counts, sizeof(T));
-  }
-
-  void AllReduceSum(float* data, size_t n);
-  void AllReduceSum(double* data, size_t n);
-  void AllReduceSum(int64_t* data, size_t n);
-  int64_t AllReduceMin(int64_t v);
-  int64_t AllReduceMax(int64_t v);
-  double AllReduceMax(double v);
-  // Every rank gets root's `bytes` bytes at data.
-  void Broadcast(void* data, size_t bytes, int root);
-  // Rank 0 gets every rank's `mine`, in rank order; the others get nothing.
-  void GatherToRoot(const std::vector<float>& mine, std::vector<float>* all);
-  void GatherToRoot(int64_t mine, std::vector<int64_t>* all);
-
-  // The job's first failure: every rank passes its own status and gets the same answer, OK when
-  // all are, else the status of the lowest failing rank, its message prefixed "rank R: " (in a
-  // job of several), so rank 0 can report another rank's reason.
-  absl::Status FirstFailure(const absl::Status& mine);
-
-  int64_t bytes_sent() const { return bytes_sent_; }
-
- private:
-  Comm() = default;
-  void ExchangeCounts(const std::vector<int64_t>& send_counts, std::vector<int64_t>* recv_counts);
-  void AllToAllVBytes(const void* send, const std::vector<int64_t>& send_counts, void* recv,
-                      const std::vector<int64_t>& recv_counts, size_t elem_bytes);
-  template <typename T>
-  void AllReduceSumOf(T* data, size_t n);
-
-  int rank_ = 0;
-  int size_ = 1;
-  int64_t bytes_sent_ = 0;
-};
-
-// The job's first failure, as Comm::FirstFailure answers it, over any transport: every rank
-// passes its own status and the two collectives it takes there, `min` (an int64 reduced to its
-// minimum over the ranks) and `broadcast` (root's bytes to every rank). A failed collective
-// answers its own error.
-absl::Status FirstFailureOver(
-    int rank, int size, const absl::Status& mine,
-    absl::FunctionRef<absl::StatusOr<int64_t>(int64_t)> min,
-    absl::FunctionRef<absl::Status(void* data, size_t bytes, int root)> broadcast);
+// The job's world, built once and never freed: MPI's (host payloads; collectives called from
+// one thread at a time, MPI_THREAD_SERIALIZED) when a launcher started several processes,
+// else a OneProcess. Fails when launched as several processes by a binary built without MPI,
+// or when MPI cannot start.
+absl::StatusOr<Collectives*> JobWorld();
 
 // The launcher's process count from the environment (1 when not launched by one).
 int LauncherWorldSize();

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "trainer/checkpoint.h"
+#include "trainer/collectives.h"
 #include "trainer/comm.h"
 #include "trainer/criteo_reader.h"
 #include "trainer/embedding_table.h"
@@ -61,7 +62,7 @@ struct Shard {
 // loss gradient is scaled by the job's batch, so N ranks of batch/N train as one of batch.
 class Training {
  public:
-  Training(const TrainerConfig& config, const EventSink& sink, Comm* comm)
+  Training(const TrainerConfig& config, const EventSink& sink, Collectives* comm)
       : config_(config),
         sink_(sink),
         comm_(comm),
@@ -105,7 +106,7 @@ class Training {
   void ForwardEvalBatch(const ExampleBatch& batch, BinaryMetrics* metrics);
   // This rank's reader of the training or the evaluation rows.
   BatchReaderOptions ReaderFor(bool for_eval) const;
-  nlohmann::ordered_json ModelDetails(uint64_t peak_rss_bytes) const;
+  absl::StatusOr<nlohmann::ordered_json> ModelDetails(uint64_t peak_rss_bytes) const;
 
   struct StepEnd {
     Training* t;
@@ -114,19 +115,19 @@ class Training {
   struct RowsBack {
     Training* t;
     void operator()() noexcept {
-      if (t->ranks_ > 1 && t->batch_ != nullptr) t->OnRowsGathered();
+      if (t->ranks_ > 1 && t->batch_ != nullptr && t->status_.ok()) t->OnRowsGathered();
     }
   };
   struct GradientsOut {
     Training* t;
     void operator()() noexcept {
-      if (t->ranks_ > 1 && t->batch_ != nullptr) t->OnGradientsComputed();
+      if (t->ranks_ > 1 && t->batch_ != nullptr && t->status_.ok()) t->OnGradientsComputed();
     }
   };
 
   // Ids of `batch` (nullptr: none) to their owners: ex_.recv_keys and local_index say what this
   // rank must look up for whom.
-  void PrepareExchange(const ExampleBatch* batch);
+  absl::Status PrepareExchange(const ExampleBatch* batch);
   // Where id position p (example p / 26, slot p % 26) of the batch goes in x_.
   size_t InputOffset(uint32_t p) const {
     return size_t(p / kNumCategorical) * input_ + size_t(p % kNumCategorical) * dim_;
@@ -139,6 +140,8 @@ class Training {
     for (int64_t& n : ids) n *= dim_;
     return ids;
   }
+  // A failed collective here sets status_: the workers finish the step's phases and its end
+  // (OnStepEnd) ends the run without calling another collective.
   void OnRowsGathered();
   void OnGradientsComputed();
   // Whether the job goes on with this step's batch: only while every rank has one, and not once
@@ -190,21 +193,22 @@ class Training {
   }
   void Emit(const std::string& line) const { sink_(line); }
   // Training examples consumed by the whole job (a collective in a job of several ranks).
-  int64_t JobExamples() {
+  absl::StatusOr<int64_t> JobExamples() {
     int64_t examples = examples_;
-    if (ranks_ > 1) comm_->AllReduceSum(&examples, 1);
+    absl::Status status = comm_->AllReduceSum(&examples, 1);
+    if (!status.ok()) return status;
     return examples;
   }
 
   // Constant after construction.
   const TrainerConfig& config_;
   const EventSink& sink_;
-  Comm* const comm_;
+  Collectives* const comm_;
   const int ranks_;
   const int rank_;
   const int threads_;
-  const int num_shards_;  // on this rank
-  const int batch_size_;  // this rank's share of config.batch_size
+  const int num_shards_;              // on this rank
+  const int batch_size_;              // this rank's share of config.batch_size
   const std::string checkpoint_dir_;  // this rank's: DIR/rank-R-of-N in a job of several
   const int dim_;
   const int input_;
@@ -228,9 +232,9 @@ class Training {
   // in the same order, and gradients go out summed per id.
   struct Exchange {
     std::vector<uint64_t> send_keys, recv_keys;
-    std::vector<int64_t> send_counts, recv_counts;          // per rank, in ids
-    std::vector<int64_t> shard_send, shard_recv;            // per (rank, local shard)
-    std::vector<std::vector<uint32_t>> local_index;         // per local shard: into recv_keys
+    std::vector<int64_t> send_counts, recv_counts;   // per rank, in ids
+    std::vector<int64_t> shard_send, shard_recv;     // per (rank, local shard)
+    std::vector<std::vector<uint32_t>> local_index;  // per local shard: into recv_keys
     std::vector<float> rows_out, rows_in, grads_out, grads_in;
   } ex_;
   int64_t job_batch_ = 0;  // examples of this step over all ranks
@@ -314,9 +318,9 @@ absl::Status Training::Setup() {
       std::error_code ec;
       std::filesystem::create_directories(checkpoint_dir_, ec);
       if (ec || !std::filesystem::is_directory(checkpoint_dir_)) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "checkpoint_dir: cannot make this rank's folder ", checkpoint_dir_, ": ",
-            ec ? ec.message() : "not a directory"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("checkpoint_dir: cannot make this rank's folder ", checkpoint_dir_, ": ",
+                         ec ? ec.message() : "not a directory"));
       }
     }
     if (config_.resume) {
@@ -410,8 +414,8 @@ absl::Status Training::FindOtherLayout(std::vector<std::string>* dirs) const {
     const std::string name = entry.path().filename().string();
     int q = 0, m = 0;
     // Folders with a checkpoint only: a job that never wrote one left nothing to resume.
-    if (std::sscanf(name.c_str(), "rank-%d-of-%d", &q, &m) == 2 && m != ranks_ && m > 1 &&
-        q >= 0 && q < m && name == absl::StrCat("rank-", q, "-of-", m) &&
+    if (std::sscanf(name.c_str(), "rank-%d-of-%d", &q, &m) == 2 && m != ranks_ && m > 1 && q >= 0 &&
+        q < m && name == absl::StrCat("rank-", q, "-of-", m) &&
         FindNewestCheckpoint(entry.path().string()).ok()) {
       by_size[m][q] = entry.path().string();
     }
@@ -427,9 +431,9 @@ absl::Status Training::FindOtherLayout(std::vector<std::string>* dirs) const {
   } else if (!by_size.empty()) {
     const auto& [m, folders] = *by_size.begin();
     if (int(folders.size()) != m) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "checkpoint_dir ", config_.checkpoint_dir, " holds ", folders.size(), " of the ", m,
-          " rank folders of a job of ", m, " ranks"));
+      return absl::FailedPreconditionError(absl::StrCat("checkpoint_dir ", config_.checkpoint_dir,
+                                                        " holds ", folders.size(), " of the ", m,
+                                                        " rank folders of a job of ", m, " ranks"));
     }
     for (const auto& [q, folder] : folders) dirs->push_back(folder);
   }
@@ -499,7 +503,10 @@ absl::Status Training::Resume() {
     // checkpointed leaves some ranks one checkpoint ahead; each keeps its previous one until
     // the next is written everywhere (OnCheckpointEnd), so the older step is still there.
     const int64_t step = found.ok() ? found->step : absl::IsNotFound(found.status()) ? -1 : -2;
-    const int64_t lo = comm_->AllReduceMin(step), hi = comm_->AllReduceMax(step);
+    int64_t lo = step, hi = step;
+    absl::Status agreed = comm_->AllReduceMin(&lo, 1);
+    if (agreed.ok()) agreed = comm_->AllReduceMax(&hi, 1);
+    if (!agreed.ok()) return agreed;
     if (lo < 0 && hi >= 0) {
       return absl::FailedPreconditionError(absl::StrCat(
           "some ranks have no readable checkpoint in ", config_.checkpoint_dir,
@@ -663,9 +670,8 @@ void Training::Worker(int t) {
     if (checkpoint_now_) {
       const bool full = chain_.empty() || int(chain_.size()) >= config_.full_checkpoint_every;
       for (int s = t; s < num_shards_; s += threads_) {
-        shards_[s].checkpoint_status =
-            WriteShardCheckpoint(checkpoint_dir_, CheckpointName(step_), s, full,
-                                 uint32_t(step_), *shards_[s].table);
+        shards_[s].checkpoint_status = WriteShardCheckpoint(
+            checkpoint_dir_, CheckpointName(step_), s, full, uint32_t(step_), *shards_[s].table);
       }
       barrier_d_.arrive_and_wait();
     }
@@ -696,6 +702,11 @@ void Training::CheckpointFailed(absl::Status mine) {
 }
 
 void Training::OnStepEnd() {
+  if (!status_.ok()) {
+    // A collective of this step failed: the job is over, without another one.
+    Fail(status_);
+    return;
+  }
   const int n = batch_->size;
   ++step_;
   ++adam_step_;
@@ -714,13 +725,18 @@ void Training::OnStepEnd() {
     if (ranks_ > 1) {
       // The job's window, at rank 0: every rank's logits and labels, and its examples.
       std::vector<float> logits, labels;
-      comm_->GatherToRoot(window_.logits(), &logits);
-      comm_->GatherToRoot(window_.labels(), &labels);
-      const int64_t examples = JobExamples();
+      absl::Status status = comm_->GatherToRoot(window_.logits(), &logits);
+      if (status.ok()) status = comm_->GatherToRoot(window_.labels(), &labels);
+      const absl::StatusOr<int64_t> examples =
+          status.ok() ? JobExamples() : absl::StatusOr<int64_t>(status);
+      if (!examples.ok()) {
+        Fail(examples.status());
+        return;
+      }
       if (rank_ == 0) {
         BinaryMetrics job;
         job.Add(logits.data(), labels.data(), logits.size());
-        Emit(ProgressLine(step_, examples, internal::SecondsSince(start_), job));
+        Emit(ProgressLine(step_, *examples, internal::SecondsSince(start_), job));
       }
     } else {
       Emit(ProgressLine(step_, examples_, internal::SecondsSince(start_), window_));
@@ -749,7 +765,10 @@ void Training::OnStepEnd() {
                     ((config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0) ||
                      batch_ == nullptr);
   evict_now_ = EvictAt(step_ + 1);
-  if (ranks_ > 1 && batch_ != nullptr) PrepareExchange(batch_.get());
+  if (ranks_ > 1 && batch_ != nullptr) {
+    absl::Status status = PrepareExchange(batch_.get());
+    if (!status.ok()) Fail(std::move(status));
+  }
 }
 
 void Training::StepFailed(absl::Status status) {
@@ -767,7 +786,10 @@ bool Training::AgreeOnStep(bool stop, absl::Status failure) {
   if (ranks_ == 1) return stop;
   int64_t v[4] = {batch_ == nullptr ? 1 : 0, stop ? 1 : 0, batch_ != nullptr ? batch_->size : 0,
                   failure.ok() ? 0 : 1};
-  comm_->AllReduceSum(v, 4);
+  if (absl::Status status = comm_->AllReduceSum(v, 4); !status.ok()) {
+    Fail(std::move(status));
+    return false;
+  }
   job_batch_ = v[2];
   if (v[3] > 0) {
     // A rank failed: the job ends here on every rank, each with that rank's reason (rank 0
@@ -787,7 +809,7 @@ bool Training::AgreeOnStep(bool stop, absl::Status failure) {
   return v[0] == 0 && v[1] > 0;
 }
 
-void Training::PrepareExchange(const ExampleBatch* batch) {
+absl::Status Training::PrepareExchange(const ExampleBatch* batch) {
   const int L = num_shards_;
   Exchange& e = ex_;
   e.send_keys.clear();
@@ -802,12 +824,14 @@ void Training::PrepareExchange(const ExampleBatch* batch) {
     }
   }
   const std::vector<int64_t> per_rank(ranks_, L);
-  comm_->AllToAllVKnown(e.shard_send, per_rank, &e.shard_recv, per_rank);
+  absl::Status status = AllToAllVOf(*comm_, e.shard_send, per_rank, &e.shard_recv, per_rank);
+  if (!status.ok()) return status;
   e.recv_counts.assign(ranks_, 0);
   for (int r = 0; r < ranks_; ++r) {
     for (int l = 0; l < L; ++l) e.recv_counts[r] += e.shard_recv[size_t(r) * L + l];
   }
-  comm_->AllToAllVKnown(e.send_keys, e.send_counts, &e.recv_keys, e.recv_counts);
+  status = AllToAllVOf(*comm_, e.send_keys, e.send_counts, &e.recv_keys, e.recv_counts);
+  if (!status.ok()) return status;
   for (auto& index : e.local_index) index.clear();
   uint32_t offset = 0;
   for (int r = 0; r < ranks_; ++r) {
@@ -817,14 +841,15 @@ void Training::PrepareExchange(const ExampleBatch* batch) {
     }
   }
   e.rows_out.resize(e.recv_keys.size() * size_t(dim_));
+  return absl::OkStatus();
 }
 
 // The rows this rank looked up go back to the ranks that asked, and into x_ where they asked.
 void Training::OnRowsGathered() {
   Exchange& e = ex_;
-  comm_->AllToAllVKnown(e.rows_out, RowCounts(e.recv_counts), &e.rows_in,
+  status_ = AllToAllVOf(*comm_, e.rows_out, RowCounts(e.recv_counts), &e.rows_in,
                         RowCounts(e.send_counts));
-  CopyExchanged(*batch_, &e.rows_in, /*to_input=*/true);
+  if (status_.ok()) CopyExchanged(*batch_, &e.rows_in, /*to_input=*/true);
 }
 
 void Training::CopyExchanged(const ExampleBatch& batch, std::vector<float>* rows, bool to_input) {
@@ -854,15 +879,16 @@ void Training::CopyExchanged(const ExampleBatch& batch, std::vector<float>* rows
 void Training::OnGradientsComputed() {
   Exchange& e = ex_;
   CopyExchanged(*batch_, &e.grads_out, /*to_input=*/false);
-  comm_->AllToAllVKnown(e.grads_out, RowCounts(e.send_counts), &e.grads_in,
+  status_ = AllToAllVOf(*comm_, e.grads_out, RowCounts(e.send_counts), &e.grads_in,
                         RowCounts(e.recv_counts));
+  if (!status_.ok()) return;
   std::vector<float>& sum = workspaces_[0].grads;
   for (size_t t = 1; t < workspaces_.size(); ++t) {
     std::vector<float>& g = workspaces_[t].grads;
     for (size_t i = 0; i < sum.size(); ++i) sum[i] += g[i];
     std::fill(g.begin(), g.end(), 0.0f);
   }
-  comm_->AllReduceSum(sum.data(), sum.size());
+  status_ = comm_->AllReduceSum(sum.data(), sum.size());
 }
 
 void Training::OnCheckpointEnd() {
@@ -887,9 +913,9 @@ void Training::OnCheckpointEnd() {
   m.full = full;
   m.chain = chain_;
   // A rank of a job keeps its previous checkpoint (see Resume).
-  absl::Status status = WriteDenseAndManifest(checkpoint_dir_, m, adam_step_, mlp_->params(),
-                                              mlp_->adam_m(), mlp_->adam_v(),
-                                              ranks_ > 1 ? previous_chain_front_ : "");
+  absl::Status status =
+      WriteDenseAndManifest(checkpoint_dir_, m, adam_step_, mlp_->params(), mlp_->adam_m(),
+                            mlp_->adam_v(), ranks_ > 1 ? previous_chain_front_ : "");
   previous_chain_front_ = chain_.front();
   if (ranks_ > 1 || !status.ok()) {
     // A job learns here whether every rank wrote its part.
@@ -897,7 +923,15 @@ void Training::OnCheckpointEnd() {
     if (!status_.ok()) return;
   }
   ++checkpoints_written_;
-  if (!resharded_from_.empty() && comm_->AllReduceMin(int64_t(1)) == 1) {
+  int64_t everywhere = 1;
+  if (!resharded_from_.empty()) {
+    status = comm_->AllReduceMin(&everywhere, 1);
+    if (!status.ok()) {
+      Fail(std::move(status));
+      return;
+    }
+  }
+  if (!resharded_from_.empty() && everywhere == 1) {
     // Every rank has its first checkpoint in this layout (a rank that failed to write would
     // have ended the job): the old layout goes, so no later resume can take it for the newest.
     if (rank_ == 0) {
@@ -917,8 +951,12 @@ void Training::OnCheckpointEnd() {
     }
     resharded_from_.clear();
   }
-  const int64_t examples = JobExamples();
-  Emit(CheckpointLine(step_, examples, full, checkpoint_dir_ + "/" + chain_.back()));
+  const absl::StatusOr<int64_t> examples = JobExamples();
+  if (!examples.ok()) {
+    Fail(examples.status());
+    return;
+  }
+  Emit(CheckpointLine(step_, *examples, full, checkpoint_dir_ + "/" + chain_.back()));
 }
 
 absl::Status Training::Train() {
@@ -929,7 +967,8 @@ absl::Status Training::Train() {
   if (ranks_ > 1) {
     AgreeOnStep(false, first.status());
     if (!status_.ok()) return status_;
-    if (batch_ != nullptr) PrepareExchange(batch_.get());
+    if (batch_ != nullptr) status_ = PrepareExchange(batch_.get());
+    if (!status_.ok()) return status_;
   }
   evict_now_ = EvictAt(step_ + 1);
   train_start_ = Clock::now();
@@ -981,14 +1020,14 @@ absl::StatusOr<BinaryMetrics> Training::EvaluateDistributed() {
   while (true) {
     absl::StatusOr<std::unique_ptr<ExampleBatch>> got = reader.Next();
     int64_t v[2] = {got.ok() && *got != nullptr ? 1 : 0, got.ok() ? 0 : 1};
-    comm_->AllReduceSum(v, 2);
+    if (absl::Status status = comm_->AllReduceSum(v, 2); !status.ok()) return status;
     if (v[1] > 0) {
       absl::Status first = comm_->FirstFailure(got.status());
       return first.ok() ? absl::InternalError("a rank failed but none reported it") : first;
     }
     std::unique_ptr<ExampleBatch> batch = *std::move(got);
     if (v[0] == 0) break;
-    PrepareExchange(batch.get());
+    if (absl::Status status = PrepareExchange(batch.get()); !status.ok()) return status;
     for (int s = 0; s < num_shards_; ++s) {
       const std::vector<uint32_t>& index = ex_.local_index[s];
       Shard& shard = shards_[s];
@@ -997,16 +1036,18 @@ absl::StatusOr<BinaryMetrics> Training::EvaluateDistributed() {
       FindRows(shard, index.size(), &rows,
                [&](size_t k) { return ex_.rows_out.data() + size_t(index[k]) * dim_; });
     }
-    comm_->AllToAllVKnown(ex_.rows_out, RowCounts(ex_.recv_counts), &ex_.rows_in,
-                          RowCounts(ex_.send_counts));
+    absl::Status status = AllToAllVOf(*comm_, ex_.rows_out, RowCounts(ex_.recv_counts),
+                                      &ex_.rows_in, RowCounts(ex_.send_counts));
+    if (!status.ok()) return status;
     if (batch == nullptr) continue;
     CopyExchanged(*batch, &ex_.rows_in, /*to_input=*/true);
     ForwardEvalBatch(*batch, &mine);
     reader.Recycle(std::move(batch));
   }
   std::vector<float> logits, labels;
-  comm_->GatherToRoot(mine.logits(), &logits);
-  comm_->GatherToRoot(mine.labels(), &labels);
+  absl::Status status = comm_->GatherToRoot(mine.logits(), &logits);
+  if (status.ok()) status = comm_->GatherToRoot(mine.labels(), &labels);
+  if (!status.ok()) return status;
   BinaryMetrics all;
   if (rank_ == 0) all.Add(logits.data(), labels.data(), logits.size());
   return all;
@@ -1055,7 +1096,7 @@ void Training::ForwardEvalBatch(const ExampleBatch& batch, BinaryMetrics* metric
   metrics->Add(logits_.data(), batch.labels.data(), size_t(n));
 }
 
-nlohmann::ordered_json Training::ModelDetails(uint64_t peak_rss_bytes) const {
+absl::StatusOr<nlohmann::ordered_json> Training::ModelDetails(uint64_t peak_rss_bytes) const {
   size_t rows = 0, table_bytes = 0, payload = 0, pending = 0, full = 0;
   int64_t evicted = 0;
   std::vector<size_t> shard_rows;
@@ -1071,10 +1112,11 @@ nlohmann::ordered_json Training::ModelDetails(uint64_t peak_rss_bytes) const {
   std::vector<int64_t> rank_table_bytes;
   if (ranks_ > 1) {
     // The job's tables: sums over the ranks, and each rank's own size.
-    comm_->GatherToRoot(int64_t(table_bytes), &rank_table_bytes);
-    int64_t v[6] = {int64_t(rows), int64_t(table_bytes), int64_t(payload), int64_t(pending),
-                    int64_t(full), evicted};
-    comm_->AllReduceSum(v, 6);
+    absl::Status status = comm_->AllGather(int64_t(table_bytes), &rank_table_bytes);
+    int64_t v[6] = {int64_t(rows),    int64_t(table_bytes), int64_t(payload),
+                    int64_t(pending), int64_t(full),        evicted};
+    if (status.ok()) status = comm_->AllReduceSum(v, 6);
+    if (!status.ok()) return status;
     rows = size_t(v[0]), table_bytes = size_t(v[1]), payload = size_t(v[2]);
     pending = size_t(v[3]), full = size_t(v[4]), evicted = v[5];
   }
@@ -1082,7 +1124,7 @@ nlohmann::ordered_json Training::ModelDetails(uint64_t peak_rss_bytes) const {
   // What the model must occupy however it is stored: per row its id, embedding and optimizer
   // state; the MLP's weights and Adam moments.
   const size_t model_bytes = payload + rows * sizeof(uint64_t) + mlp_->memory_bytes();
-  return {
+  return nlohmann::ordered_json{
       {"table",
        {{"rows", rows},
         {"bytes", table_bytes},
@@ -1095,8 +1137,7 @@ nlohmann::ordered_json Training::ModelDetails(uint64_t peak_rss_bytes) const {
       {"dense_bytes", mlp_->memory_bytes()},
       {"model_bytes", model_bytes},
       {"rss_over_model", Figure(model_bytes > 0 ? peak / double(model_bytes) : 0)},
-      {"rss_over_payload",
-       Figure(payload > 0 ? peak / double(payload + mlp_->memory_bytes()) : 0)},
+      {"rss_over_payload", Figure(payload > 0 ? peak / double(payload + mlp_->memory_bytes()) : 0)},
       {"threads", threads_},
       {"shards", num_shards_},
       {"ranks", ranks_},
@@ -1119,31 +1160,37 @@ absl::Status Training::EvaluateAndReport() {
   summary.examples = examples_;
   summary.train_s = train_seconds_;
   summary.malformed_lines = malformed_;
-  nlohmann::ordered_json details;
+  absl::StatusOr<nlohmann::ordered_json> details;
   if (ranks_ > 1) {
     // The job's figures: examples/s of all ranks over the slowest one's time, the largest
     // peak RSS, the bytes every rank sent during training over the examples trained.
     int64_t v[4] = {examples_here_, examples_, malformed_, bytes_at_train_end_};
-    comm_->AllReduceSum(v, 4);
-    const double seconds = comm_->AllReduceMax(train_seconds_);
+    double seconds = train_seconds_;
+    int64_t peak = int64_t(summary.peak_rss_bytes);
+    absl::Status status = comm_->AllReduceSum(v, 4);
+    if (status.ok()) status = comm_->AllReduceMax(&seconds, 1);
+    if (status.ok()) status = comm_->AllReduceMax(&peak, 1);
+    if (!status.ok()) return status;
     summary.examples_per_s = seconds > 0 ? double(v[0]) / seconds : 0;
     summary.examples = v[1];
     summary.malformed_lines = v[2];
     summary.train_s = seconds;
-    summary.peak_rss_bytes = uint64_t(comm_->AllReduceMax(int64_t(summary.peak_rss_bytes)));
+    summary.peak_rss_bytes = uint64_t(peak);
     details = ModelDetails(summary.peak_rss_bytes);
-    details["bytes_exchanged_per_example"] = Figure(v[0] > 0 ? double(v[3]) / double(v[0]) : 0);
+    if (!details.ok()) return details.status();
+    (*details)["bytes_exchanged_per_example"] = Figure(v[0] > 0 ? double(v[3]) / double(v[0]) : 0);
   } else {
     details = ModelDetails(summary.peak_rss_bytes);
+    if (!details.ok()) return details.status();
   }
-  Emit(FinalLine(summary, details));
+  Emit(FinalLine(summary, *details));
   return absl::OkStatus();
 }
 
 }  // namespace
 
 absl::Status RunCpuTrainer(const TrainerConfig& config, const EventSink& sink, int64_t* step) {
-  absl::StatusOr<Comm*> comm = Comm::World();
+  absl::StatusOr<Collectives*> comm = JobWorld();
   if (!comm.ok()) return comm.status();
   Training training(config, sink, *comm);
   absl::Status status = training.Setup();

@@ -19,7 +19,7 @@ namespace {
 
 // The GPU trainer, once CheckCudaAvailable has said yes (which it never does without CUDA). The
 // job's ranks come from MPI's launcher (`comm`) or the environment (`env`), else it is one.
-absl::Status RunOnGpu(const TrainerConfig& config, Comm* comm, const EnvironmentRanks& env,
+absl::Status RunOnGpu(const TrainerConfig& config, Collectives* comm, const EnvironmentRanks& env,
                       const EventSink& sink, int64_t* step) {
 #ifdef EVOSCALE_HAVE_CUDA
   cuda::GpuJob job;
@@ -47,7 +47,7 @@ absl::Status RunTrainer(const TrainerConfig& config, const EventSink& to_caller)
   // In a job of several processes the protocol's lines come from rank 0 only; another rank's
   // error line goes to its stderr.
   // A GPU job may also be started without MPI, its ranks in the environment (comm.h).
-  absl::StatusOr<Comm*> comm = Comm::World();
+  absl::StatusOr<Collectives*> comm = JobWorld();
   const absl::StatusOr<EnvironmentRanks> env = RanksFromEnvironment();
   const int rank = comm.ok() && (*comm)->distributed() ? (*comm)->rank() : env.ok() ? env->rank : 0;
   const EventSink quiet = [](std::string_view) {};

@@ -149,10 +149,7 @@ BatchReaderOptions GpuTraining::ReaderFor(bool for_eval) const {
 
 absl::Status GpuTraining::JoinJob() {
   const NcclComm::ShareId share = [this](ncclUniqueId* id) -> absl::Status {
-    if (job_.mpi != nullptr) {
-      job_.mpi->Broadcast(id, sizeof(*id), 0);
-      return absl::OkStatus();
-    }
+    if (job_.mpi != nullptr) return job_.mpi->Broadcast(id, sizeof(*id), 0);
     const std::string mine(reinterpret_cast<const char*>(id), sizeof(*id));
     absl::StatusOr<std::string> got =
         ShareThroughFile(job_.rendezvous_file, job_.rank, mine, sizeof(*id), job_.stall_timeout_s);

@@ -16,7 +16,7 @@
 #include "trainer/trainer_config.h"
 
 namespace evoscale::trainer {
-class Comm;
+class Collectives;
 }
 
 namespace evoscale::trainer::cuda {
@@ -33,7 +33,7 @@ struct GpuJob {
   int local_rank = 0;  // the CUDA device is local_rank modulo the devices this process sees
   // NCCL's id reaches the ranks through MPI when `mpi` is set (mpirun, srun), else through this
   // file (comm.h, RanksFromEnvironment).
-  Comm* mpi = nullptr;
+  Collectives* mpi = nullptr;
   std::string rendezvous_file;
   // A collective that makes no progress this long ends the job (a rank stopped answering).
   double stall_timeout_s = 120;

@@ -9,7 +9,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "trainer/comm.h"
 #include "trainer/cuda/cuda_status.h"
 #include "trainer/cuda/nccl_api.h"
 
@@ -297,17 +296,6 @@ absl::Status NcclComm::Broadcast(void* host, size_t bytes, int root) {
   if (!status.ok()) return status;
   if (rank_ == root) bytes_sent_ += int64_t(bytes) * (size_ - 1);
   return CopyToHost(host, scratch_.data(), bytes);
-}
-
-absl::Status NcclComm::FirstFailure(const absl::Status& mine) {
-  return FirstFailureOver(
-      rank_, size_, mine,
-      [this](int64_t v) -> absl::StatusOr<int64_t> {
-        absl::Status status = AllReduceMin(&v, 1);
-        if (!status.ok()) return status;
-        return v;
-      },
-      [this](void* data, size_t bytes, int root) { return Broadcast(data, bytes, root); });
 }
 
 }  // namespace evoscale::trainer::cuda

@@ -1,8 +1,9 @@
-// The processes of a GPU training job, over NCCL: the exchange of the sharded trainer (ids to
-// their owners, rows back, gradients to their owners) and the dense gradients' all-reduce
-// between device buffers, plus the few host-side collectives a step needs (counts, the step's
-// agreement, the metrics' gather), staged through a small device buffer so that the GPU job
-// needs no MPI (the machines lent for GPU checks have none).
+// The processes of a GPU training job, over NCCL: the job's Collectives (trainer/collectives.h)
+// with device payloads, so the exchange of the sharded trainer (ids to their owners, rows back,
+// gradients to their owners) and the dense gradients' all-reduce run between device buffers;
+// the few host-side collectives a step needs (counts, the step's agreement, the metrics'
+// gather) are staged through a small device buffer, so that the GPU job needs no MPI (the
+// machines lent for GPU checks have none).
 //
 // Device collectives are enqueued on the stream given to Create and return at once;
 // Synchronize() waits for them and notices a failed peer: NCCL's asynchronous error (a rank
@@ -24,13 +25,14 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "trainer/collectives.h"
 #include "trainer/cuda/device_buffer.h"
 
 namespace evoscale::trainer::cuda {
 
 struct NcclApi;
 
-class NcclComm {
+class NcclComm final : public Collectives {
  public:
   // Hands rank 0's id (filled in by Create) to every other rank: given `id` on rank 0, it must
   // fill `id` on the others (an MPI broadcast, or the rendezvous file, comm.h).
@@ -45,39 +47,32 @@ class NcclComm {
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  PayloadMemory payload_memory() const override { return PayloadMemory::kDevice; }
 
-  // Enqueued. Each rank sends send_counts[r] elements of `send` (device, in rank order) to rank
-  // r and receives recv_counts[r] elements from each into `recv` (device, in rank order): the
-  // counts must mirror the peers' (exchanged first with AllToAll). elem_bytes: one element.
+  // Enqueued, device payloads: `send` and `recv` on this rank's device. A rank's own share is
+  // a device copy; empty shares send nothing.
   absl::Status AllToAllV(const void* send, const std::vector<int64_t>& send_counts, void* recv,
-                         const std::vector<int64_t>& recv_counts, size_t elem_bytes);
+                         const std::vector<int64_t>& recv_counts, size_t elem_bytes) override;
   // Enqueued: data (device, (n)) becomes the sum over the ranks.
-  absl::Status AllReduceSum(float* data, size_t n);
+  absl::Status AllReduceSum(float* data, size_t n) override;
 
-  // Host values, synchronous. AllToAll: one value to each rank (send.size() == size()), one
-  // from each into *recv.
-  absl::Status AllToAll(const std::vector<int64_t>& send, std::vector<int64_t>* recv);
-  absl::Status AllReduceSum(int64_t* v, size_t n);
-  absl::Status AllReduceMin(int64_t* v, size_t n);
-  absl::Status AllReduceMax(int64_t* v, size_t n);
-  absl::Status AllReduceMax(double* v, size_t n);
-  // Rank 0 gets every rank's `mine` in rank order into *all; the others get nothing.
-  absl::Status GatherToRoot(const std::vector<float>& mine, std::vector<float>* all);
-  // The job's first failure, as Comm::FirstFailure: every rank passes its own and gets OK when
-  // all are, else the lowest failing rank's status prefixed "rank R: ". A failed collective
-  // answers its own error instead.
-  absl::Status FirstFailure(const absl::Status& mine);
-
-  // Every rank gets root's `bytes` bytes at `host`.
-  absl::Status Broadcast(void* host, size_t bytes, int root);
+  // Host values, synchronous (each waits for the stream, as Synchronize).
+  absl::Status AllToAll(const std::vector<int64_t>& send, std::vector<int64_t>* recv) override;
+  absl::Status AllReduceSum(int64_t* v, size_t n) override;
+  absl::Status AllReduceMin(int64_t* v, size_t n) override;
+  absl::Status AllReduceMax(int64_t* v, size_t n) override;
+  absl::Status AllReduceMax(double* v, size_t n) override;
+  absl::Status GatherToRoot(const std::vector<float>& mine, std::vector<float>* all) override;
+  // `data` is host memory.
+  absl::Status Broadcast(void* data, size_t bytes, int root) override;
 
   // Waits for everything enqueued on the stream (see above).
   absl::Status Synchronize();
 
   // Bytes this rank sent to others (payloads; the host collectives' few bytes included).
-  int64_t bytes_sent() const { return bytes_sent_; }
+  int64_t bytes_sent() const override { return bytes_sent_; }
 
  private:
   NcclComm(const NcclApi* api, int rank, int size, cudaStream_t stream, double stall_timeout_s);
