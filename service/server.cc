@@ -205,7 +205,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     v1::ReportTelemetryResponse ignored;
     autoscaler->Ingest(batch, &ignored).IgnoreError();
   };
-  s->scheduler_ = std::make_unique<Scheduler>(s->core_.get(), std::move(scheduler));
+  if (scheduler.clock == nullptr) scheduler.clock = options.clock;
+  absl::StatusOr<std::unique_ptr<Scheduler>> made =
+      Scheduler::Create(s->core_.get(), std::move(scheduler));
+  if (!made.ok()) {
+    s->grpc_->Shutdown();
+    s->http_.reset();
+    return made.status();
+  }
+  s->scheduler_ = *std::move(made);
   s->metrics_->SetTrialEnforcement(s->scheduler_->enforcement());
   s->metrics_->AttachScheduler(s->scheduler_.get());
   return s;

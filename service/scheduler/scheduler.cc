@@ -24,7 +24,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "nlohmann/json.hpp"
 #include "service/study/study_converter.h"
-#include "trainer_adapter/slurm_runner.h"
+#include "service/scheduler/placement.h"
 
 namespace evoscale::service {
 
@@ -32,7 +32,8 @@ namespace ta = ::evoscale::trainer_adapter;
 
 struct Scheduler::Slot {
   int priority = 0;
-  absl::Time started = absl::Now();
+  absl::Time started;
+  std::string study;
   std::string client_id;
   std::string trial_name;
   std::vector<int> gpu_ids;
@@ -42,7 +43,7 @@ struct Scheduler::Slot {
   // Stopped to make room for a trial of higher priority: its trial waits again (ACTIVE, with
   // its measurements and checkpoint) instead of completing.
   std::atomic<bool> preempted{false};
-  absl::Time last_heartbeat = absl::Now();
+  absl::Time last_heartbeat;  // read and written by the scheduling pass only
 
   absl::Mutex mu;
   v1::ResourceRequest request ABSL_GUARDED_BY(mu);  // the trial's request in force
@@ -62,11 +63,6 @@ struct Scheduler::Pending {
   v1::Study study;
   v1::Trial trial;
   absl::Time last_heartbeat;
-};
-
-struct Scheduler::StudyModel {
-  int64_t completed = -1;  // the study's completed_trial_count when last fitted
-  std::unique_ptr<load_model::TrialResourceModel> model;
 };
 
 namespace {
@@ -115,11 +111,11 @@ void Log(const std::string& what, const std::string& trial, const std::string& d
 class Reporter : public ta::TrialObserver {
  public:
   // `first_step`: the step after the trial's last recorded measurement (1 for a fresh run).
-  Reporter(StudyCore* core, std::string study, std::string trial_name, int64_t first_step,
-           absl::Duration grace, std::function<void(absl::Duration)> stop,
+  Reporter(StudyCore* core, Clock* clock, std::string study, std::string trial_name,
+           int64_t first_step, absl::Duration grace, std::function<void(absl::Duration)> stop,
            const std::function<void(const v1::TelemetrySample&)>* usage_sink)
-      : core_(core), study_(std::move(study)), trial_(std::move(trial_name)), grace_(grace),
-        stop_(std::move(stop)), usage_sink_(usage_sink), start_(absl::Now()),
+      : core_(core), clock_(clock), study_(std::move(study)), trial_(std::move(trial_name)),
+        grace_(grace), stop_(std::move(stop)), usage_sink_(usage_sink), start_(clock->Now()),
         next_step_(first_step) {}
 
   // One sample a second into the telemetry store.
@@ -148,7 +144,7 @@ class Reporter : public ta::TrialObserver {
     if (m->step() < next_step_) return;
     next_step_ = m->step() + 1;
     m->set_elapsed_seconds(e.elapsed_s >= 0 ? e.elapsed_s
-                                            : absl::ToDoubleSeconds(absl::Now() - start_));
+                                            : absl::ToDoubleSeconds(clock_->Now() - start_));
     for (const auto& [name, value] : e.metrics) (*m->mutable_metrics())[name] = value;
     absl::StatusOr<v1::Trial> added = core_->Call(req);
     if (!added.ok()) {
@@ -165,6 +161,7 @@ class Reporter : public ta::TrialObserver {
 
  private:
   StudyCore* const core_;
+  Clock* const clock_;
   const std::string study_;
   const std::string trial_;
   const absl::Duration grace_;
@@ -186,28 +183,6 @@ int64_t DefaultMemoryCapacity() {
     in.ignore(1 << 10, '\n');
   }
   return int64_t{1} << 30;
-}
-
-// A trial's parameters as the load model's features: numbers as they are, a categorical value
-// as a one-hot "name=value".
-load_model::TrialParams ModelParams(const v1::Trial& t) {
-  load_model::TrialParams params;
-  for (const v1::Parameter& p : t.parameters()) {
-    switch (p.value_case()) {
-      case v1::Parameter::kDoubleValue:
-        params[p.name()] = p.double_value();
-        break;
-      case v1::Parameter::kIntValue:
-        params[p.name()] = static_cast<double>(p.int_value());
-        break;
-      case v1::Parameter::kStringValue:
-        params[absl::StrCat(p.name(), "=", p.string_value())] = 1;
-        break;
-      default:
-        break;
-    }
-  }
-  return params;
 }
 
 // The client id of slot `i` of a study: asking with it hands back the slot's unfinished trial.
@@ -268,30 +243,54 @@ absl::Status ParseCapacity(absl::string_view text, SchedulerOptions* options) {
   return absl::OkStatus();
 }
 
-Scheduler::Scheduler(StudyCore* core, SchedulerOptions options)
-    : core_(core),
-      options_(std::move(options)),
-      runner_(ta::NewLocalProcessRunner([&] {
-        ta::LocalRunnerOptions o = options_.runner;
-        o.die_with_starting_thread = true;  // each Drive thread outlives its trial
-        return o;
-      }())) {
-  gpu_busy_.assign(static_cast<size_t>(std::max(options_.gpus, 0)), false);
-  memory_capacity_ = options_.memory_capacity_bytes > 0 ? options_.memory_capacity_bytes
-                                                         : DefaultMemoryCapacity();
-  checkpoint_root_ = !options_.checkpoint_root.empty()
-                         ? options_.checkpoint_root
+absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(
+    StudyCore* core, SchedulerOptions options, std::unique_ptr<RunnerFactory> runners) {
+  const struct {
+    const char* name;
+    bool bad;
+  } checks[] = {{"max_running_trials < 0", options.max_running_trials < 0},
+                {"gpus < 0", options.gpus < 0},
+                {"cpu_capacity < 0", !(options.cpu_capacity >= 0)},
+                {"memory_capacity_bytes < 0", options.memory_capacity_bytes < 0},
+                {"poll_every <= 0", options.poll_every <= absl::ZeroDuration()}};
+  for (const auto& [what, bad] : checks) {
+    if (bad) return absl::InvalidArgumentError(absl::StrCat("scheduler: ", what));
+  }
+  if (options.clock == nullptr) options.clock = Clock::Real();
+  std::string root = !options.checkpoint_root.empty()
+                         ? options.checkpoint_root
                          : (std::filesystem::temp_directory_path() /
                             absl::StrCat("evoscale-checkpoints-", getpid()))
                                .string();
-  cpu_capacity_ = options_.cpu_capacity > 0
-                      ? options_.cpu_capacity
-                      : std::max(1.0, static_cast<double>(std::thread::hardware_concurrency()));
-  // Quiet unless it matters: a word only when trials cannot be put in cgroups.
-  if (options_.max_running_trials > 0 && !absl::StartsWith(runner_->enforcement(), "cgroup")) {
-    Log("trials not in cgroups", "", runner_->enforcement());
+  options.checkpoint_root = root;
+  if (runners == nullptr) {
+    runners = NewRunnerFactory(options.runner, options.slurm_conf, root + "/slurm");
   }
-  loop_ = std::thread(&Scheduler::Loop, this);
+  const bool start_loop = options.start_loop;
+  std::unique_ptr<Scheduler> s(new Scheduler(core, std::move(options), std::move(runners)));
+  // Quiet unless it matters: a word only when trials cannot be put in cgroups.
+  if (s->options_.max_running_trials > 0 &&
+      !absl::StartsWith(s->runners_->enforcement(), "cgroup")) {
+    Log("trials not in cgroups", "", s->runners_->enforcement());
+  }
+  if (start_loop) s->loop_ = std::thread(&Scheduler::Loop, s.get());
+  return s;
+}
+
+Scheduler::Scheduler(StudyCore* core, SchedulerOptions options,
+                     std::unique_ptr<RunnerFactory> runners)
+    : core_(core),
+      options_(std::move(options)),
+      clock_(options_.clock),
+      runners_(std::move(runners)),
+      memory_capacity_(options_.memory_capacity_bytes > 0 ? options_.memory_capacity_bytes
+                                                          : DefaultMemoryCapacity()),
+      cpu_capacity_(options_.cpu_capacity > 0
+                        ? options_.cpu_capacity
+                        : std::max(1.0, static_cast<double>(std::thread::hardware_concurrency()))),
+      checkpoint_root_(options_.checkpoint_root),
+      sizer_(options_.learn_after_trials, memory_capacity_) {
+  gpu_busy_.assign(static_cast<size_t>(options_.gpus), false);
 }
 
 Scheduler::~Scheduler() {
@@ -303,7 +302,7 @@ Scheduler::~Scheduler() {
       slot->RequestStop(std::min(options_.stop_grace, absl::Seconds(2)));
     }
   }
-  loop_.join();
+  if (loop_.joinable()) loop_.join();
   // Joined without mu_: a trial's thread takes it on its way out.
   std::vector<std::thread> drivers;
   {
@@ -404,114 +403,204 @@ void Scheduler::FinishStoppingTrials() {
 }
 
 void Scheduler::Loop() {
-  FinishStoppingTrials();
-  for (;;) {
+  for (bool first = true;; first = false) {
     {
       absl::MutexLock lock(&mu_);
       auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || wake_; };
-      mu_.AwaitWithTimeout(absl::Condition(&woken), options_.poll_every);
+      // The first pass runs at once (it finishes what a previous run left STOPPING).
+      if (!first) mu_.AwaitWithTimeout(absl::Condition(&woken), options_.poll_every);
       if (stopping_) return;
       wake_ = false;
-      // Reap finished slots.
-      for (auto it = slots_.begin(); it != slots_.end();) {
-        if (!it->second->done) {
-          ++it;
-          continue;
-        }
-        it->second->driver.join();
-        for (int g : it->second->gpu_ids) gpu_busy_[static_cast<size_t>(g)] = false;
-        it = slots_.erase(it);
-      }
-      // Running trials: a client's StopTrial (or early stopping) and heartbeats.
-      const absl::Time now = absl::Now();
-      for (auto& [key, slot] : slots_) {
-        if (slot->done) continue;
-        v1::CheckTrialEarlyStoppingStateRequest check;
-        check.set_trial_name(slot->trial_name);
-        absl::StatusOr<v1::CheckTrialEarlyStoppingStateResponse> r =
-            core_->Call(check);
-        if (r.ok() && r->should_stop()) {
-          slot->RequestStop(options_.stop_grace);
-          continue;  // no heartbeat: a STOPPING trial is not handed back, a new one would be
-        }
-        if (now - slot->last_heartbeat >= options_.heartbeat_every) {
-          // Asking again with the slot's client id hands back (and refreshes) its trial.
-          v1::SuggestTrialsRequest beat;
-          beat.set_parent(key.study);
-          beat.set_suggestion_count(1);
-          beat.set_client_id(slot->client_id);
-          core_->Call(beat).IgnoreError();
-          slot->last_heartbeat = now;
-        }
-      }
     }
-    if (options_.max_running_trials <= 0) continue;
-    // ACTIVE studies, and COMPLETED ones (budget spent) with trials still to finish; a paused
-    // (INACTIVE) study starts nothing.
-    std::vector<v1::Study> managed = ManagedStudies();
-    std::erase_if(managed, [](const v1::Study& s) {
-      return !(s.state() == v1::Study::ACTIVE ||
-               (s.state() == v1::Study::COMPLETED && s.trial_count() > s.completed_trial_count()));
-    });
-    // Highest priority first, then the oldest study.
-    std::stable_sort(managed.begin(), managed.end(), [](const v1::Study& a, const v1::Study& b) {
-      const int pa = a.spec().trial_template().priority();
-      const int pb = b.spec().trial_template().priority();
-      if (pa != pb) return pa > pb;
-      return CreateTime(a) < CreateTime(b);
-    });
+    RunOnce();
+  }
+}
+
+void Scheduler::RunOnce() {
+  absl::MutexLock pass(&pass_mu_);
+  if (!finished_stopping_) {
+    FinishStoppingTrials();
+    finished_stopping_ = true;
+  }
+  CheckRunning(ReapSlots());
+  if (options_.max_running_trials <= 0) return;
+  const std::vector<v1::Study> managed = SchedulableStudies();
+  std::vector<Ask> asks;
+  {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
-    Admit(managed);
+    asks = FreeSlots(managed);
+  }
+  // With no lock held: the core may write and wait for fsync; a fit reads the study's trials.
+  std::vector<std::pair<Ask, std::optional<v1::Trial>>> got;
+  for (Ask& ask : asks) {
+    v1::SuggestTrialsRequest req;
+    req.set_parent(ask.key.study);
+    req.set_suggestion_count(1);
+    req.set_client_id(SlotClientId(ask.key.slot));
+    absl::StatusOr<v1::SuggestTrialsResponse> trials = core_->Call(req);
+    std::optional<v1::Trial> trial;
+    // None: the budget is spent, or the study is no longer ACTIVE.
+    if (trials.ok() && !trials->trials().empty()) trial = trials->trials(0);
+    got.emplace_back(std::move(ask), std::move(trial));
+  }
+  for (const v1::Study& study : managed) {
+    if (sizer_.NeedsFit(study)) sizer_.Fit(study, TrialsIn(study.name(), v1::Trial::SUCCEEDED));
+  }
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return;
+  Admit(got);
+}
+
+std::vector<std::shared_ptr<Scheduler::Slot>> Scheduler::ReapSlots() {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::shared_ptr<Slot>> running;
+  for (auto it = slots_.begin(); it != slots_.end();) {
+    if (!it->second->done) {
+      running.push_back(it->second);
+      ++it;
+      continue;
+    }
+    it->second->driver.join();  // `done` is the thread's last act
+    for (int g : it->second->gpu_ids) gpu_busy_[static_cast<size_t>(g)] = false;
+    it = slots_.erase(it);
+  }
+  return running;
+}
+
+void Scheduler::CheckRunning(const std::vector<std::shared_ptr<Slot>>& running) {
+  const absl::Time now = clock_->Now();
+  for (const std::shared_ptr<Slot>& slot : running) {
+    // A client's StopTrial, or early stopping.
+    v1::CheckTrialEarlyStoppingStateRequest check;
+    check.set_trial_name(slot->trial_name);
+    absl::StatusOr<v1::CheckTrialEarlyStoppingStateResponse> r = core_->Call(check);
+    if (r.ok() && r->should_stop()) {
+      slot->RequestStop(options_.stop_grace);
+      continue;  // no heartbeat: a STOPPING trial is not handed back, a new one would be
+    }
+    if (now - slot->last_heartbeat >= options_.heartbeat_every) {
+      // Asking again with the slot's client id hands back (and refreshes) its trial.
+      v1::SuggestTrialsRequest beat;
+      beat.set_parent(slot->study);
+      beat.set_suggestion_count(1);
+      beat.set_client_id(slot->client_id);
+      core_->Call(beat).IgnoreError();
+      slot->last_heartbeat = now;
+    }
   }
 }
 
-load_model::TrialResourceModel& Scheduler::ModelFor(const v1::Study& study) {
-  StudyModel& m = models_[study.name()];
-  if (m.model != nullptr && m.completed == study.completed_trial_count()) return *m.model;
-  auto model = std::make_unique<load_model::TrialResourceModel>();
-  // Trials that ran to their end, in the order they ended: a stopped or failed run's peak is
-  // only a lower bound of what a whole run needs.
-  std::vector<v1::Trial> finished = TrialsIn(study.name(), v1::Trial::SUCCEEDED);
-  std::erase_if(finished, [](const v1::Trial& t) {
-    return t.usage().peak_memory_bytes() <= 0 || t.usage().stopped();
+std::vector<v1::Study> Scheduler::SchedulableStudies() {
+  // ACTIVE studies, and COMPLETED ones (budget spent) with trials still to finish; a paused
+  // (INACTIVE) study starts nothing.
+  std::vector<v1::Study> managed = ManagedStudies();
+  std::erase_if(managed, [this](const v1::Study& s) {
+    return !(s.state() == v1::Study::ACTIVE ||
+             (s.state() == v1::Study::COMPLETED && s.trial_count() > s.completed_trial_count())) ||
+           s.spec().trial_template().resources().gpus() > options_.gpus;  // never fits
   });
-  std::stable_sort(finished.begin(), finished.end(), [](const v1::Trial& a, const v1::Trial& b) {
-    return std::make_pair(a.end_time().seconds(), a.end_time().nanos()) <
-           std::make_pair(b.end_time().seconds(), b.end_time().nanos());
+  // Highest priority first, then the oldest study.
+  std::stable_sort(managed.begin(), managed.end(), [](const v1::Study& a, const v1::Study& b) {
+    const int pa = a.spec().trial_template().priority();
+    const int pb = b.spec().trial_template().priority();
+    if (pa != pb) return pa > pb;
+    return CreateTime(a) < CreateTime(b);
   });
-  for (const v1::Trial& t : finished) {
-    load_model::TrialTelemetry telemetry;
-    telemetry.params = ModelParams(t);
-    telemetry.peak_memory_bytes = static_cast<double>(t.usage().peak_memory_bytes());
-    telemetry.peak_cpu_cores = t.usage().mean_cpu_cores();
-    model->AddTrial(telemetry).IgnoreError();  // the store holds only validated usage
-  }
-  // OOM kills since the last fit still count against the margin.
-  if (m.model != nullptr) model->MergeOutOfMemory(*m.model);
-  m.model = std::move(model);
-  m.completed = study.completed_trial_count();
-  return *m.model;
+  return managed;
 }
 
-v1::ResourceRequest Scheduler::RequestFor(const v1::Study& study, const v1::Trial& trial) {
-  const v1::TrialTemplate& tt = study.spec().trial_template();
-  v1::ResourceRequest r = tt.resources();
-  // The template's resources: as asked (fixed_resources), or until enough trials have ended.
-  if (load_model::TrialResourceModel* model = tt.fixed_resources() ? nullptr : &ModelFor(study);
-      model != nullptr && model->num_trials() >= std::max(1, options_.learn_after_trials)) {
-    const load_model::TrialResourceRequest predicted = model->Predict(ModelParams(trial));
-    // CPU is throttled, not killed: never more cores than the template asks for.
-    r.set_cpu_cores(tt.resources().cpu_cores() > 0
-                        ? std::min(predicted.cpu_cores, tt.resources().cpu_cores())
-                        : predicted.cpu_cores);
-    r.set_memory_bytes(std::min(predicted.memory_bytes, memory_capacity_));
+std::vector<Scheduler::Ask> Scheduler::FreeSlots(const std::vector<v1::Study>& managed) {
+  const absl::Time now = clock_->Now();
+  std::set<std::string> active;
+  std::vector<Ask> asks;
+  // A waiting trial for each free slot: asking with the slot's client id hands back the trial
+  // it had (preempted, OOM-killed, or interrupted by a restart) before a new one. A waiting
+  // trial is asked for again (which refreshes its heartbeat) every heartbeat_every.
+  for (const v1::Study& study : managed) {
+    active.insert(study.name());
+    for (int i = 0; i < std::max(1, study.spec().trial_template().parallel_trials()); ++i) {
+      const Key key{study.name(), i};
+      if (slots_.contains(key)) continue;
+      auto it = pending_.find(key);
+      if (it != pending_.end() && now - it->second.last_heartbeat < options_.heartbeat_every) {
+        it->second.study = study;
+        continue;
+      }
+      asks.push_back({key, study});
+    }
   }
-  // After an OOM kill, the trial's own (doubled) request is a floor.
-  if (trial.usage().oom_kills() > 0) {
-    r.set_memory_bytes(std::max(r.memory_bytes(), trial.resources().memory_bytes()));
+  std::erase_if(pending_, [&](const auto& p) { return !active.contains(p.first.study); });
+  return asks;
+}
+
+void Scheduler::Admit(const std::vector<std::pair<Ask, std::optional<v1::Trial>>>& got) {
+  const absl::Time now = clock_->Now();
+  for (const auto& [ask, trial] : got) {
+    if (trial.has_value()) {
+      pending_[ask.key] = Pending{ask.study, *trial, now};
+    } else {
+      pending_.erase(ask.key);  // another slot may still hold a trial to hand back
+    }
   }
-  return r;
+  // The snapshot Place decides on: handles are indexes into `keys` and `placed`.
+  std::vector<Key> keys;
+  std::vector<WaitingTrial> waiting;
+  for (const auto& [key, p] : pending_) {
+    const v1::ResourceRequest r = sizer_.RequestFor(p.study, p.trial);
+    waiting.push_back({.id = static_cast<int>(keys.size()),
+                       .priority = p.study.spec().trial_template().priority(),
+                       .study_created = absl::FromUnixSeconds(p.study.create_time().seconds()) +
+                                        absl::Nanoseconds(p.study.create_time().nanos()),
+                       .study = key.study,
+                       .trial_id = p.trial.id(),
+                       .request = {r.cpu_cores(), r.memory_bytes(), r.gpus()}});
+    keys.push_back(key);
+  }
+  std::vector<std::shared_ptr<Slot>> slots;
+  std::vector<PlacedTrial> running;
+  for (const auto& [key, slot] : slots_) {
+    if (slot->done) continue;
+    absl::MutexLock slot_lock(&slot->mu);
+    running.push_back({.id = static_cast<int>(slots.size()),
+                       .priority = slot->priority,
+                       .started = slot->started,
+                       .request = {slot->request.cpu_cores(), slot->request.memory_bytes(),
+                                   slot->request.gpus()},
+                       .preempting = slot->preempted});
+    slots.push_back(slot);
+  }
+  const Capacity capacity{
+      .cpu_cores = cpu_capacity_,
+      .memory_bytes = memory_capacity_,
+      .free_gpus = static_cast<int>(std::count(gpu_busy_.begin(), gpu_busy_.end(), false)),
+      .max_running = options_.max_running_trials};
+  const Placement placement = Place(waiting, running, capacity);
+  for (int id : placement.start) {
+    const WaitingTrial& w = waiting[static_cast<size_t>(id)];
+    auto it = pending_.find(keys[static_cast<size_t>(id)]);
+    Pending p = std::move(it->second);
+    pending_.erase(it);
+    v1::ResourceRequest request;
+    request.set_cpu_cores(w.request.cpu_cores);
+    request.set_memory_bytes(w.request.memory_bytes);
+    request.set_gpus(w.request.gpus);
+    StartTrial(keys[static_cast<size_t>(id)], std::move(p), request);
+  }
+  for (int id : placement.preempt) {
+    Slot& slot = *slots[static_cast<size_t>(id)];
+    const Key& want = keys[static_cast<size_t>(placement.waiting.front())];
+    slot.preempted = true;
+    slot.RequestStop(options_.stop_grace);
+    ++preemptions_;
+    Log("preempted", slot.trial_name,
+        absl::StrCat("for ", want.study, " (priority ",
+                     waiting[static_cast<size_t>(placement.waiting.front())].priority, " over ",
+                     slot.priority, ")"));
+  }
+  std::set<std::string> studies_waiting;
+  for (int id : placement.waiting) studies_waiting.insert(keys[static_cast<size_t>(id)].study);
+  waiting_studies_ = static_cast<int>(studies_waiting.size());
 }
 
 std::string Scheduler::CheckpointDir(const v1::Trial& trial) const {
@@ -521,7 +610,7 @@ std::string Scheduler::CheckpointDir(const v1::Trial& trial) const {
                            : absl::StrCat(checkpoint_root_, "/", trial.id());
 }
 
-bool Scheduler::StartTrial(const Key& key, Pending pending, const v1::ResourceRequest& request) {
+void Scheduler::StartTrial(const Key& key, Pending pending, const v1::ResourceRequest& request) {
   const v1::TrialTemplate& tt = pending.study.spec().trial_template();
   // A trial that runs again (after a preemption or a restart) resumes from its checkpoint only
   // if its template uses ${checkpoint_dir}: then its history goes on; otherwise it starts from
@@ -530,19 +619,16 @@ bool Scheduler::StartTrial(const Key& key, Pending pending, const v1::ResourceRe
   for (const std::string& arg : tt.args()) {
     resumes = resumes || absl::StrContains(arg, "${checkpoint_dir}");
   }
-  RerunTrialRequest set{.name = pending.trial.name(),
-                        .resources = request,
-                        .oom_kills = 0,
-                        .keep_measurements = resumes};
-  absl::StatusOr<v1::Trial> trial = core_->Call(set);
-  if (!trial.ok()) return false;  // completed or stopped by a client meanwhile
   auto slot = std::make_shared<Slot>();
   slot->priority = tt.priority();
+  slot->started = clock_->Now();
+  slot->last_heartbeat = slot->started;
+  slot->study = key.study;
   slot->client_id = SlotClientId(key.slot);
-  slot->trial_name = trial->name();
+  slot->trial_name = pending.trial.name();
   {
     absl::MutexLock slot_lock(&slot->mu);
-    slot->request = trial->resources();
+    slot->request = request;
   }
   for (size_t g = 0; g < gpu_busy_.size() && static_cast<int>(slot->gpu_ids.size()) <
                                                  request.gpus(); ++g) {
@@ -551,159 +637,44 @@ bool Scheduler::StartTrial(const Key& key, Pending pending, const v1::ResourceRe
       slot->gpu_ids.push_back(static_cast<int>(g));
     }
   }
-  slot->driver = std::thread(&Scheduler::Drive, this, slot, std::move(pending.study), *trial);
+  slot->driver = std::thread(&Scheduler::Drive, this, slot, std::move(pending.study),
+                             std::move(pending.trial), request, resumes);
   slots_.emplace(key, std::move(slot));
-  return true;
 }
 
-void Scheduler::Admit(const std::vector<v1::Study>& managed) {
-  const absl::Time now = absl::Now();
-  // 1. A waiting trial for each free slot: asking with the slot's client id hands back the
-  // trial it had (preempted, OOM-killed, or interrupted by a restart) before a new one.
-  std::set<std::string> active;
-  for (const v1::Study& study : managed) {
-    active.insert(study.name());
-    const v1::TrialTemplate& tt = study.spec().trial_template();
-    if (tt.resources().gpus() > options_.gpus) continue;  // never fits (the study's page says why)
-    for (int i = 0; i < std::max(1, tt.parallel_trials()); ++i) {
-      const Key key{study.name(), i};
-      if (slots_.contains(key)) continue;
-      auto it = pending_.find(key);
-      if (it != pending_.end() && now - it->second.last_heartbeat < options_.heartbeat_every) {
-        it->second.study = study;
-        continue;
-      }
-      v1::SuggestTrialsRequest req;
-      req.set_parent(study.name());
-      req.set_suggestion_count(1);
-      req.set_client_id(SlotClientId(i));
-      absl::StatusOr<v1::SuggestTrialsResponse> got = core_->Call(req);
-      if (!got.ok() || got->trials().empty()) {  // budget spent, or no longer ACTIVE
-        pending_.erase(key);
-        continue;  // another slot may still hold a trial to hand back
-      }
-      pending_[key] = Pending{study, got->trials(0), now};
-    }
-  }
-  std::erase_if(pending_, [&](const auto& p) { return !active.contains(p.first.study); });
+namespace {
 
-  // 2. Their requests, highest priority first, then the oldest study, then the oldest trial.
-  struct Candidate {
-    Key key;
-    int priority;
-    std::pair<int64_t, int32_t> age;
-    int64_t trial_id;
-    v1::ResourceRequest request;
-  };
-  std::vector<Candidate> waiting;
-  for (auto& [key, p] : pending_) {
-    waiting.push_back({key, p.study.spec().trial_template().priority(), CreateTime(p.study),
-                       p.trial.id(), RequestFor(p.study, p.trial)});
-  }
-  std::sort(waiting.begin(), waiting.end(), [](const Candidate& a, const Candidate& b) {
-    return std::tie(b.priority, a.age, a.key.study, a.trial_id) <
-           std::tie(a.priority, b.age, b.key.study, b.trial_id);
-  });
-  // Whether `r` fits beside `running` trials holding `used` (--max-running-trials >= 1 here).
-  // A trial larger than the whole capacity still runs alone, rather than never.
-  auto room = [&](const v1::ResourceRequest& r, const v1::ResourceRequest& used, int running) {
-    return running == 0 ||
-           (running < options_.max_running_trials &&
-            used.cpu_cores() + r.cpu_cores() <= cpu_capacity_ + 1e-9 &&
-            used.memory_bytes() + r.memory_bytes() <= memory_capacity_);
-  };
-
-  // 3. Start, best fit within the highest priority waiting; preempt lower ones if none fits.
-  while (!waiting.empty()) {
-    const int top = waiting.front().priority;
-    const v1::ResourceRequest used = RequestedLocked();
-    const int running = RunningLocked();
-    const int free_gpus = static_cast<int>(std::count(gpu_busy_.begin(), gpu_busy_.end(), false));
-    // Best fit: the largest request that fits leaves the least memory over.
-    std::optional<size_t> best;
-    for (size_t i = 0; i < waiting.size() && waiting[i].priority == top; ++i) {
-      const v1::ResourceRequest& r = waiting[i].request;
-      if (r.gpus() > free_gpus || !room(r, used, running)) continue;
-      if (!best || r.memory_bytes() > waiting[*best].request.memory_bytes()) best = i;
-    }
-    if (best) {
-      Candidate c = waiting[*best];
-      waiting.erase(waiting.begin() + static_cast<ptrdiff_t>(*best));
-      auto it = pending_.find(c.key);
-      Pending p = std::move(it->second);
-      pending_.erase(it);
-      StartTrial(c.key, std::move(p), c.request);
-      continue;
-    }
-    // None fits. Running trials of lower priority that would free enough for the oldest
-    // waiting one: the lowest priority first, the most recently started first among equals.
-    const Candidate& want = waiting.front();
-    std::vector<std::shared_ptr<Slot>> lower;
-    for (auto& [key, slot] : slots_) {
-      if (!slot->done && !slot->preempted && slot->priority < top) lower.push_back(slot);
-    }
-    std::sort(lower.begin(), lower.end(), [](const auto& a, const auto& b) {
-      return std::make_pair(a->priority, -absl::ToUnixNanos(a->started)) <
-             std::make_pair(b->priority, -absl::ToUnixNanos(b->started));
-    });
-    v1::ResourceRequest after = used;
-    int running_after = running;
-    auto release = [&](Slot& slot) {
-      absl::MutexLock slot_lock(&slot.mu);
-      after.set_cpu_cores(after.cpu_cores() - slot.request.cpu_cores());
-      after.set_memory_bytes(after.memory_bytes() - slot.request.memory_bytes());
-      --running_after;
-    };
-    // Trials already being preempted count as gone.
-    for (auto& [key, slot] : slots_) {
-      if (!slot->done && slot->preempted) release(*slot);
-    }
-    size_t take = 0;
-    while (!room(want.request, after, running_after) && take < lower.size()) {
-      release(*lower[take++]);
-    }
-    if (room(want.request, after, running_after)) {
-      for (size_t i = 0; i < take; ++i) {
-        lower[i]->preempted = true;
-        lower[i]->RequestStop(options_.stop_grace);
-        ++preemptions_;
-        Log("preempted", lower[i]->trial_name,
-            absl::StrCat("for ", want.key.study, " (priority ", top, " over ",
-                         lower[i]->priority, ")"));
-      }
-    }
-    break;  // the rest waits: lower priorities are not started before the higher ones
-  }
-  std::set<std::string> studies_waiting;
-  for (const Candidate& c : waiting) studies_waiting.insert(c.key.study);
-  waiting_studies_ = static_cast<int>(studies_waiting.size());
-}
-
-absl::StatusOr<ta::TrialRunner*> Scheduler::RunnerFor(const v1::Study& study) {
+// The trial's process: the template's command and args (${name}s expanded) with its limits.
+absl::StatusOr<ta::TrialLaunch> LaunchFor(const v1::Study& study, const v1::Trial& trial,
+                                          const std::string& checkpoint_dir,
+                                          const std::vector<int>& gpu_ids) {
   const v1::TrialTemplate& tt = study.spec().trial_template();
-  if (tt.runner() != "slurm") return runner_.get();
-  absl::MutexLock lock(&slurm_mu_);
-  std::unique_ptr<ta::TrialRunner>& runner = slurm_runners_[study.name()];
-  if (runner != nullptr) return runner.get();
-  ta::SlurmRunnerOptions options;
-  options.slurm_conf = options_.slurm_conf;
-  options.partition = tt.slurm().partition();
-  options.account = tt.slurm().account();
-  options.extra_args.assign(tt.slurm().extra_args().begin(), tt.slurm().extra_args().end());
-  options.output_dir = checkpoint_root_ + "/slurm";
-  std::error_code ec;
-  std::filesystem::create_directories(options.output_dir, ec);
-  absl::StatusOr<std::unique_ptr<ta::TrialRunner>> made = ta::NewSlurmRunner(options);
-  if (!made.ok()) return made.status();
-  runner = *std::move(made);
-  return runner.get();
+  std::vector<std::string> args(tt.args().begin(), tt.args().end());
+  absl::StatusOr<std::vector<std::string>> expanded =
+      ta::ExpandArgs(args, TemplateValues(study, trial, checkpoint_dir));
+  if (!expanded.ok()) {
+    // A ${name} of a conditional parameter this trial does not have.
+    return absl::InvalidArgumentError(absl::StrCat("trial_template.", expanded.status().message()));
+  }
+  ta::TrialLaunch launch;
+  launch.trial_name = trial.name();
+  launch.argv.push_back(tt.command());
+  launch.argv.insert(launch.argv.end(), expanded->begin(), expanded->end());
+  launch.env.insert(tt.env().begin(), tt.env().end());
+  launch.limits.cpu_cores = trial.resources().cpu_cores();
+  launch.limits.memory_bytes = trial.resources().memory_bytes();
+  launch.limits.gpus = trial.resources().gpus();
+  launch.gpu_ids = gpu_ids;
+  launch.processes = std::max(1, tt.processes());
+  return launch;
 }
 
-void Scheduler::Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial trial) {
-  const v1::TrialTemplate& tt = study.spec().trial_template();
-  const std::string checkpoint_dir = CheckpointDir(trial);
+}  // namespace
+
+void Scheduler::Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial waiting,
+                      v1::ResourceRequest request, bool resumes) {
   // However it ends, the slot is free and the loop looks at once (not at its next poll).
-  // `done` comes last: the loop joins a done slot's thread while holding mu_.
+  // `done` comes last: the pass joins a done slot's thread while holding mu_.
   absl::Cleanup released = [&] {
     {
       absl::MutexLock lock(&mu_);
@@ -711,6 +682,13 @@ void Scheduler::Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial tri
     }
     slot->done = true;
   };
+  // The request it runs with; refused when a client completed or stopped it meanwhile.
+  absl::StatusOr<v1::Trial> started = core_->Call(RerunTrialRequest{
+      .name = waiting.name(), .resources = request, .oom_kills = 0,
+      .keep_measurements = resumes});
+  if (!started.ok()) return;
+  const v1::Trial& trial = *started;
+  const std::string checkpoint_dir = CheckpointDir(trial);
   std::error_code ec;
   auto finish = [&] { std::filesystem::remove_all(checkpoint_dir, ec); };
   auto infeasible = [&](const std::string& reason) {
@@ -721,37 +699,22 @@ void Scheduler::Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial tri
     Complete(req);
     finish();
   };
-  std::vector<std::string> args(tt.args().begin(), tt.args().end());
-  absl::StatusOr<std::vector<std::string>> expanded =
-      ta::ExpandArgs(args, TemplateValues(study, trial, checkpoint_dir));
-  if (!expanded.ok()) {
-    // A ${name} of a conditional parameter this trial does not have.
-    return infeasible(absl::StrCat("trial_template.", expanded.status().message()));
-  }
+  absl::StatusOr<ta::TrialLaunch> launch = LaunchFor(study, trial, checkpoint_dir, slot->gpu_ids);
+  if (!launch.ok()) return infeasible(std::string(launch.status().message()));
   if (!std::filesystem::create_directories(checkpoint_dir, ec) && ec) {
     return infeasible(absl::StrCat("cannot make its checkpoint_dir ", checkpoint_dir, ": ",
                                    ec.message()));
   }
-  ta::TrialLaunch launch;
-  launch.trial_name = trial.name();
-  launch.argv.push_back(tt.command());
-  launch.argv.insert(launch.argv.end(), expanded->begin(), expanded->end());
-  launch.env.insert(tt.env().begin(), tt.env().end());
-  launch.limits.cpu_cores = trial.resources().cpu_cores();
-  launch.limits.memory_bytes = trial.resources().memory_bytes();
-  launch.limits.gpus = trial.resources().gpus();
-  launch.gpu_ids = slot->gpu_ids;
-  launch.processes = std::max(1, tt.processes());
   const int64_t first_step =
       trial.measurements_size() > 0
           ? trial.measurements(trial.measurements_size() - 1).step() + 1
           : 1;
-  Reporter reporter(core_, study.name(), trial.name(), first_step, options_.stop_grace,
+  Reporter reporter(core_, clock_, study.name(), trial.name(), first_step, options_.stop_grace,
                     [slot](absl::Duration grace) { slot->RequestStop(grace); },
                     &options_.usage_sink);
-  absl::StatusOr<ta::TrialRunner*> runner = RunnerFor(study);
+  absl::StatusOr<ta::TrialRunner*> runner = runners_->RunnerFor(study);
   absl::StatusOr<std::unique_ptr<ta::RunningTrial>> run =
-      runner.ok() ? (*runner)->Start(launch, &reporter) : runner.status();
+      runner.ok() ? (*runner)->Start(*launch, &reporter) : runner.status();
   if (!run.ok()) {
     // Every trial of the study will fail the same way (a command not on PATH): say so in
     // evoscaled's log too, not only in each trial's reason.
@@ -777,39 +740,40 @@ void Scheduler::Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial tri
   const bool ended_anyway = outcome.final.has_value() && outcome.exit_code == 0;
   if (slot->shutdown || (slot->preempted && !ended_anyway)) return;
   if (slot->preempted) outcome.kind = ta::TrialOutcome::Kind::kSucceeded;
-  if (outcome.kind == ta::TrialOutcome::Kind::kOutOfMemory && !stop_wanted) {
-    const int64_t asked = trial.resources().memory_bytes();
-    const int64_t more = std::min(2 * asked, memory_capacity_);
-    if (asked > 0 && more > asked) {
-      {
-        absl::MutexLock lock(&mu_);
-        auto m = models_.find(study.name());
-        if (m != models_.end() && m->second.model != nullptr) {
-          m->second.model->AddOutOfMemory(ModelParams(trial), static_cast<double>(asked));
-        }
-      }
-      // From scratch (its measurements and checkpoints go), and admitted again against the
-      // capacity in use: the slot's client id gets it back with the larger request.
-      RerunTrialRequest rerun{.name = trial.name(),
-                              .resources = trial.resources(),
-                              .oom_kills = static_cast<int32_t>(
-                                  std::max<int64_t>(1, outcome.oom_kills))};
-      rerun.resources.set_memory_bytes(more);
-      absl::StatusOr<v1::Trial> again = core_->Call(rerun);
-      if (again.ok()) {
-        Log("out of memory", trial.name(),
-            absl::StrCat("runs again with ", more, " bytes (was ", asked, ")"));
-        return finish();
-      }
-      Log("rerun refused", trial.name(), std::string(again.status().message()));
-    } else if (asked > 0) {
-      absl::StrAppend(&outcome.reason, "; it needs more than the memory capacity of ",
-                      memory_capacity_, " bytes");
-      outcome.oom_kills = std::max<int64_t>(1, outcome.oom_kills);
-    }
+  if (outcome.kind == ta::TrialOutcome::Kind::kOutOfMemory && !stop_wanted &&
+      RerunAfterOom(study, trial, &outcome)) {
+    return finish();
   }
   Report(study, trial, outcome);
   finish();
+}
+
+bool Scheduler::RerunAfterOom(const v1::Study& study, const v1::Trial& trial,
+                              ta::TrialOutcome* outcome) {
+  const int64_t asked = trial.resources().memory_bytes();
+  const int64_t more = std::min(2 * asked, memory_capacity_);
+  if (asked > 0 && more > asked) {
+    sizer_.AddOutOfMemory(study.name(), trial, asked);
+    // From scratch (its measurements and checkpoints go), and admitted again against the
+    // capacity in use: the slot's client id gets it back with the larger request.
+    RerunTrialRequest rerun{.name = trial.name(),
+                            .resources = trial.resources(),
+                            .oom_kills = static_cast<int32_t>(
+                                std::max<int64_t>(1, outcome->oom_kills))};
+    rerun.resources.set_memory_bytes(more);
+    absl::StatusOr<v1::Trial> again = core_->Call(rerun);
+    if (again.ok()) {
+      Log("out of memory", trial.name(),
+          absl::StrCat("runs again with ", more, " bytes (was ", asked, ")"));
+      return true;
+    }
+    Log("rerun refused", trial.name(), std::string(again.status().message()));
+  } else if (asked > 0) {
+    absl::StrAppend(&outcome->reason, "; it needs more than the memory capacity of ",
+                    memory_capacity_, " bytes");
+    outcome->oom_kills = std::max<int64_t>(1, outcome->oom_kills);
+  }
+  return false;
 }
 
 void Scheduler::Report(const v1::Study& study, const v1::Trial& trial,

@@ -26,12 +26,23 @@
 //
 // On shutdown the running processes are stopped and their trials stay ACTIVE: they run again
 // after the next start.
+//
+// Each scheduling pass (RunOnce) works in three steps, so that no lock of the scheduler is ever
+// held across a call of the study core (which writes and, with --durability power, waits for
+// fsync) or a model fit: it snapshots its state under mu_, calls the core with no lock held,
+// then applies what it learned under mu_ (placement.h's pure Place decides what starts and what
+// is preempted). Reads (running(), requested(), ...; a /metrics scrape) take mu_ only for a
+// moment and never wait behind the disk.
+//
+// Thread-safe: every public method may be called from any thread. Time comes from the
+// injected Clock (SchedulerOptions::clock); the processes come from a RunnerFactory.
 #ifndef EVOSCALE_SERVICE_SCHEDULER_SCHEDULER_H_
 #define EVOSCALE_SERVICE_SCHEDULER_SCHEDULER_H_
 
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -45,7 +56,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "evoscale/v1/autoscaler.pb.h"
-#include "load_model/trial_resource_model.h"
+#include "service/common/clock.h"
+#include "service/scheduler/runner_factory.h"
+#include "service/scheduler/trial_sizer.h"
 #include "service/study/study_core.h"
 #include "trainer_adapter/trial_runner.h"
 
@@ -84,6 +97,12 @@ struct SchedulerOptions {
   // Slurm's default). Their scripts and output files go to CHECKPOINT_ROOT/slurm, which the
   // compute nodes must see. They are admitted against --capacity like local trials.
   std::string slurm_conf;
+  // Where time comes from (slots' start times, heartbeats, a trial's elapsed time when it
+  // reports none). nullptr: the real clock. Must outlive the scheduler.
+  Clock* clock = nullptr;
+  // Whether Create starts the scheduling thread (a pass every poll_every, and whenever a trial
+  // ends). false: nothing runs until the caller calls RunOnce (tests).
+  bool start_loop = true;
 };
 
 // Parses evoscaled's --capacity: "cpu=N,memory=SIZE,gpus=N", any of them in any order, into
@@ -93,11 +112,21 @@ absl::Status ParseCapacity(absl::string_view text, SchedulerOptions* options);
 
 class Scheduler {
  public:
-  // Starts the scheduling thread. `core` must outlive the scheduler.
-  Scheduler(StudyCore* core, SchedulerOptions options);
+  // Makes the scheduler and, with options.start_loop, starts its thread (which first finishes
+  // the trials a previous run left STOPPING). `core` (and options.clock) must outlive it.
+  // `runners`: how trials run; nullptr: NewRunnerFactory (local processes, Slurm).
+  // INVALID_ARGUMENT naming the option for a negative count or capacity.
+  static absl::StatusOr<std::unique_ptr<Scheduler>> Create(
+      StudyCore* core, SchedulerOptions options, std::unique_ptr<RunnerFactory> runners = nullptr);
   ~Scheduler();  // stops the running trials (they stay ACTIVE) and joins every thread
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
+
+  // One scheduling pass: reaps ended trials, stops those the study says should stop, refreshes
+  // heartbeats, gives free slots their trials and starts (or preempts for) those that fit. The
+  // trials' own threads then run them. Called by the scheduling thread; without it
+  // (start_loop false), by the caller, one pass at a time.
+  void RunOnce();
 
   int running();  // trials running now
   // The requests of the trials running now, summed (what --capacity is judged against).
@@ -110,18 +139,23 @@ class Scheduler {
   // Trials preempted so far (stopped to make room for a trial of higher priority).
   int64_t preemptions();
   // How trials are contained: "cgroup v1 (...)" or "sampling /proc every ...: WHY".
-  std::string enforcement() const { return runner_->enforcement(); }
+  std::string enforcement() const { return runners_->enforcement(); }
 
  private:
   struct Slot;
   struct Pending;
-  struct StudyModel;
   struct Key {
     std::string study;
     int slot;
     bool operator<(const Key& o) const { return std::tie(study, slot) < std::tie(o.study, o.slot); }
   };
+  // A free slot that needs a trial from the core (SuggestTrials with its client id).
+  struct Ask {
+    Key key;
+    v1::Study study;
+  };
 
+  Scheduler(StudyCore* core, SchedulerOptions options, std::unique_ptr<RunnerFactory> runners);
   int RunningLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::ResourceRequest RequestedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Loop();
@@ -130,25 +164,33 @@ class Scheduler {
   void FinishStoppingTrials();
   // Every study with a trial template command, in any state.
   std::vector<v1::Study> ManagedStudies();
+  // The managed studies that may start trials, highest priority first, then the oldest.
+  std::vector<v1::Study> SchedulableStudies();
   // The trials of `study` in `state`, all pages.
   std::vector<v1::Trial> TrialsIn(const std::string& study, v1::Trial::State state);
-  // Gives each free slot of `managed` (in priority order) a waiting trial, and starts
-  // (or preempts for) those that fit, as the header comment says.
-  void Admit(const std::vector<v1::Study>& managed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The request a waiting trial runs with (see the header comment).
-  v1::ResourceRequest RequestFor(const v1::Study& study, const v1::Trial& trial)
+  // Under mu_: frees the slots whose trials ended; the running ones.
+  std::vector<std::shared_ptr<Slot>> ReapSlots();
+  // No lock: stops the running trials the core says should stop, refreshes the others'
+  // heartbeats.
+  void CheckRunning(const std::vector<std::shared_ptr<Slot>>& running);
+  // Under mu_: the free slots of `managed` that need a trial; forgets the waiting trials of
+  // studies no longer in it.
+  std::vector<Ask> FreeSlots(const std::vector<v1::Study>& managed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The study's load model, refitted when its completed_trial_count has changed.
-  load_model::TrialResourceModel& ModelFor(const v1::Study& study)
+  // Under mu_: records what the asks got, places the waiting trials, starts and preempts.
+  void Admit(const std::vector<std::pair<Ask, std::optional<v1::Trial>>>& got)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Starts `pending` in slot `key` with `request`. False when its trial is no longer ACTIVE.
-  bool StartTrial(const Key& key, Pending pending, const v1::ResourceRequest& request)
+  // Starts `pending` in slot `key` with `request` (its thread first sets the request in the
+  // core, and ends at once if the trial is no longer ACTIVE).
+  void StartTrial(const Key& key, Pending pending, const v1::ResourceRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string CheckpointDir(const v1::Trial& trial) const;
-  // The runner of the study's trials: the local one, or (runner "slurm") the study's own
-  // Slurm runner, made at its first trial. FAILED_PRECONDITION when Slurm does not answer.
-  absl::StatusOr<trainer_adapter::TrialRunner*> RunnerFor(const v1::Study& study);
-  void Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial trial);
+  void Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial trial,
+             v1::ResourceRequest request, bool resumes);
+  // After an OOM kill: runs the trial again with twice the memory (true), or says in
+  // `outcome` why it cannot (false).
+  bool RerunAfterOom(const v1::Study& study, const v1::Trial& trial,
+                     trainer_adapter::TrialOutcome* outcome);
   void Report(const v1::Study& study, const v1::Trial& trial,
               const trainer_adapter::TrialOutcome& outcome);
   void Complete(const v1::CompleteTrialRequest& req);
@@ -156,26 +198,27 @@ class Scheduler {
   // without one, it is INFEASIBLE ("stopped before its first measurement").
   void CompleteStopped(v1::CompleteTrialRequest req);
 
+  // Constant after construction.
   StudyCore* const core_;
   const SchedulerOptions options_;
-  const std::unique_ptr<trainer_adapter::TrialRunner> runner_;
-  // Constant after construction.
-  int64_t memory_capacity_ = 0;
-  double cpu_capacity_ = 0;
+  Clock* const clock_;
+  const std::unique_ptr<RunnerFactory> runners_;
+  const int64_t memory_capacity_;
+  const double cpu_capacity_;
+  const std::string checkpoint_root_;
+  TrialSizer sizer_;  // thread-safe; taken after mu_ when both are held
 
-  absl::Mutex mu_;
+  absl::Mutex pass_mu_;  // one scheduling pass at a time; held across core calls, never by readers
+  bool finished_stopping_ ABSL_GUARDED_BY(pass_mu_) = false;
+
+  absl::Mutex mu_ ABSL_ACQUIRED_AFTER(pass_mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool wake_ ABSL_GUARDED_BY(mu_) = false;  // a slot is free: schedule now, not at the next poll
   std::map<Key, std::shared_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);
   std::map<Key, Pending> pending_ ABSL_GUARDED_BY(mu_);  // free slots' trials, waiting
-  std::map<std::string, StudyModel> models_ ABSL_GUARDED_BY(mu_);  // by study name
   std::vector<bool> gpu_busy_ ABSL_GUARDED_BY(mu_);
   int waiting_studies_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t preemptions_ ABSL_GUARDED_BY(mu_) = 0;
-  std::string checkpoint_root_;  // constant after construction
-  absl::Mutex slurm_mu_;          // not held with mu_
-  std::map<std::string, std::unique_ptr<trainer_adapter::TrialRunner>> slurm_runners_
-      ABSL_GUARDED_BY(slurm_mu_);  // by study name
   std::thread loop_;
 };
 
