@@ -21,6 +21,7 @@
 #include "trainer/criteo_reader.h"
 #include "trainer/embedding_table.h"
 #include "trainer/feature_id.h"
+#include "trainer/internal/embedding_exchange.h"
 #include "trainer/internal/run_options.h"
 #include "trainer/metrics.h"
 #include "trainer/mlp.h"
@@ -31,6 +32,8 @@ namespace evoscale::trainer {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using internal::EmbeddingExchange;
+using internal::InputLayout;
 
 // One shard: its table (owned by one worker) and that worker's per-batch scratch.
 struct Shard {
@@ -43,23 +46,27 @@ struct Shard {
   absl::Status checkpoint_status;
 };
 
-// One training run. Each step, every worker (Worker(t)) goes through:
+// One training run, on one rank of a job (a job of one: OneProcess). Each step, every worker
+// (Worker(t)) goes through:
 //   1. gather: look up (inserting) its shards' ids of the batch and copy their rows into x_;
-//      copy its slice's dense features                                   -> barrier A
-//   2. MLP forward/backward on its slice of the batch; the input gradient replaces x_ -> barrier B
+//      copy its slice's dense features                             -> inputs_gathered_
+//   2. MLP forward/backward on its slice of the batch; the input gradient replaces x_
+//                                                                   -> gradients_computed_
 //   3. Adam on its slice of the MLP parameters; sum each of its rows' gradients from x_ and apply
-//      the sparse optimizer; evict expired rows                          -> barrier C
-//   4. on checkpoint steps, write its shards' files                     -> barrier D
-// Barrier C's completion (OnStepEnd) runs alone: it counts the step, checks the loss, reports
-// progress, takes the next batch from the reader and decides on checkpoints; D's completion
+//      the sparse optimizer; evict expired rows                    -> parameters_updated_
+//   4. on checkpoint steps, write its shards' files               -> shards_written_
+// Each barrier's completion runs alone, the other workers waiting. parameters_updated_'s
+// (OnStepEnd) counts the step, checks the loss, reports progress, takes the next batch from the
+// reader, agrees with the other ranks on going on and decides on checkpoints; shards_written_'s
 // writes the dense state and the manifest.
 //
 // In a job of several processes (ranks, comm.h), each reads its own slice of the input and
-// owns the rows of the global shards r*L .. r*L+L-1 (L shards a rank): OnStepEnd also sends the
-// batch's ids to their owners (PrepareExchange), phase 1 gathers the rows asked of this rank,
-// A's completion sends them back into x_, B's completion sends the rows' gradients to their
-// owners and all-reduces the dense gradients, phase 3 applies what this rank owns. The step's
-// loss gradient is scaled by the job's batch, so N ranks of batch/N train as one of batch.
+// owns the rows of the global shards r*L .. r*L+L-1 (L shards a rank), which exchange_ moves:
+// OnStepEnd sends the next batch's ids to their owners, phase 1 gathers the rows asked of this
+// rank, inputs_gathered_'s completion sends them back into x_, gradients_computed_'s sends the
+// rows' gradients to their owners and all-reduces the dense gradients, phase 3 applies what this
+// rank owns. The step's loss gradient is scaled by the job's batch, so N ranks of batch/N train
+// as one of batch.
 class Training {
  public:
   Training(const TrainerConfig& config, const EventSink& sink, Collectives* comm)
@@ -77,12 +84,13 @@ class Training {
                                            comm->size())),
         dim_(config.embedding_dim),
         input_(kNumCategorical * config.embedding_dim + kNumDense),
+        layout_{dim_, input_},
         optimizer_(config.sparse),
         start_(Clock::now()),
-        barrier_a_(threads_, RowsBack{this}),
-        barrier_b_(threads_, GradientsOut{this}),
-        barrier_c_(threads_, StepEnd{this}),
-        barrier_d_(threads_, CheckpointEnd{this}) {}
+        inputs_gathered_(threads_, RowsBack{this}),
+        gradients_computed_(threads_, GradientsOut{this}),
+        parameters_updated_(threads_, StepEnd{this}),
+        shards_written_(threads_, CheckpointEnd{this}) {}
 
   absl::Status Setup();
   absl::Status Train();
@@ -108,53 +116,36 @@ class Training {
   BatchReaderOptions ReaderFor(bool for_eval) const;
   absl::StatusOr<nlohmann::ordered_json> ModelDetails(uint64_t peak_rss_bytes) const;
 
+  // The barriers' completions.
+  struct RowsBack {
+    Training* t;
+    void operator()() noexcept { t->OnInputsGathered(); }
+  };
+  struct GradientsOut {
+    Training* t;
+    void operator()() noexcept { t->OnGradientsComputed(); }
+  };
   struct StepEnd {
     Training* t;
     void operator()() noexcept { t->OnStepEnd(); }
   };
-  struct RowsBack {
+  struct CheckpointEnd {
     Training* t;
-    void operator()() noexcept {
-      if (t->ranks_ > 1 && t->batch_ != nullptr && t->status_.ok()) t->OnRowsGathered();
-    }
-  };
-  struct GradientsOut {
-    Training* t;
-    void operator()() noexcept {
-      if (t->ranks_ > 1 && t->batch_ != nullptr && t->status_.ok()) t->OnGradientsComputed();
-    }
+    void operator()() noexcept { t->OnCheckpointEnd(); }
   };
 
-  // Ids of `batch` (nullptr: none) to their owners: ex_.recv_keys and local_index say what this
-  // rank must look up for whom.
-  absl::Status PrepareExchange(const ExampleBatch* batch);
-  // Where id position p (example p / 26, slot p % 26) of the batch goes in x_.
-  size_t InputOffset(uint32_t p) const {
-    return size_t(p / kNumCategorical) * input_ + size_t(p % kNumCategorical) * dim_;
-  }
-  // Copies row k of `rows` (the exchange's send order: a shard's distinct ids) to x_ at every
-  // position of its id (to_input), or sums those positions' rows of x_ into it (else).
-  void CopyExchanged(const ExampleBatch& batch, std::vector<float>* rows, bool to_input);
-  // Per-rank counts of ids as counts of floats (rows of dim_).
-  std::vector<int64_t> RowCounts(std::vector<int64_t> ids) const {
-    for (int64_t& n : ids) n *= dim_;
-    return ids;
-  }
-  // A failed collective here sets status_: the workers finish the step's phases and its end
-  // (OnStepEnd) ends the run without calling another collective.
-  void OnRowsGathered();
+  // A job's: the rows back to the ranks that asked, and the gradients to the owners (and the
+  // dense gradients summed). A failed collective sets status_: the workers finish the step's
+  // phases and its end (OnStepEnd) ends the run without calling another collective.
+  void OnInputsGathered();
   void OnGradientsComputed();
   // Whether the job goes on with this step's batch: only while every rank has one, and not once
   // any was asked to stop; also counts the step's examples over the job. `stop`: this rank
   // was asked to stop. Returns the job's decision to stop.
   bool AgreeOnStep(bool stop, absl::Status failure = absl::OkStatus());
-  // A failure at the end of a step: Fail alone, or in a job the coordinated end of every rank.
+  // A failure at the end of a step: every rank agrees on it at the step's agreement.
   void StepFailed(absl::Status status);
   absl::StatusOr<BinaryMetrics> EvaluateDistributed();
-  struct CheckpointEnd {
-    Training* t;
-    void operator()() noexcept { t->OnCheckpointEnd(); }
-  };
 
   absl::Status Resume();
   // The shape checkpoint `m` (at `where`) must share with this run: embedding-dim, sparse
@@ -172,6 +163,8 @@ class Training {
   void Worker(int t);
   void Gather(Shard& shard, const std::vector<uint32_t>& positions, const ExampleBatch& batch,
               uint32_t now, float* x) const;
+  // A job's: the rows of the ids the ranks asked of `shard`, where the exchange sends them.
+  void GatherAsked(Shard& shard, const EmbeddingExchange::Asked& asked, uint32_t now) const;
   // Looks up (inserting) shard.keys[0..m) and copies row k to dst(k) (zeros where no row).
   template <typename Dst>
   void GatherRows(Shard& shard, size_t m, uint32_t now, Dst dst) const;
@@ -181,11 +174,11 @@ class Training {
   void ApplyRowGradients(Shard& shard, size_t m, uint32_t now, Src src);
   void OnStepEnd();
   void OnCheckpointEnd();
-  // After a checkpoint: `mine` is this rank's result. One process: Fail unless OK. A job: every
-  // rank calls it, and all end with the first failing rank's reason if any failed.
+  // After a checkpoint: `mine` is this rank's result. Every rank calls it, and all end with the
+  // first failing rank's reason if any failed.
   void CheckpointFailed(absl::Status mine);
-  // A failure of this process's training (one process; a job agrees on failures at each step's
-  // end, AgreeOnStep, or after a checkpoint, CheckpointFailed).
+  // Ends this rank's training with `status`, without another collective: what the job agreed
+  // on (AgreeOnStep, CheckpointFailed), or a failed collective.
   void Fail(absl::Status status);
   bool EvictAt(int64_t step) const {
     return config_.expire_after_steps > 0 && config_.evict_every > 0 &&
@@ -212,6 +205,7 @@ class Training {
   const std::string checkpoint_dir_;  // this rank's: DIR/rank-R-of-N in a job of several
   const int dim_;
   const int input_;
+  const InputLayout layout_;  // where the batch's ids' rows go in x_
   const SparseOptimizer optimizer_;
   const Clock::time_point start_;
 
@@ -227,16 +221,8 @@ class Training {
   std::vector<float> x_, logits_, dlogits_;
   std::vector<double> loss_parts_;  // per worker
 
-  // Several ranks: this step's exchange. Each distinct id of the batch goes out once, in
-  // global shard order (so rank r gets those of shards r*L..r*L+L-1, in order); rows come back
-  // in the same order, and gradients go out summed per id.
-  struct Exchange {
-    std::vector<uint64_t> send_keys, recv_keys;
-    std::vector<int64_t> send_counts, recv_counts;   // per rank, in ids
-    std::vector<int64_t> shard_send, shard_recv;     // per (rank, local shard)
-    std::vector<std::vector<uint32_t>> local_index;  // per local shard: into recv_keys
-    std::vector<float> rows_out, rows_in, grads_out, grads_in;
-  } ex_;
+  // A job of several ranks: the step's rows between the ranks (null in a job of one).
+  std::unique_ptr<EmbeddingExchange> exchange_;
   int64_t job_batch_ = 0;  // examples of this step over all ranks
   int64_t bytes_at_train_end_ = 0;
 
@@ -261,10 +247,11 @@ class Training {
   int64_t checkpoints_written_ = 0;
   bool interrupted_ = false;  // stopped by RequestStop() before the data ran out
 
-  std::barrier<RowsBack> barrier_a_;       // inputs gathered (several ranks: and sent back)
-  std::barrier<GradientsOut> barrier_b_;   // gradients computed (several ranks: and exchanged)
-  std::barrier<StepEnd> barrier_c_;        // parameters updated; next batch fetched
-  std::barrier<CheckpointEnd> barrier_d_;  // shard checkpoints written
+  // What the workers wait for, in a step's order (see the class comment).
+  std::barrier<RowsBack> inputs_gathered_;         // a job: and the rows came back
+  std::barrier<GradientsOut> gradients_computed_;  // a job: and exchanged
+  std::barrier<StepEnd> parameters_updated_;       // and the next batch fetched
+  std::barrier<CheckpointEnd> shards_written_;     // every shard's checkpoint file
 };
 
 absl::Status Training::Setup() {
@@ -309,7 +296,9 @@ absl::Status Training::Setup() {
   x_.assign(size_t(batch_size_) * input_, 0.0f);
   logits_.assign(batch_size_, 0.0f);
   dlogits_.assign(batch_size_, 0.0f);
-  ex_.local_index.resize(num_shards_);
+  if (comm_->distributed()) {
+    exchange_ = std::make_unique<EmbeddingExchange>(comm_, num_shards_, layout_);
+  }
   loss_parts_.assign(threads_, 0.0);
 
   if (!checkpoint_dir_.empty()) {
@@ -498,32 +487,30 @@ absl::Status Training::Reshard() {
 
 absl::Status Training::Resume() {
   absl::StatusOr<CheckpointManifest> found = FindNewestCheckpoint(checkpoint_dir_);
-  if (ranks_ > 1) {
-    // Every rank resumes from the same step: the newest all have. A crash while the job
-    // checkpointed leaves some ranks one checkpoint ahead; each keeps its previous one until
-    // the next is written everywhere (OnCheckpointEnd), so the older step is still there.
-    const int64_t step = found.ok() ? found->step : absl::IsNotFound(found.status()) ? -1 : -2;
-    int64_t lo = step, hi = step;
-    absl::Status agreed = comm_->AllReduceMin(&lo, 1);
-    if (agreed.ok()) agreed = comm_->AllReduceMax(&hi, 1);
-    if (!agreed.ok()) return agreed;
-    if (lo < 0 && hi >= 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "some ranks have no readable checkpoint in ", config_.checkpoint_dir,
-          " and others one of step ", hi, ": a job resumes only from a step every rank has"));
-    }
-    if (found.ok() && found->step != lo) {
-      // This rank's newer one is from the interrupted checkpoint: gone, so that it cannot be
-      // mistaken for the resumed run's.
-      std::error_code ec;
-      for (const auto& entry : std::filesystem::directory_iterator(checkpoint_dir_, ec)) {
-        const std::string name = entry.path().filename().string();
-        if (name.rfind("ckpt-", 0) == 0 && name > CheckpointName(lo)) {
-          std::filesystem::remove_all(entry.path(), ec);
-        }
+  // Every rank resumes from the same step: the newest all have. A crash while the job
+  // checkpointed leaves some ranks one checkpoint ahead; each keeps its previous one until the
+  // next is written everywhere (OnCheckpointEnd), so the older step is still there.
+  const int64_t step = found.ok() ? found->step : absl::IsNotFound(found.status()) ? -1 : -2;
+  int64_t lo = step, hi = step;
+  absl::Status agreed = comm_->AllReduceMin(&lo, 1);
+  if (agreed.ok()) agreed = comm_->AllReduceMax(&hi, 1);
+  if (!agreed.ok()) return agreed;
+  if (lo < 0 && hi >= 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "some ranks have no readable checkpoint in ", config_.checkpoint_dir,
+        " and others one of step ", hi, ": a job resumes only from a step every rank has"));
+  }
+  if (found.ok() && found->step != lo) {
+    // This rank's newer one is from the interrupted checkpoint: gone, so that it cannot be
+    // mistaken for the resumed run's.
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(checkpoint_dir_, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("ckpt-", 0) == 0 && name > CheckpointName(lo)) {
+        std::filesystem::remove_all(entry.path(), ec);
       }
-      found = FindCheckpoint(checkpoint_dir_, lo);
     }
+    found = FindCheckpoint(checkpoint_dir_, lo);
   }
   // Nothing of this layout: a checkpoint of another number of ranks is resharded, else the run
   // starts fresh.
@@ -550,10 +537,15 @@ void Training::Gather(Shard& shard, const std::vector<uint32_t>& positions,
   const size_t m = positions.size();
   shard.keys.resize(m);
   for (size_t k = 0; k < m; ++k) shard.keys[k] = batch.fids[positions[k]];
-  GatherRows(shard, m, now, [&](size_t k) {
-    const uint32_t p = positions[k];
-    return x + InputOffset(p);
-  });
+  GatherRows(shard, m, now, [&](size_t k) { return x + layout_.Offset(positions[k]); });
+}
+
+void Training::GatherAsked(Shard& shard, const EmbeddingExchange::Asked& asked,
+                           uint32_t now) const {
+  // The ids other ranks (and this one) asked of this shard; their rows go out in that order.
+  shard.keys.resize(asked.size());
+  for (size_t k = 0; k < asked.size(); ++k) shard.keys[k] = asked.id(k);
+  GatherRows(shard, asked.size(), now, [&](size_t k) { return asked.row(k); });
 }
 
 template <typename Dst>
@@ -581,10 +573,8 @@ void Training::GatherRows(Shard& shard, size_t m, uint32_t now, Dst dst_of) cons
 }
 
 void Training::ApplyGradients(Shard& shard, const std::vector<uint32_t>& positions, uint32_t now) {
-  ApplyRowGradients(shard, positions.size(), now, [&](size_t k) {
-    const uint32_t p = positions[k];
-    return x_.data() + InputOffset(p);
-  });
+  ApplyRowGradients(shard, positions.size(), now,
+                    [&](size_t k) { return x_.data() + layout_.Offset(positions[k]); });
 }
 
 template <typename Src>
@@ -616,28 +606,22 @@ void Training::Worker(int t) {
     const uint32_t now = uint32_t(step_ + 1);
     // Phase 1: owners gather their shards' rows; everyone copies dense features of its slice.
     for (int s = t; s < num_shards_; s += threads_) {
-      if (ranks_ == 1) {
+      if (exchange_ == nullptr) {
         Gather(shards_[s], batch->shard_positions[s], *batch, now, x_.data());
-        continue;
+      } else {
+        GatherAsked(shards_[s], exchange_->AskedOf(s), now);
       }
-      // The ids other ranks (and this one) sent this shard; their rows go out in that order.
-      const std::vector<uint32_t>& index = ex_.local_index[s];
-      Shard& shard = shards_[s];
-      shard.keys.resize(index.size());
-      for (size_t k = 0; k < index.size(); ++k) shard.keys[k] = ex_.recv_keys[index[k]];
-      GatherRows(shard, index.size(), now,
-                 [&](size_t k) { return ex_.rows_out.data() + size_t(index[k]) * dim_; });
     }
     const int r0 = int(int64_t(n) * t / threads_), r1 = int(int64_t(n) * (t + 1) / threads_);
     CopyDense(*batch, r0, r1);
-    barrier_a_.arrive_and_wait();
+    inputs_gathered_.arrive_and_wait();
     // Phase 2: the MLP on this worker's slice of the batch.
     Mlp::Workspace& ws = workspaces_[t];
     double loss = 0;
     if (r1 > r0) {
       const float* x = &x_[size_t(r0) * input_];
       mlp_->Forward(ws, x, r1 - r0, &logits_[r0]);
-      const float scale = 1.0f / float(ranks_ > 1 ? job_batch_ : n);
+      const float scale = 1.0f / float(job_batch_);
       for (int i = r0; i < r1; ++i) {
         const float z = logits_[i], y = batch->labels[i];
         loss += std::max(z, 0.0f) + std::log1p(std::exp(-std::fabs(z))) - y * z;
@@ -648,32 +632,32 @@ void Training::Worker(int t) {
       std::fill(ws.grads.begin(), ws.grads.end(), 0.0f);
     }
     loss_parts_[t] = loss;
-    barrier_b_.arrive_and_wait();
+    gradients_computed_.arrive_and_wait();
     // Phase 3: Adam on this worker's parameter range; sparse updates of its shards.
     const size_t params = mlp_->num_params();
     mlp_->AdamStep(workspace_ptrs_, params * t / threads_, params * (t + 1) / threads_,
                    adam_step_ + 1);
     for (int s = t; s < num_shards_; s += threads_) {
-      if (ranks_ == 1) {
+      if (exchange_ == nullptr) {
         ApplyGradients(shards_[s], batch->shard_positions[s], now);
       } else {
-        const std::vector<uint32_t>& index = ex_.local_index[s];
-        ApplyRowGradients(shards_[s], index.size(), now,
-                          [&](size_t k) { return ex_.grads_in.data() + size_t(index[k]) * dim_; });
+        const EmbeddingExchange::Asked asked = exchange_->AskedOf(s);
+        ApplyRowGradients(shards_[s], asked.size(), now,
+                          [&](size_t k) { return asked.gradient(k); });
       }
       if (evict_now_ && int64_t(now) > config_.expire_after_steps) {
         shards_[s].evicted +=
             int64_t(shards_[s].table->EvictOlderThan(uint32_t(now - config_.expire_after_steps)));
       }
     }
-    barrier_c_.arrive_and_wait();
+    parameters_updated_.arrive_and_wait();
     if (checkpoint_now_) {
       const bool full = chain_.empty() || int(chain_.size()) >= config_.full_checkpoint_every;
       for (int s = t; s < num_shards_; s += threads_) {
         shards_[s].checkpoint_status = WriteShardCheckpoint(
             checkpoint_dir_, CheckpointName(step_), s, full, uint32_t(step_), *shards_[s].table);
       }
-      barrier_d_.arrive_and_wait();
+      shards_written_.arrive_and_wait();
     }
   }
 }
@@ -686,19 +670,11 @@ void Training::Fail(absl::Status status) {
 }
 
 void Training::CheckpointFailed(absl::Status mine) {
-  if (ranks_ == 1) {
-    Fail(std::move(mine));
-    return;
-  }
   // Every rank reaches this point of the step (the next step's batch is agreed and exchanged
   // already): the job ends here on all of them, each with the first failing rank's reason,
   // which rank 0 reports, rather than with MPI_Abort and no word from rank 0.
   absl::Status first = comm_->FirstFailure(mine);
-  if (first.ok()) return;
-  status_ = std::move(first);
-  checkpoint_now_ = false;
-  if (batch_ != nullptr) reader_->Recycle(std::move(batch_));
-  batch_.reset();
+  if (!first.ok()) Fail(std::move(first));
 }
 
 void Training::OnStepEnd() {
@@ -722,24 +698,20 @@ void Training::OnStepEnd() {
   }
   if (config_.progress_every > 0) window_.Add(logits_.data(), batch_->labels.data(), size_t(n));
   if (config_.progress_every > 0 && step_ % config_.progress_every == 0) {
-    if (ranks_ > 1) {
-      // The job's window, at rank 0: every rank's logits and labels, and its examples.
-      std::vector<float> logits, labels;
-      absl::Status status = comm_->GatherToRoot(window_.logits(), &logits);
-      if (status.ok()) status = comm_->GatherToRoot(window_.labels(), &labels);
-      const absl::StatusOr<int64_t> examples =
-          status.ok() ? JobExamples() : absl::StatusOr<int64_t>(status);
-      if (!examples.ok()) {
-        Fail(examples.status());
-        return;
-      }
-      if (rank_ == 0) {
-        BinaryMetrics job;
-        job.Add(logits.data(), labels.data(), logits.size());
-        Emit(ProgressLine(step_, *examples, internal::SecondsSince(start_), job));
-      }
-    } else {
-      Emit(ProgressLine(step_, examples_, internal::SecondsSince(start_), window_));
+    // The job's window, at rank 0: every rank's logits and labels, and its examples.
+    std::vector<float> logits, labels;
+    absl::Status status = comm_->GatherToRoot(window_.logits(), &logits);
+    if (status.ok()) status = comm_->GatherToRoot(window_.labels(), &labels);
+    const absl::StatusOr<int64_t> examples =
+        status.ok() ? JobExamples() : absl::StatusOr<int64_t>(status);
+    if (!examples.ok()) {
+      Fail(examples.status());
+      return;
+    }
+    if (rank_ == 0) {
+      BinaryMetrics job;
+      job.Add(logits.data(), labels.data(), logits.size());
+      Emit(ProgressLine(step_, *examples, internal::SecondsSince(start_), job));
     }
     window_.Clear();
   }
@@ -765,17 +737,13 @@ void Training::OnStepEnd() {
                     ((config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0) ||
                      batch_ == nullptr);
   evict_now_ = EvictAt(step_ + 1);
-  if (ranks_ > 1 && batch_ != nullptr) {
-    absl::Status status = PrepareExchange(batch_.get());
+  if (exchange_ != nullptr && batch_ != nullptr) {
+    absl::Status status = exchange_->SendIds(batch_.get());
     if (!status.ok()) Fail(std::move(status));
   }
 }
 
 void Training::StepFailed(absl::Status status) {
-  if (ranks_ == 1) {
-    Fail(std::move(status));
-    return;
-  }
   // The others are about to agree on the next step: they learn of this failure there.
   if (batch_ != nullptr) reader_->Recycle(std::move(batch_));
   batch_.reset();
@@ -783,7 +751,6 @@ void Training::StepFailed(absl::Status status) {
 }
 
 bool Training::AgreeOnStep(bool stop, absl::Status failure) {
-  if (ranks_ == 1) return stop;
   int64_t v[4] = {batch_ == nullptr ? 1 : 0, stop ? 1 : 0, batch_ != nullptr ? batch_->size : 0,
                   failure.ok() ? 0 : 1};
   if (absl::Status status = comm_->AllReduceSum(v, 4); !status.ok()) {
@@ -809,79 +776,15 @@ bool Training::AgreeOnStep(bool stop, absl::Status failure) {
   return v[0] == 0 && v[1] > 0;
 }
 
-absl::Status Training::PrepareExchange(const ExampleBatch* batch) {
-  const int L = num_shards_;
-  Exchange& e = ex_;
-  e.send_keys.clear();
-  e.send_counts.assign(ranks_, 0);
-  e.shard_send.assign(size_t(ranks_) * L, 0);
-  if (batch != nullptr) {
-    for (int g = 0; g < ranks_ * L; ++g) {
-      const std::vector<uint64_t>& keys = batch->shard_keys[g];
-      e.send_keys.insert(e.send_keys.end(), keys.begin(), keys.end());
-      e.shard_send[g] = int64_t(keys.size());
-      e.send_counts[g / L] += e.shard_send[g];
-    }
-  }
-  const std::vector<int64_t> per_rank(ranks_, L);
-  absl::Status status = AllToAllVOf(*comm_, e.shard_send, per_rank, &e.shard_recv, per_rank);
-  if (!status.ok()) return status;
-  e.recv_counts.assign(ranks_, 0);
-  for (int r = 0; r < ranks_; ++r) {
-    for (int l = 0; l < L; ++l) e.recv_counts[r] += e.shard_recv[size_t(r) * L + l];
-  }
-  status = AllToAllVOf(*comm_, e.send_keys, e.send_counts, &e.recv_keys, e.recv_counts);
-  if (!status.ok()) return status;
-  for (auto& index : e.local_index) index.clear();
-  uint32_t offset = 0;
-  for (int r = 0; r < ranks_; ++r) {
-    for (int l = 0; l < L; ++l) {
-      const int64_t c = e.shard_recv[size_t(r) * L + l];
-      for (int64_t i = 0; i < c; ++i) e.local_index[l].push_back(offset++);
-    }
-  }
-  e.rows_out.resize(e.recv_keys.size() * size_t(dim_));
-  return absl::OkStatus();
+void Training::OnInputsGathered() {
+  if (exchange_ != nullptr && status_.ok()) status_ = exchange_->ReturnRows(x_.data());
 }
 
-// The rows this rank looked up go back to the ranks that asked, and into x_ where they asked.
-void Training::OnRowsGathered() {
-  Exchange& e = ex_;
-  status_ = AllToAllVOf(*comm_, e.rows_out, RowCounts(e.recv_counts), &e.rows_in,
-                        RowCounts(e.send_counts));
-  if (status_.ok()) CopyExchanged(*batch_, &e.rows_in, /*to_input=*/true);
-}
-
-void Training::CopyExchanged(const ExampleBatch& batch, std::vector<float>* rows, bool to_input) {
-  // One row per distinct id of a shard (send_keys' order): into every position that holds the
-  // id, or the sum of those positions' gradients.
-  if (!to_input) rows->assign(ex_.send_keys.size() * size_t(dim_), 0.0f);
-  const size_t row_bytes = sizeof(float) * dim_;
-  size_t first = 0;  // the shard's first row in `rows`
-  for (size_t g = 0; g < batch.shard_positions.size(); ++g) {
-    const std::vector<uint32_t>& positions = batch.shard_positions[g];
-    const std::vector<uint32_t>& slots = batch.shard_slots[g];
-    for (size_t k = 0; k < positions.size(); ++k) {
-      float* row = rows->data() + (first + slots[k]) * dim_;
-      float* x = &x_[InputOffset(positions[k])];
-      if (to_input) {
-        std::memcpy(x, row, row_bytes);
-      } else {
-        for (int d = 0; d < dim_; ++d) row[d] += x[d];
-      }
-    }
-    first += batch.shard_keys[g].size();
-  }
-}
-
-// The rows' gradients (x_, after the backward pass) go to their owners; the dense gradients
-// are summed over this rank's workers and then over the job.
 void Training::OnGradientsComputed() {
-  Exchange& e = ex_;
-  CopyExchanged(*batch_, &e.grads_out, /*to_input=*/false);
-  status_ = AllToAllVOf(*comm_, e.grads_out, RowCounts(e.send_counts), &e.grads_in,
-                        RowCounts(e.recv_counts));
+  if (exchange_ == nullptr || !status_.ok()) return;
+  status_ = exchange_->SendGradients(x_.data());
   if (!status_.ok()) return;
+  // The dense gradients: summed over this rank's workers, then over the job.
   std::vector<float>& sum = workspaces_[0].grads;
   for (size_t t = 1; t < workspaces_.size(); ++t) {
     std::vector<float>& g = workspaces_[t].grads;
@@ -917,11 +820,9 @@ void Training::OnCheckpointEnd() {
       WriteDenseAndManifest(checkpoint_dir_, m, adam_step_, mlp_->params(), mlp_->adam_m(),
                             mlp_->adam_v(), ranks_ > 1 ? previous_chain_front_ : "");
   previous_chain_front_ = chain_.front();
-  if (ranks_ > 1 || !status.ok()) {
-    // A job learns here whether every rank wrote its part.
-    CheckpointFailed(std::move(status));
-    if (!status_.ok()) return;
-  }
+  // The job learns here whether every rank wrote its part.
+  CheckpointFailed(std::move(status));
+  if (!status_.ok()) return;
   ++checkpoints_written_;
   int64_t everywhere = 1;
   if (!resharded_from_.empty()) {
@@ -961,15 +862,14 @@ void Training::OnCheckpointEnd() {
 
 absl::Status Training::Train() {
   absl::StatusOr<std::unique_ptr<ExampleBatch>> first = reader_->Next();
-  if (!first.ok() && ranks_ == 1) return first.status();
   if (first.ok()) batch_ = *std::move(first);
   if (config_.max_steps > 0 && step_ >= config_.max_steps) batch_.reset();
-  if (ranks_ > 1) {
-    AgreeOnStep(false, first.status());
-    if (!status_.ok()) return status_;
-    if (batch_ != nullptr) status_ = PrepareExchange(batch_.get());
-    if (!status_.ok()) return status_;
+  // A rank that cannot read its first batch ends the job, each rank with its reason.
+  AgreeOnStep(false, first.status());
+  if (status_.ok() && exchange_ != nullptr && batch_ != nullptr) {
+    status_ = exchange_->SendIds(batch_.get());
   }
+  if (!status_.ok()) return status_;
   evict_now_ = EvictAt(step_ + 1);
   train_start_ = Clock::now();
   std::vector<std::thread> workers;
@@ -984,7 +884,7 @@ absl::Status Training::Train() {
 }
 
 absl::StatusOr<BinaryMetrics> Training::Evaluate() {
-  if (ranks_ > 1) return EvaluateDistributed();
+  if (exchange_ != nullptr) return EvaluateDistributed();
   absl::StatusOr<std::unique_ptr<ExampleSource>> source = OpenSource(true, {});
   if (!source.ok()) return source.status();
   const BatchReaderOptions options = ReaderFor(/*for_eval=*/true);
@@ -1027,20 +927,16 @@ absl::StatusOr<BinaryMetrics> Training::EvaluateDistributed() {
     }
     std::unique_ptr<ExampleBatch> batch = *std::move(got);
     if (v[0] == 0) break;
-    if (absl::Status status = PrepareExchange(batch.get()); !status.ok()) return status;
+    if (absl::Status status = exchange_->SendIds(batch.get()); !status.ok()) return status;
     for (int s = 0; s < num_shards_; ++s) {
-      const std::vector<uint32_t>& index = ex_.local_index[s];
+      const EmbeddingExchange::Asked asked = exchange_->AskedOf(s);
       Shard& shard = shards_[s];
-      shard.keys.resize(index.size());
-      for (size_t k = 0; k < index.size(); ++k) shard.keys[k] = ex_.recv_keys[index[k]];
-      FindRows(shard, index.size(), &rows,
-               [&](size_t k) { return ex_.rows_out.data() + size_t(index[k]) * dim_; });
+      shard.keys.resize(asked.size());
+      for (size_t k = 0; k < asked.size(); ++k) shard.keys[k] = asked.id(k);
+      FindRows(shard, asked.size(), &rows, [&](size_t k) { return asked.row(k); });
     }
-    absl::Status status = AllToAllVOf(*comm_, ex_.rows_out, RowCounts(ex_.recv_counts),
-                                      &ex_.rows_in, RowCounts(ex_.send_counts));
-    if (!status.ok()) return status;
+    if (absl::Status status = exchange_->ReturnRows(x_.data()); !status.ok()) return status;
     if (batch == nullptr) continue;
-    CopyExchanged(*batch, &ex_.rows_in, /*to_input=*/true);
     ForwardEvalBatch(*batch, &mine);
     reader.Recycle(std::move(batch));
   }
@@ -1060,7 +956,7 @@ void Training::GatherEvalInputs(const ExampleBatch& batch, std::vector<uint32_t>
     shard.keys.resize(positions.size());
     for (size_t k = 0; k < positions.size(); ++k) shard.keys[k] = batch.fids[positions[k]];
     FindRows(shard, positions.size(), rows,
-             [&](size_t k) { return x_.data() + InputOffset(positions[k]); });
+             [&](size_t k) { return x_.data() + layout_.Offset(positions[k]); });
   }
 }
 
