@@ -56,6 +56,12 @@ ServiceMetrics::ServiceMetrics()
                    .Name("evoscale_telemetry_samples_total")
                    .Help("Telemetry samples since start, accepted or rejected by reason")
                    .Register(*registry_)),
+      trial_usage_errors_(prometheus::BuildCounter()
+                              .Name("evoscale_trial_usage_errors_total")
+                              .Help("Managed trials' usage samples (one a second per running "
+                                    "trial) the telemetry store did not take, since start")
+                              .Register(*registry_)
+                              .Add({})),
       series_(prometheus::BuildGauge()
                   .Name("evoscale_telemetry_series")
                   .Help("Telemetry series (instance, container) held over every workload; "
@@ -227,6 +233,7 @@ std::string ServiceMetrics::Scrape(StudyCore* core, AutoscalerCore* autoscaler) 
     AdvanceTo(samples_.Add({{"result", "accepted"}}),
               static_cast<double>(autoscaler->accepted_total()));
     series_.Set(static_cast<double>(autoscaler->series_count()));
+    AdvanceTo(trial_usage_errors_, static_cast<double>(autoscaler->trial_usage_errors_total()));
     AdvanceTo(checkpoint_failures_.Add({{"database", "telemetry"}}),
               static_cast<double>(autoscaler->store_checkpoint_failures()));
     for (const auto& [reason, n] : autoscaler->rejected_by_reason_total()) {

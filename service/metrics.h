@@ -96,6 +96,7 @@ class ServiceMetrics {
   prometheus::Family<prometheus::Gauge>& recommendation_gpu_memory_;
   prometheus::Family<prometheus::Gauge>& replicas_;
   prometheus::Family<prometheus::Counter>& samples_;
+  prometheus::Counter& trial_usage_errors_;
   prometheus::Gauge& series_;
   prometheus::Family<prometheus::Counter>& store_;
   prometheus::Family<prometheus::Counter>& checkpoint_failures_;

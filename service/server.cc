@@ -8,15 +8,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "openssl/pem.h"
-#include "openssl/x509.h"
 #include "nlohmann/json.hpp"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "service/common/paths.h"
-#include "service/common/pem.h"
+#include "service/internal/tls.h"
 
 namespace evoscale::service {
 namespace {
@@ -24,74 +22,12 @@ namespace {
 // The largest GetSuggestionsRequest the Katib server takes: about 100,000 trials.
 constexpr int kKatibMaxMessageBytes = 64 << 20;
 
-// Reads the PEM files of --tls-cert, --tls-key and --tls-client-ca; errors name the flag.
-absl::StatusOr<TlsConfig> LoadTls(const ServerOptions& options) {
-  TlsConfig tls;
-  if (options.tls_cert_path.empty() != options.tls_key_path.empty()) {
-    return absl::InvalidArgumentError("--tls-cert and --tls-key go together: give both");
-  }
-  if (!options.tls_client_ca_path.empty() && options.tls_cert_path.empty()) {
-    return absl::InvalidArgumentError(
-        "--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key");
-  }
-  for (const auto& [flag, path, pem] :
-       {std::tuple{"--tls-cert", &options.tls_cert_path, &tls.cert_pem},
-        std::tuple{"--tls-key", &options.tls_key_path, &tls.key_pem},
-        std::tuple{"--tls-client-ca", &options.tls_client_ca_path, &tls.client_ca_pem}}) {
-    if (path->empty()) continue;
-    absl::StatusOr<std::string> text = ReadPemFile(flag, *path);
-    if (!text.ok()) return text.status();
-    *pem = *std::move(text);
-  }
-  if (tls.enabled()) {
-    // Checked here, so that a wrong key names its flag (gRPC would only fail to listen).
-    std::unique_ptr<BIO, decltype(&BIO_free)> cert_bio(
-        BIO_new_mem_buf(tls.cert_pem.data(), static_cast<int>(tls.cert_pem.size())), BIO_free);
-    std::unique_ptr<BIO, decltype(&BIO_free)> key_bio(
-        BIO_new_mem_buf(tls.key_pem.data(), static_cast<int>(tls.key_pem.size())), BIO_free);
-    std::unique_ptr<X509, decltype(&X509_free)> cert(
-        PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr), X509_free);
-    if (cert == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--tls-cert \"", options.tls_cert_path, "\": no readable certificate"));
-    }
-    std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
-        PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr), EVP_PKEY_free);
-    if (key == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--tls-key \"", options.tls_key_path, "\": no readable private key (unencrypted PEM)"));
-    }
-    if (X509_check_private_key(cert.get(), key.get()) != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("--tls-key \"", options.tls_key_path,
-                                                     "\" is not the key of --tls-cert \"",
-                                                     options.tls_cert_path, "\""));
-    }
-  }
-  return tls;
-}
-
-std::shared_ptr<grpc::ServerCredentials> GrpcCredentials(const TlsConfig& tls) {
-  if (!tls.enabled()) return grpc::InsecureServerCredentials();
-  grpc::SslServerCredentialsOptions ssl(
-      tls.client_ca_pem.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                                : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  ssl.pem_root_certs = tls.client_ca_pem;
-  ssl.pem_key_cert_pairs.push_back({tls.key_pem, tls.cert_pem});
-  return grpc::SslServerCredentials(ssl);
-}
-
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
-  std::unique_ptr<Server> s(new Server);
-  absl::StatusOr<TlsConfig> tls = LoadTls(options);
-  if (!tls.ok()) return tls.status();
-  // Beyond loopback, tokens travel over the network: they need TLS around them.
+// Beyond loopback, tokens travel over the network: they need TLS around them (or the operator's
+// word that something else encrypts it, which is logged).
+absl::Status CheckExposure(const ServerOptions& options, bool tls) {
   for (const auto& [flag, address] :
        {std::pair{"--grpc", &options.grpc_address}, std::pair{"--http", &options.http_address}}) {
-    if (IsLoopbackAddress(*address) || options.auth_tokens_path.empty() || tls->enabled()) {
-      continue;
-    }
+    if (IsLoopbackAddress(*address) || options.auth_tokens_path.empty() || tls) continue;
     if (!options.insecure_plaintext) {
       return absl::FailedPreconditionError(absl::StrCat(
           flag, " \"", *address,
@@ -106,117 +42,133 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                      .dump()
               << std::endl;
   }
-  if (options.auth_tokens_path.empty()) {
-    s->auth_ = std::make_unique<TokenAuth>();
-    for (const auto& [flag, address] :
-         {std::pair{"--grpc", &options.grpc_address}, std::pair{"--http", &options.http_address}}) {
-      if (!IsLoopbackAddress(*address)) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            flag, " \"", *address,
-            "\" is not a loopback address: without --auth-tokens evoscaled serves only this "
-            "machine; give --auth-tokens FILE to listen on other addresses"));
-      }
+  return absl::OkStatus();
+}
+
+// The token file's roles; without one, evoscaled serves only this machine.
+absl::StatusOr<std::unique_ptr<TokenAuth>> LoadAuth(const ServerOptions& options) {
+  if (!options.auth_tokens_path.empty()) return TokenAuth::FromFile(options.auth_tokens_path);
+  for (const auto& [flag, address] :
+       {std::pair{"--grpc", &options.grpc_address}, std::pair{"--http", &options.http_address}}) {
+    if (!IsLoopbackAddress(*address)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          flag, " \"", *address,
+          "\" is not a loopback address: without --auth-tokens evoscaled serves only this "
+          "machine; give --auth-tokens FILE to listen on other addresses"));
     }
-  } else {
-    absl::StatusOr<std::unique_ptr<TokenAuth>> auth = TokenAuth::FromFile(options.auth_tokens_path);
-    if (!auth.ok()) return auth.status();
-    s->auth_ = *std::move(auth);
   }
-  absl::StatusOr<std::unique_ptr<Store>> store =
-      Store::Open(options.db_path, options.durability, options.accept_damaged_wal);
-  if (!store.ok()) return store.status();
-  s->store_ = *std::move(store);
-  absl::StatusOr<std::unique_ptr<StudyCore>> core =
-      StudyCore::Create(s->store_.get(), options.clock ? options.clock : Clock::Real());
-  if (!core.ok()) return core.status();
-  s->core_ = *std::move(core);
-  const std::string telemetry_path = options.telemetry_db_path.empty()
-                                         ? TelemetryPathFor(options.db_path)
-                                         : options.telemetry_db_path;
-  absl::StatusOr<std::unique_ptr<TelemetryStore>> telemetry =
-      TelemetryStore::Open(telemetry_path, options.durability, options.accept_damaged_wal);
-  if (!telemetry.ok()) return telemetry.status();
-  s->telemetry_ = *std::move(telemetry);
-  absl::StatusOr<std::unique_ptr<AutoscalerCore>> autoscaler =
-      AutoscalerCore::Create(s->telemetry_.get(), options.clock ? options.clock : Clock::Real());
-  if (!autoscaler.ok()) return autoscaler.status();
-  s->autoscaler_ = *std::move(autoscaler);
+  return std::make_unique<TokenAuth>();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
+  std::unique_ptr<Server> s(new Server);
+  absl::StatusOr<TlsConfig> tls = LoadServerTls(options.tls_cert_path, options.tls_key_path,
+                                                options.tls_client_ca_path);
+  if (!tls.ok()) return tls.status();
+  if (absl::Status st = CheckExposure(options, tls->enabled()); !st.ok()) return st;
+  absl::StatusOr<std::unique_ptr<TokenAuth>> auth = LoadAuth(options);
+  if (!auth.ok()) return auth.status();
+  s->auth_ = *std::move(auth);
+  if (absl::Status st = s->OpenCores(options); !st.ok()) return st;
   s->metrics_ = std::make_unique<ServiceMetrics>();
   s->autoscaler_service_ = std::make_unique<AutoscalerServiceImpl>(
       s->autoscaler_.get(), s->auth_.get(), s->metrics_.get());
   s->service_ =
       std::make_unique<StudyServiceImpl>(s->core_.get(), s->auth_.get(), s->metrics_.get());
-  s->admin_service_ = std::make_unique<AdminServiceImpl>(options.db_path, telemetry_path,
-                                                         s->auth_.get(), s->metrics_.get());
+  s->admin_service_ = std::make_unique<AdminServiceImpl>(
+      options.db_path, s->telemetry_path_, s->auth_.get(), s->metrics_.get());
+  absl::Status st = s->StartListeners(options, *tls);
+  if (st.ok()) st = s->StartScheduler(options);
+  if (!st.ok()) {
+    if (s->grpc_) s->grpc_->Shutdown();
+    s->http_.reset();
+    return st;
+  }
+  return s;
+}
 
+absl::Status Server::OpenCores(const ServerOptions& options) {
+  Clock* clock = options.clock ? options.clock : Clock::Real();
+  absl::StatusOr<std::unique_ptr<Store>> store =
+      Store::Open(options.db_path, options.durability, options.accept_damaged_wal);
+  if (!store.ok()) return store.status();
+  store_ = *std::move(store);
+  absl::StatusOr<std::unique_ptr<StudyCore>> core = StudyCore::Create(store_.get(), clock);
+  if (!core.ok()) return core.status();
+  core_ = *std::move(core);
+  telemetry_path_ = options.telemetry_db_path.empty() ? TelemetryPathFor(options.db_path)
+                                                      : options.telemetry_db_path;
+  absl::StatusOr<std::unique_ptr<TelemetryStore>> telemetry =
+      TelemetryStore::Open(telemetry_path_, options.durability, options.accept_damaged_wal);
+  if (!telemetry.ok()) return telemetry.status();
+  telemetry_ = *std::move(telemetry);
+  absl::StatusOr<std::unique_ptr<AutoscalerCore>> autoscaler =
+      AutoscalerCore::Create(telemetry_.get(), clock);
+  if (!autoscaler.ok()) return autoscaler.status();
+  autoscaler_ = *std::move(autoscaler);
+  return absl::OkStatus();
+}
+
+absl::Status Server::StartListeners(const ServerOptions& options, const TlsConfig& tls) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   // gRPC sets SO_REUSEPORT by default, which lets a second server bind the same port and take
   // half of the connections: bind exclusively, so a port in use fails to start instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(options.grpc_address, GrpcCredentials(*tls), &s->grpc_port_);
-  builder.RegisterService(s->service_.get());
-  builder.RegisterService(s->autoscaler_service_.get());
-  builder.RegisterService(s->admin_service_.get());
+  builder.AddListeningPort(options.grpc_address, GrpcServerCredentials(tls), &grpc_port_);
+  builder.RegisterService(service_.get());
+  builder.RegisterService(autoscaler_service_.get());
+  builder.RegisterService(admin_service_.get());
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
-  s->grpc_ = builder.BuildAndStart();
-  if (s->grpc_ == nullptr || s->grpc_port_ == 0) {
+  grpc_ = builder.BuildAndStart();
+  if (grpc_ == nullptr || grpc_port_ == 0) {
     return absl::UnavailableError(absl::StrCat("--grpc \"", options.grpc_address,
                                                "\": cannot listen (in use or bad address)"));
   }
-  s->grpc_->GetHealthCheckService()->SetServingStatus("evoscale.v1.StudyService", true);
-  s->grpc_->GetHealthCheckService()->SetServingStatus("evoscale.v1.AutoscalerService", true);
-
+  grpc_->GetHealthCheckService()->SetServingStatus("evoscale.v1.StudyService", true);
+  grpc_->GetHealthCheckService()->SetServingStatus("evoscale.v1.AutoscalerService", true);
   absl::StatusOr<std::unique_ptr<HttpServer>> http =
-      HttpServer::Start(options.http_address, s->core_.get(), s->autoscaler_.get(),
-                        s->metrics_.get(), s->auth_.get(), options.http_threads, *tls);
-  if (!http.ok()) {
-    s->grpc_->Shutdown();
-    return http.status();
-  }
-  s->http_ = *std::move(http);
-  s->http_port_ = s->http_->port();
-  if (!options.katib_grpc_address.empty()) {
-    if (absl::Status st = s->StartKatib(options); !st.ok()) {
-      s->grpc_->Shutdown();
-      s->http_.reset();
-      return st;
-    }
-  }
+      HttpServer::Start(options.http_address, core_.get(), autoscaler_.get(), metrics_.get(),
+                        auth_.get(), options.http_threads, tls);
+  if (!http.ok()) return http.status();
+  http_ = *std::move(http);
+  http_port_ = http_->port();
+  if (!options.katib_grpc_address.empty()) return StartKatib(options);
+  return absl::OkStatus();
+}
+
+absl::Status Server::StartScheduler(const ServerOptions& options) {
   SchedulerOptions scheduler = options.scheduler;
   // Checkpoints of managed trials live beside the database ("x.db" -> "x.db.checkpoints/").
   if (scheduler.checkpoint_root.empty() && options.db_path != ":memory:") {
     scheduler.checkpoint_root = options.db_path + ".checkpoints";
   }
   // Managed trials' usage, once a second each, goes to the telemetry store as a TRAINING
-  // workload named after the study (made on its first sample), one instance per trial.
-  scheduler.usage_sink = [autoscaler = s->autoscaler_.get()](const v1::TelemetrySample& sample) {
-    v1::GetWorkloadRequest get;
-    get.set_name(sample.workload());
-    if (absl::IsNotFound(autoscaler->GetWorkload(get).status())) {
-      v1::PutWorkloadRequest put;
-      put.mutable_workload()->set_name(sample.workload());
-      put.mutable_workload()->set_kind(v1::Workload::TRAINING);
-      autoscaler->PutWorkload(put).IgnoreError();
+  // workload named after the study (made on its first sample), one instance per trial; what
+  // the store does not take is counted (evoscale_trial_usage_errors_total) and the first such
+  // failure logged.
+  scheduler.usage_sink = [autoscaler = autoscaler_.get()](const v1::TelemetrySample& sample) {
+    absl::Status st = autoscaler->IngestTrialUsage(sample);
+    if (!st.ok() && autoscaler->trial_usage_errors_total() == 1) {
+      std::cerr << nlohmann::json{{"event", "scheduler"},
+                                  {"what", "trial usage not recorded"},
+                                  {"trial", sample.instance()},
+                                  {"detail", std::string(st.message())}}
+                       .dump()
+                << std::endl;
     }
-    v1::TelemetryBatch batch;
-    *batch.add_samples() = sample;
-    v1::ReportTelemetryResponse ignored;
-    autoscaler->Ingest(batch, &ignored).IgnoreError();
   };
   if (scheduler.clock == nullptr) scheduler.clock = options.clock;
   absl::StatusOr<std::unique_ptr<Scheduler>> made =
-      Scheduler::Create(s->core_.get(), std::move(scheduler));
-  if (!made.ok()) {
-    s->grpc_->Shutdown();
-    s->http_.reset();
-    return made.status();
-  }
-  s->scheduler_ = *std::move(made);
-  s->metrics_->SetTrialEnforcement(s->scheduler_->enforcement());
-  s->metrics_->AttachScheduler(s->scheduler_.get());
-  return s;
+      Scheduler::Create(core_.get(), std::move(scheduler));
+  if (!made.ok()) return made.status();
+  scheduler_ = *std::move(made);
+  metrics_->SetTrialEnforcement(scheduler_->enforcement());
+  metrics_->AttachScheduler(scheduler_.get());
+  return absl::OkStatus();
 }
 
 void Server::Shutdown() {

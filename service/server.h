@@ -77,6 +77,12 @@ class Server {
 
  private:
   Server() = default;
+  // The stores and the cores over them (study, autoscaler).
+  absl::Status OpenCores(const ServerOptions& options);
+  // The gRPC server, the HTTP server and, with --katib-grpc, Katib's.
+  absl::Status StartListeners(const ServerOptions& options, const TlsConfig& tls);
+  // Managed trials (after the listeners: its gauges are on /metrics).
+  absl::Status StartScheduler(const ServerOptions& options);
   // Starts Katib's Suggestion API on options.katib_grpc_address (after the study core).
   absl::Status StartKatib(const ServerOptions& options);
   std::unique_ptr<TokenAuth> auth_;
@@ -85,6 +91,7 @@ class Server {
   std::unique_ptr<Scheduler> scheduler_;  // after core_: destroyed (trials stopped) first
   std::unique_ptr<ServiceMetrics> metrics_;
   std::unique_ptr<StudyServiceImpl> service_;
+  std::string telemetry_path_;
   std::unique_ptr<TelemetryStore> telemetry_;
   std::unique_ptr<AutoscalerCore> autoscaler_;
   std::unique_ptr<AutoscalerServiceImpl> autoscaler_service_;

@@ -839,6 +839,34 @@ absl::StatusOr<int64_t> AutoscalerCore::CompactLocked(double now) {
   return removed;
 }
 
+absl::Status AutoscalerCore::IngestTrialUsage(const v1::TelemetrySample& sample) {
+  absl::Status st = [&]() -> absl::Status {
+    v1::GetWorkloadRequest get;
+    get.set_name(sample.workload());
+    absl::StatusOr<v1::Workload> known = GetWorkload(get);
+    if (absl::IsNotFound(known.status())) {
+      v1::PutWorkloadRequest put;
+      put.mutable_workload()->set_name(sample.workload());
+      put.mutable_workload()->set_kind(v1::Workload::TRAINING);
+      // PutWorkload creates or replaces: two trials racing here put the same workload.
+      if (absl::StatusOr<v1::Workload> made = PutWorkload(put); !made.ok()) return made.status();
+    } else if (!known.ok()) {
+      return known.status();
+    }
+    v1::TelemetryBatch batch;
+    *batch.add_samples() = sample;
+    v1::ReportTelemetryResponse resp;
+    if (absl::Status ingested = Ingest(batch, &resp); !ingested.ok()) return ingested;
+    if (resp.rejected() > 0) {
+      return InvalidArgumentError(StrCat("trial usage sample rejected: ",
+                                         resp.errors().empty() ? "" : resp.errors(0)));
+    }
+    return absl::OkStatus();
+  }();
+  if (!st.ok()) ++trial_usage_errors_;
+  return st;
+}
+
 int64_t AutoscalerCore::series_count() {
   absl::MutexLock lock(&mu_);
   int64_t n = 0;

@@ -6,6 +6,7 @@
 #ifndef EVOSCALE_SERVICE_AUTOSCALER_AUTOSCALER_CORE_H_
 #define EVOSCALE_SERVICE_AUTOSCALER_AUTOSCALER_CORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -95,6 +96,15 @@ class AutoscalerCore {
   // whole batch (nothing stored, nothing fed) and is returned.
   absl::Status Ingest(const v1::TelemetryBatch& batch, v1::ReportTelemetryResponse* resp);
 
+  // One sample of a managed trial's usage (evoscaled's scheduler sends one a second per
+  // running trial; workload: the study's name, instance: the trial's). The workload is made on
+  // its first sample, as a TRAINING workload, then the sample is ingested as Ingest does. A
+  // sample Ingest rejects (INVALID_ARGUMENT naming the reason), a workload that cannot be made
+  // or a store error is returned and counted in trial_usage_errors_total(); nothing is stored
+  // half. Thread-safe; called from the trials' sampling threads.
+  absl::Status IngestTrialUsage(const v1::TelemetrySample& sample);
+  int64_t trial_usage_errors_total() { return trial_usage_errors_.load(); }
+
   absl::StatusOr<v1::Recommendation> GetRecommendation(const v1::GetRecommendationRequest& req);
   // Every workload's current recommendation (for the Prometheus gauges).
   std::vector<v1::Recommendation> AllRecommendations();
@@ -174,6 +184,7 @@ class AutoscalerCore {
   uint64_t interrupts_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t accepted_total_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int64_t> rejected_total_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> trial_usage_errors_{0};
 };
 
 }  // namespace evoscale::service

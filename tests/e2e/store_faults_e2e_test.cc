@@ -20,6 +20,7 @@
 #include <fstream>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -382,6 +383,69 @@ TEST_F(StoreFaultTest, WalCutIntoAcknowledgedCommitsStartsWithTheCommitsBeforeTh
     EXPECT_TRUE(listed.contains(acknowledged[i])) << acknowledged[i];
   }
   ASSERT_TRUE(Create(99).ok());
+}
+
+}  // namespace
+}  // namespace evoscale
+
+namespace evoscale {
+namespace {
+
+// The hold in progress in `holds` (a fault-injection HOLD log: "start N" / "end N" lines), or 0.
+long HoldInProgress(const std::string& holds) {
+  std::set<long> open;
+  std::istringstream in(holds);
+  std::string what;
+  long n = 0;
+  while (in >> what >> n) {
+    if (what == "start") open.insert(n);
+    if (what == "end") open.erase(n);
+  }
+  return open.empty() ? 0 : *open.rbegin();
+}
+
+// A slow disk (every fsync of the study database held 2 s, durability "power") while a managed
+// trial finishes: its completion waits for the fsync, and so may the scheduler's calls of the
+// study core, but the scheduler never holds its lock across them, so /metrics (which reads the
+// scheduler's gauges) answers while the fsync is still held.
+TEST_F(StoreFaultTest, MetricsAnswerWhileAFinishingManagedTrialWaitsForItsFsync) {
+  const std::string go = dir_.path() + "/go";
+  ASSERT_NO_FATAL_FAILURE(StartWithFaults({"--durability", "power"}));
+  v1::CreateStudyRequest req;
+  *req.mutable_study() = SmallStudy(0);
+  req.mutable_study()->mutable_spec()->set_max_trials(1);
+  v1::TrialTemplate* t = req.mutable_study()->mutable_spec()->mutable_trial_template();
+  t->set_command("/bin/sh");
+  for (const std::string& arg :
+       {std::string("-c"),
+        absl::StrCat("touch ", go, ".started; while [ ! -e ", go, " ]; do sleep 0.05; done; ",
+                     R"(echo '{"event":"final","metrics":{"loss":0.25}}')")}) {
+    t->add_args(arg);
+  }
+  v1::Study study;
+  ASSERT_TRUE(stub_->CreateStudy(Ctx().get(), req, &study).ok());
+  v1::GetTrialRequest get;
+  get.set_name(study.name() + "/trials/1");
+  v1::Trial trial;
+  ASSERT_TRUE(testing::AwaitCondition([&] { return std::filesystem::exists(go + ".started"); }));
+  SetFaults(absl::StrCat("fsync HOLD2000 ", dir_.path(), "/evoscale.db\n"));
+  std::ofstream(go) << "go";  // the trial prints its final event and exits: it completes
+  long held = 0;
+  ASSERT_TRUE(testing::AwaitCondition([&] {
+    held = HoldInProgress(ReadFile(rules_ + ".holds"));
+    return held > 0;
+  }));
+  const testing::HttpResult metrics = testing::HttpGet(server_->http_address(), "/metrics");
+  const std::string holds = ReadFile(rules_ + ".holds");
+  EXPECT_EQ(metrics.status, 200);
+  EXPECT_THAT(metrics.body, HasSubstr("evoscale_capacity_requested_cpu_cores"));
+  EXPECT_THAT(holds, ::testing::Not(HasSubstr(absl::StrCat("end ", held, "\n"))))
+      << "/metrics answered only after fsync hold " << held << " ended:\n" << holds;
+  SetFaults("");
+  ASSERT_TRUE(testing::AwaitCondition([&] {
+    return stub_->GetTrial(Ctx().get(), get, &trial).ok() &&
+           trial.state() == v1::Trial::SUCCEEDED;
+  })) << trial.ShortDebugString();
 }
 
 }  // namespace

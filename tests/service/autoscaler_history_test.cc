@@ -441,6 +441,29 @@ TEST_F(AutoscalerHistoryTest, TrialSeriesThinsTo512PointsSpanningItsWholeLife) {
   }
 }
 
+TEST_F(AutoscalerHistoryTest, TrialUsageMakesItsTrainingWorkloadAndCountsWhatItCannotStore) {
+  constexpr char kStudy[] = "studies/9";
+  constexpr char kTrial[] = "studies/9/trials/1";
+  ASSERT_TRUE(core_->IngestTrialUsage(Sample(kStudy, kTrial, "", kT0, 0.5, 2e6)).ok());
+  ASSERT_TRUE(core_->IngestTrialUsage(Sample(kStudy, kTrial, "", kT0 + 1, 0.6, 3e6)).ok());
+  v1::GetWorkloadRequest get;
+  get.set_name(kStudy);
+  absl::StatusOr<v1::Workload> made = core_->GetWorkload(get);
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_EQ(made->kind(), v1::Workload::TRAINING);
+  EXPECT_EQ(InstanceHistoryOf(kStudy, kTrial).size(), 2u);
+  EXPECT_EQ(core_->trial_usage_errors_total(), 0);
+
+  // A sample the validation rejects (older than the series' newest) is refused, named, and
+  // counted; nothing of it is stored.
+  EXPECT_THAT(core_->IngestTrialUsage(Sample(kStudy, kTrial, "", kT0, 0.7, 4e6)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("trial usage sample")));
+  EXPECT_THAT(core_->IngestTrialUsage(Sample("", kTrial, "", kT0 + 2, 0.7, 4e6)),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+  EXPECT_EQ(core_->trial_usage_errors_total(), 2);
+  EXPECT_EQ(InstanceHistoryOf(kStudy, kTrial).size(), 2u);
+}
+
 TEST_F(AutoscalerHistoryTest, ForgetsInstancesSilentForADay) {
   Ingest({Sample(kWeb, "web-old", "", kT0, 1, 100e6)});
   EXPECT_EQ(InstanceHistoryOf(kWeb, "web-old").size(), 1u);

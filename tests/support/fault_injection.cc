@@ -8,13 +8,18 @@
 //   write EROFS /db-dir/      writes to files under /db-dir/ fail with EROFS
 //   fsync EIO evoscale.db     fsync and fdatasync of evoscale.db* fail with EIO
 //   fsync EIO /evoscale.db$   a trailing $: only paths ending so (the database, not its -wal)
+//   fsync HOLD2000 /evoscale.db   fsync and fdatasync of such a path wait 2000 ms, then succeed
+//                                 (a slow disk); each hold appends "start N" before it and "end N"
+//                                 after it to the file EVOSCALE_FAULTS.holds, N counting holds
 // Known errnos: ENOSPC, EROFS, EIO, EDQUOT. An empty or missing file injects nothing.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -22,8 +27,9 @@
 
 namespace {
 
-// Whether a call of kind `call` ("write" or "fsync") on `path` should fail; sets *error.
-bool InjectPath(const char* call, const char* path, int* error) {
+// Whether a call of kind `call` ("write" or "fsync") on `path` should fail (sets *error) or,
+// for a HOLD rule, wait first (sets *hold_ms; the call then succeeds).
+bool InjectPath(const char* call, const char* path, int* error, long* hold_ms = nullptr) {
   const char* config = std::getenv("EVOSCALE_FAULTS");
   if (config == nullptr) return false;
   const int saved = errno;
@@ -43,6 +49,10 @@ bool InjectPath(const char* call, const char* path, int* error) {
         (at_end ? path_length >= length && std::strcmp(path + path_length - length, needle) == 0
                 : std::strstr(path, needle) != nullptr);
     if (!applies) continue;
+    if (hold_ms != nullptr && std::strncmp(name, "HOLD", 4) == 0) {
+      *hold_ms = std::strtol(name + 4, nullptr, 10);
+      continue;
+    }
     static const struct {
       const char* name;
       int value;
@@ -59,6 +69,34 @@ bool InjectPath(const char* call, const char* path, int* error) {
   return hit;
 }
 
+// Appends "WHAT N" to EVOSCALE_FAULTS.holds (with the real write: this library's write is
+// the faulty one).
+void NoteHold(const char* what, long n) {
+  char name[PATH_MAX];
+  std::snprintf(name, sizeof name, "%s.holds", std::getenv("EVOSCALE_FAULTS"));
+  const int saved = errno;
+  FILE* f = std::fopen(name, "ae");
+  if (f != nullptr) {
+    std::fprintf(f, "%s %ld\n", what, n);
+    std::fclose(f);
+  }
+  errno = saved;
+}
+
+// A HOLD rule for fd's file: waits as long as it says, noting the hold.
+void Hold(const char* call, const char* path) {
+  int error = 0;
+  long hold_ms = 0;
+  InjectPath(call, path, &error, &hold_ms);
+  if (hold_ms <= 0) return;
+  static std::atomic<long> holds{0};
+  const long n = ++holds;
+  NoteHold("start", n);
+  const struct timespec wait = {hold_ms / 1000, (hold_ms % 1000) * 1000000};
+  nanosleep(&wait, nullptr);
+  NoteHold("end", n);
+}
+
 bool Inject(const char* call, int fd, int* error) {
   if (std::getenv("EVOSCALE_FAULTS") == nullptr) return false;
   char link[64], path[PATH_MAX];
@@ -66,6 +104,7 @@ bool Inject(const char* call, int fd, int* error) {
   const ssize_t n = readlink(link, path, sizeof path - 1);
   if (n <= 0) return false;
   path[n] = '\0';
+  if (std::strcmp(call, "fsync") == 0) Hold(call, path);
   return InjectPath(call, path, error);
 }
 
