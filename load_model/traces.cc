@@ -151,99 +151,142 @@ absl::StatusOr<PodValues> ParseAlibabaPodCsv(std::string_view content, std::stri
   return out;
 }
 
-absl::StatusOr<ReplicaTrace> ReadAlibabaGenAi(const std::string& dir) {
-  namespace fs = std::filesystem;
-  auto load = [&](const char* name, bool required) -> absl::StatusOr<PodValues> {
-    const std::string path = (fs::path(dir) / name).string();
-    std::error_code ec;
-    if (!fs::exists(path, ec)) {
-      if (required) {
-        return absl::NotFoundError(absl::StrFormat("alibaba-genai: \"%s\" not found", path));
-      }
-      return PodValues{};
-    }
-    absl::StatusOr<std::string> content = ReadFile(path);
-    if (!content.ok()) return content.status();
-    return ParseAlibabaPodCsv(*content, name);
-  };
-  absl::StatusOr<PodValues> duty = load("pod_gpu_duty_cycle_anon.csv", true);
-  if (!duty.ok()) return duty.status();
-  absl::StatusOr<PodValues> qps = load("qps.csv", false);
-  if (!qps.ok()) return qps.status();
-  absl::StatusOr<PodValues> mem = load("pod_gpu_memory_used_bytes_anon.csv", false);
-  if (!mem.ok()) return mem.status();
-  absl::StatusOr<PodValues> rt = load("queue_rt_raw_anon.csv", false);
-  if (!rt.ok()) return rt.status();
+namespace {
 
-  // Per-pod join: (timestamp, container_ip) -> values of that pod at that step.
-  struct Pod {
-    double duty = -1;
-    double gpu_memory = 0;
-    double qps = 0;
-  };
-  std::map<double, std::unordered_map<std::string, Pod>> steps;
-  ReplicaTrace trace;
-  trace.name = "alibaba-genai";
-  trace.skipped_lines = duty->skipped_lines + qps->skipped_lines + mem->skipped_lines +
-                        rt->skipped_lines;
-  for (const PodValue& v : duty->rows) {
+// One pod at one step of the GenAI trace, joined from its per-signal files.
+struct GenAiPod {
+  double duty = -1;  // -1: the pod reported no duty cycle at this step.
+  double gpu_memory = 0;
+  double qps = 0;
+};
+// Timestamp -> container_ip -> that pod's values at that step.
+using GenAiSteps = std::map<double, std::unordered_map<std::string, GenAiPod>>;
+
+// The per-pod file `name` of the trace in `dir`; an optional one that is missing reads as no rows.
+absl::StatusOr<PodValues> LoadGenAiFile(const std::string& dir, const char* name, bool required) {
+  namespace fs = std::filesystem;
+  const std::string path = (fs::path(dir) / name).string();
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    if (required) {
+      return absl::NotFoundError(absl::StrFormat("alibaba-genai: \"%s\" not found", path));
+    }
+    return PodValues{};
+  }
+  absl::StatusOr<std::string> content = ReadFile(path);
+  if (!content.ok()) return content.status();
+  return ParseAlibabaPodCsv(*content, name);
+}
+
+// The steps are the duty-cycle rows' timestamps: each valid row is one pod at one step. Rows
+// with a negative value or no pod count as skipped.
+GenAiSteps StepsFromDutyCycle(const PodValues& duty, int64_t* skipped_lines) {
+  GenAiSteps steps;
+  for (const PodValue& v : duty.rows) {
     if (v.value < 0 || v.container_ip.empty()) {
-      ++trace.skipped_lines;
+      ++*skipped_lines;
       continue;
     }
     steps[v.timestamp][v.container_ip].duty = v.value;
   }
-  if (steps.empty()) {
-    return absl::InvalidArgumentError("alibaba-genai: no valid GPU duty-cycle rows");
-  }
-  // Other signals attach to the step at or after their timestamp (never to an earlier one).
-  auto step_at_or_after = [&](double ts) -> std::unordered_map<std::string, Pod>* {
-    auto it = steps.lower_bound(ts);
-    return it == steps.end() ? nullptr : &it->second;
-  };
-  std::map<double, double> workload_qps;  // Rows without a pod.
-  for (const PodValue& v : qps->rows) {
+  return steps;
+}
+
+// The other signals attach to the step at or after their timestamp (never to an earlier one);
+// rows after the last step are dropped. QPS rows add to their pod's QPS at that step; rows
+// without a pod are the workload's and go to `workload_qps` (step -> QPS). Negative rows count
+// as skipped.
+void AttachQps(const PodValues& qps, GenAiSteps* steps, std::map<double, double>* workload_qps,
+               int64_t* skipped_lines) {
+  for (const PodValue& v : qps.rows) {
     if (v.value < 0) {
-      ++trace.skipped_lines;
+      ++*skipped_lines;
       continue;
     }
-    auto it = steps.lower_bound(v.timestamp);
-    if (it == steps.end()) continue;
+    auto it = steps->lower_bound(v.timestamp);
+    if (it == steps->end()) continue;
     if (v.container_ip.empty()) {
-      workload_qps[it->first] += v.value;
+      (*workload_qps)[it->first] += v.value;
     } else {
       it->second[v.container_ip].qps += v.value;
     }
   }
-  for (const PodValue& v : mem->rows) {
+}
+
+// GPU memory rows set the memory of a pod already at that step (the last row wins); rows of
+// other pods, negative ones and those without a pod are ignored.
+void AttachGpuMemory(const PodValues& mem, GenAiSteps* steps) {
+  for (const PodValue& v : mem.rows) {
     if (v.value < 0 || v.container_ip.empty()) continue;
-    if (auto* pods = step_at_or_after(v.timestamp)) {
-      auto p = pods->find(v.container_ip);
-      if (p != pods->end()) p->second.gpu_memory = v.value;
-    }
+    auto it = steps->lower_bound(v.timestamp);
+    if (it == steps->end()) continue;
+    auto p = it->second.find(v.container_ip);
+    if (p != it->second.end()) p->second.gpu_memory = v.value;
   }
-  std::map<double, std::pair<double, int>> latency;  // Sum and count per step.
-  for (const PodValue& v : rt->rows) {
+}
+
+// Queueing-latency rows, whatever their pod: step -> (sum, count). Negative rows are ignored.
+std::map<double, std::pair<double, int>> LatencyPerStep(const PodValues& rt,
+                                                        const GenAiSteps& steps) {
+  std::map<double, std::pair<double, int>> latency;
+  for (const PodValue& v : rt.rows) {
     if (v.value < 0) continue;
     auto it = steps.lower_bound(v.timestamp);
     if (it == steps.end()) continue;
     latency[it->first].first += v.value;
     latency[it->first].second += 1;
   }
-  for (const auto& [ts, pods] : steps) {
-    ReplicaStep s;
-    s.time = absl::FromUnixSeconds(static_cast<int64_t>(std::llround(ts)));
-    for (const auto& [ip, pod] : pods) {
-      if (pod.duty >= 0) {
-        ++s.observed_replicas;
-        s.demand += pod.duty / 100.0;
-        s.gpu_memory_bytes += pod.gpu_memory;
-      }
-      s.qps += pod.qps;
+  return latency;
+}
+
+// One step of the trace: the pods that reported a duty cycle make its replicas, demand and GPU
+// memory; every pod's QPS and the workload's make its QPS; its latency is the mean reported.
+ReplicaStep ToReplicaStep(double ts, const std::unordered_map<std::string, GenAiPod>& pods,
+                          const std::map<double, double>& workload_qps,
+                          const std::map<double, std::pair<double, int>>& latency) {
+  ReplicaStep s;
+  s.time = absl::FromUnixSeconds(static_cast<int64_t>(std::llround(ts)));
+  for (const auto& [ip, pod] : pods) {
+    if (pod.duty >= 0) {
+      ++s.observed_replicas;
+      s.demand += pod.duty / 100.0;
+      s.gpu_memory_bytes += pod.gpu_memory;
     }
-    if (auto w = workload_qps.find(ts); w != workload_qps.end()) s.qps += w->second;
-    if (auto l = latency.find(ts); l != latency.end()) s.latency_ms = l->second.first / l->second.second;
-    trace.steps.push_back(s);
+    s.qps += pod.qps;
+  }
+  if (auto w = workload_qps.find(ts); w != workload_qps.end()) s.qps += w->second;
+  if (auto l = latency.find(ts); l != latency.end()) {
+    s.latency_ms = l->second.first / l->second.second;
+  }
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<ReplicaTrace> ReadAlibabaGenAi(const std::string& dir) {
+  absl::StatusOr<PodValues> duty = LoadGenAiFile(dir, "pod_gpu_duty_cycle_anon.csv", true);
+  if (!duty.ok()) return duty.status();
+  absl::StatusOr<PodValues> qps = LoadGenAiFile(dir, "qps.csv", false);
+  if (!qps.ok()) return qps.status();
+  absl::StatusOr<PodValues> mem = LoadGenAiFile(dir, "pod_gpu_memory_used_bytes_anon.csv", false);
+  if (!mem.ok()) return mem.status();
+  absl::StatusOr<PodValues> rt = LoadGenAiFile(dir, "queue_rt_raw_anon.csv", false);
+  if (!rt.ok()) return rt.status();
+
+  ReplicaTrace trace;
+  trace.name = "alibaba-genai";
+  trace.skipped_lines = duty->skipped_lines + qps->skipped_lines + mem->skipped_lines +
+                        rt->skipped_lines;
+  GenAiSteps steps = StepsFromDutyCycle(*duty, &trace.skipped_lines);
+  if (steps.empty()) {
+    return absl::InvalidArgumentError("alibaba-genai: no valid GPU duty-cycle rows");
+  }
+  std::map<double, double> workload_qps;
+  AttachQps(*qps, &steps, &workload_qps, &trace.skipped_lines);
+  AttachGpuMemory(*mem, &steps);
+  const std::map<double, std::pair<double, int>> latency = LatencyPerStep(*rt, steps);
+  for (const auto& [ts, pods] : steps) {
+    trace.steps.push_back(ToReplicaStep(ts, pods, workload_qps, latency));
   }
   return trace;
 }

@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <optional>
 #include <set>
+#include <string>
+#include <vector>
 
 #include <Eigen/Dense>
 
@@ -23,6 +27,44 @@ double FeatureValue(const std::string& feature, const TrialParams& params, doubl
   const auto it = params.find(log ? feature.substr(sizeof(kLog) - 1) : feature);
   const double v = it == params.end() ? 0.0 : it->second;
   return log ? std::log(std::max(v, floor)) : v;
+}
+
+// A feature's twin: the parameter of a log feature, the log feature of a parameter.
+std::string Twin(const std::string& feature) {
+  return absl::StartsWith(feature, kLog) ? feature.substr(sizeof(kLog) - 1) : kLog + feature;
+}
+
+// The trials a fit sees: the latest `max_trials` of `all`.
+std::vector<TrialTelemetry> LatestTrials(const std::vector<TrialTelemetry>& all, int max_trials) {
+  const size_t first = all.size() > size_t(max_trials) ? all.size() - max_trials : 0;
+  return std::vector<TrialTelemetry>(all.begin() + first, all.end());
+}
+
+// Candidate features: each parameter that varies over `trials`, and its logarithm where it is
+// positive. `floors` gets each log feature's smallest value seen.
+std::vector<std::string> CandidateFeatures(const std::vector<TrialTelemetry>& trials,
+                                           std::map<std::string, double>* floors) {
+  std::set<std::string> names;
+  for (const auto& t : trials) {
+    for (const auto& [name, v] : t.params) names.insert(name);
+  }
+  std::vector<std::string> candidates;
+  for (const std::string& name : names) {
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    for (const auto& t : trials) {
+      const auto it = t.params.find(name);
+      const double v = it == t.params.end() ? 0.0 : it->second;
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    if (!(hi > lo)) continue;
+    candidates.push_back(name);
+    if (lo > 0) {
+      candidates.push_back(kLog + name);
+      (*floors)[kLog + name] = lo;
+    }
+  }
+  return candidates;
 }
 
 }  // namespace
@@ -58,135 +100,166 @@ absl::Status TrialResourceModel::AddTrial(const TrialTelemetry& t) {
   return absl::OkStatus();
 }
 
-TrialResourceModel::Fit TrialResourceModel::FitResource(double TrialTelemetry::*target) const {
-  const size_t first =
-      trials_.size() > size_t(options_.max_trials) ? trials_.size() - options_.max_trials : 0;
-  const std::vector<TrialTelemetry> trials(trials_.begin() + first, trials_.end());
-  const int n = static_cast<int>(trials.size());
-  std::vector<double> y(n);
-  double y_scale = 0;
-  for (int i = 0; i < n; ++i) {
-    y[i] = trials[i].*target;
-    y_scale += std::abs(y[i]) / n;
-  }
-  const double y_floor = std::max(y_scale * 1e-3, 1e-12);
-
-  // Candidate features: each parameter that varies, and its logarithm where it is positive.
-  std::set<std::string> names;
-  for (const auto& t : trials) {
-    for (const auto& [name, v] : t.params) names.insert(name);
-  }
-  std::vector<std::string> candidates;
-  std::map<std::string, double> floors;  // smallest value seen, for log features
-  for (const std::string& name : names) {
-    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-    for (const auto& t : trials) {
-      const auto it = t.params.find(name);
-      const double v = it == t.params.end() ? 0.0 : it->second;
-      lo = std::min(lo, v);
-      hi = std::max(hi, v);
-    }
-    if (!(hi > lo)) continue;
-    candidates.push_back(name);
-    if (lo > 0) {
-      candidates.push_back(kLog + name);
-      floors[kLog + name] = lo;
-    }
-  }
-  auto floor_of = [&](const std::string& f) {
-    const auto it = floors.find(f);
-    return it == floors.end() ? 1e-300 : it->second;
-  };
-
-  // Ridge fit of `features`; its leave-one-out predictions (in the usage's own units) through
-  // the hat matrix: y_-i = (yhat_i - h_ii y_i) / (1 - h_ii).
-  struct Trial {
+// The fits FitResource compares: of one usage (`target`) over one window of trials, linear or
+// a power law (a log target), on a subset of the candidate features.
+class TrialResourceModel::Fitter {
+ public:
+  // A fit and its leave-one-out predictions (in the usage's own units), one per trial.
+  struct Scored {
     Fit fit;
     std::vector<double> loo;
   };
-  auto fit_with = [&](bool log_target, const std::vector<std::string>& features) {
-    Trial out;
-    Fit& fit = out.fit;
-    fit.log_target = log_target;
-    fit.features = features;
-    const int k = static_cast<int>(features.size()) + 1;
-    Eigen::MatrixXd x(n, k);
-    Eigen::VectorXd t(n);
-    for (int i = 0; i < n; ++i) {
-      x(i, 0) = 1.0;
-      t(i) = log_target ? std::log(std::max(y[i], y_floor)) : y[i];
-    }
-    for (int j = 1; j < k; ++j) {
-      double s = 0, s2 = 0;
-      for (int i = 0; i < n; ++i) {
-        x(i, j) = FeatureValue(features[j - 1], trials[i].params, floor_of(features[j - 1]));
-        s += x(i, j);
-        s2 += x(i, j) * x(i, j);
-      }
-      const double mean = s / n, var = s2 / n - mean * mean;
-      const double scale = var > 1e-24 ? std::sqrt(var) : 1.0;
-      fit.floor.push_back(floor_of(features[j - 1]));
-      fit.mean.push_back(mean);
-      fit.scale.push_back(scale);
-      x.col(j) = (x.col(j).array() - mean) / scale;
-    }
-    Eigen::MatrixXd a = x.transpose() * x;
-    a.diagonal().tail(k - 1).array() += options_.ridge * n;
-    const Eigen::LDLT<Eigen::MatrixXd> ldlt = a.ldlt();
-    const Eigen::VectorXd w = ldlt.solve(x.transpose() * t);
-    fit.weights.assign(w.data(), w.data() + k);
-    const Eigen::MatrixXd a_inv_xt = ldlt.solve(x.transpose());  // k x n
-    double err = 0;
-    out.loo.resize(n);
-    for (int i = 0; i < n; ++i) {
-      const double h = x.row(i).dot(a_inv_xt.col(i));
-      const double fitted = x.row(i).dot(w);
-      double loo = h < 1 - 1e-9 ? (fitted - h * t(i)) / (1 - h)
-                                : std::numeric_limits<double>::infinity();
-      if (log_target) loo = std::exp(std::min(loo, 700.0));
-      out.loo[i] = loo;
-      err += std::abs(loo - y[i]) / std::max(std::abs(y[i]), y_floor);
-    }
-    fit.loo_error = std::isfinite(err) ? err / n : std::numeric_limits<double>::infinity();
-    return out;
-  };
 
-  std::optional<Trial> best;
+  Fitter(const TrialResourceModelOptions& options, const std::vector<TrialTelemetry>& all,
+         double TrialTelemetry::*target);
+
+  // Whether every trial's usage is positive, as a log target needs.
+  bool AllPositive() const;
+  // Forward selection from no feature, adding the candidate that lowers the leave-one-out
+  // error most while it pays.
+  Scored SelectFeatures(bool log_target) const;
+  // The margin: the worst under-prediction among the latest trials, left out one at a time.
+  double Margin(const std::vector<double>& loo) const;
+
+ private:
+  // Ridge fit of `features`; its leave-one-out predictions through the hat matrix:
+  // y_-i = (yhat_i - h_ii y_i) / (1 - h_ii).
+  Scored FitWith(bool log_target, const std::vector<std::string>& features) const;
+  // The design matrix of `features` (intercept first), each feature standardized; their
+  // floors, means and scales go into `fit`.
+  Eigen::MatrixXd Design(const std::vector<std::string>& features, Fit* fit) const;
+  // A feature's floor: a log feature's smallest value seen, else tiny.
+  double FloorOf(const std::string& feature) const;
+
+  const TrialResourceModelOptions& options_;
+  const std::vector<TrialTelemetry> trials_;
+  const int n_;
+  std::vector<double> y_;  // each trial's usage
+  double y_floor_ = 0;     // the smallest usage a relative error or a logarithm divides by
+  std::map<std::string, double> floors_;
+  std::vector<std::string> candidates_;
+};
+
+TrialResourceModel::Fitter::Fitter(const TrialResourceModelOptions& options,
+                                   const std::vector<TrialTelemetry>& all,
+                                   double TrialTelemetry::*target)
+    : options_(options),
+      trials_(LatestTrials(all, options.max_trials)),
+      n_(static_cast<int>(trials_.size())),
+      y_(n_) {
+  double y_scale = 0;
+  for (int i = 0; i < n_; ++i) {
+    y_[i] = trials_[i].*target;
+    y_scale += std::abs(y_[i]) / n_;
+  }
+  y_floor_ = std::max(y_scale * 1e-3, 1e-12);
+  candidates_ = CandidateFeatures(trials_, &floors_);
+}
+
+bool TrialResourceModel::Fitter::AllPositive() const {
   bool all_positive = true;
-  for (double v : y) all_positive = all_positive && v > 0;
-  for (bool log_target : {false, true}) {
-    if (log_target && !all_positive) continue;
-    std::vector<std::string> chosen;
-    Trial current = fit_with(log_target, chosen);
-    // Forward selection while it pays; at most n - 2 features, so that leaving one trial out
-    // still leaves a determined fit.
-    while (static_cast<int>(chosen.size()) + 2 < n) {
-      std::optional<Trial> step;
-      for (const std::string& c : candidates) {
-        if (std::find(chosen.begin(), chosen.end(), c) != chosen.end()) continue;
-        // A parameter and its logarithm together only bend the curve the data already fixes.
-        const std::string twin =
-            absl::StartsWith(c, kLog) ? c.substr(sizeof(kLog) - 1) : kLog + c;
-        if (std::find(chosen.begin(), chosen.end(), twin) != chosen.end()) continue;
-        std::vector<std::string> with = chosen;
-        with.push_back(c);
-        Trial t = fit_with(log_target, with);
-        if (!step || t.fit.loo_error < step->fit.loo_error) step = std::move(t);
-      }
-      if (!step || !(step->fit.loo_error < current.fit.loo_error * (1 - 1e-3))) break;
-      chosen = step->fit.features;
-      current = *std::move(step);
+  for (double v : y_) all_positive = all_positive && v > 0;
+  return all_positive;
+}
+
+double TrialResourceModel::Fitter::FloorOf(const std::string& feature) const {
+  const auto it = floors_.find(feature);
+  return it == floors_.end() ? 1e-300 : it->second;
+}
+
+Eigen::MatrixXd TrialResourceModel::Fitter::Design(const std::vector<std::string>& features,
+                                                   Fit* fit) const {
+  const int k = static_cast<int>(features.size()) + 1;
+  Eigen::MatrixXd x(n_, k);
+  for (int i = 0; i < n_; ++i) x(i, 0) = 1.0;
+  for (int j = 1; j < k; ++j) {
+    double s = 0, s2 = 0;
+    for (int i = 0; i < n_; ++i) {
+      x(i, j) = FeatureValue(features[j - 1], trials_[i].params, FloorOf(features[j - 1]));
+      s += x(i, j);
+      s2 += x(i, j) * x(i, j);
     }
+    const double mean = s / n_, var = s2 / n_ - mean * mean;
+    const double scale = var > 1e-24 ? std::sqrt(var) : 1.0;
+    fit->floor.push_back(FloorOf(features[j - 1]));
+    fit->mean.push_back(mean);
+    fit->scale.push_back(scale);
+    x.col(j) = (x.col(j).array() - mean) / scale;
+  }
+  return x;
+}
+
+TrialResourceModel::Fitter::Scored TrialResourceModel::Fitter::FitWith(
+    bool log_target, const std::vector<std::string>& features) const {
+  Scored out;
+  Fit& fit = out.fit;
+  fit.log_target = log_target;
+  fit.features = features;
+  const int n = n_, k = static_cast<int>(features.size()) + 1;
+  const Eigen::MatrixXd x = Design(features, &fit);
+  Eigen::VectorXd t(n);
+  for (int i = 0; i < n; ++i) t(i) = log_target ? std::log(std::max(y_[i], y_floor_)) : y_[i];
+  Eigen::MatrixXd a = x.transpose() * x;
+  a.diagonal().tail(k - 1).array() += options_.ridge * n;
+  const Eigen::LDLT<Eigen::MatrixXd> ldlt = a.ldlt();
+  const Eigen::VectorXd w = ldlt.solve(x.transpose() * t);
+  fit.weights.assign(w.data(), w.data() + k);
+  const Eigen::MatrixXd a_inv_xt = ldlt.solve(x.transpose());  // k x n
+  double err = 0;
+  out.loo.resize(n);
+  for (int i = 0; i < n; ++i) {
+    const double h = x.row(i).dot(a_inv_xt.col(i));
+    const double fitted = x.row(i).dot(w);
+    double loo = h < 1 - 1e-9 ? (fitted - h * t(i)) / (1 - h)
+                              : std::numeric_limits<double>::infinity();
+    if (log_target) loo = std::exp(std::min(loo, 700.0));
+    out.loo[i] = loo;
+    err += std::abs(loo - y_[i]) / std::max(std::abs(y_[i]), y_floor_);
+  }
+  fit.loo_error = std::isfinite(err) ? err / n : std::numeric_limits<double>::infinity();
+  return out;
+}
+
+TrialResourceModel::Fitter::Scored TrialResourceModel::Fitter::SelectFeatures(
+    bool log_target) const {
+  std::vector<std::string> chosen;
+  Scored current = FitWith(log_target, chosen);
+  // At most n - 2 features, so that leaving one trial out still leaves a determined fit.
+  while (static_cast<int>(chosen.size()) + 2 < n_) {
+    std::optional<Scored> step;
+    for (const std::string& c : candidates_) {
+      if (std::find(chosen.begin(), chosen.end(), c) != chosen.end()) continue;
+      // A parameter and its logarithm together only bend the curve the data already fixes.
+      if (std::find(chosen.begin(), chosen.end(), Twin(c)) != chosen.end()) continue;
+      std::vector<std::string> with = chosen;
+      with.push_back(c);
+      Scored t = FitWith(log_target, with);
+      if (!step || t.fit.loo_error < step->fit.loo_error) step = std::move(t);
+    }
+    if (!step || !(step->fit.loo_error < current.fit.loo_error * (1 - 1e-3))) break;
+    chosen = step->fit.features;
+    current = *std::move(step);
+  }
+  return current;
+}
+
+double TrialResourceModel::Fitter::Margin(const std::vector<double>& loo) const {
+  double worst = 0;
+  for (int i = std::max(0, n_ - options_.recent_errors); i < n_; ++i) {
+    worst = std::max(worst, loo[i] > 0 ? y_[i] / loo[i] - 1 : options_.max_margin);
+  }
+  return std::clamp(worst + options_.min_margin, options_.min_margin, options_.max_margin);
+}
+
+TrialResourceModel::Fit TrialResourceModel::FitResource(double TrialTelemetry::*target) const {
+  const Fitter fitter(options_, trials_, target);
+  std::optional<Fitter::Scored> best;
+  for (bool log_target : {false, true}) {
+    if (log_target && !fitter.AllPositive()) continue;
+    Fitter::Scored current = fitter.SelectFeatures(log_target);
     if (!best || current.fit.loo_error < best->fit.loo_error) best = std::move(current);
   }
-  // The margin: the worst under-prediction among the latest trials, left out one at a time.
-  double worst = 0;
-  for (int i = std::max(0, n - options_.recent_errors); i < n; ++i) {
-    const double loo = best->loo[i];
-    worst = std::max(worst, loo > 0 ? y[i] / loo - 1 : options_.max_margin);
-  }
-  best->fit.margin = std::clamp(worst + options_.min_margin, options_.min_margin,
-                                options_.max_margin);
+  best->fit.margin = fitter.Margin(best->loo);
   return best->fit;
 }
 

@@ -89,6 +89,8 @@ class TrialResourceModel {
     double margin = 0;
     double loo_error = 0;  // mean relative leave-one-out error
   };
+  // FitResource's ridge fits and feature selection over one window of trials (in the .cc).
+  class Fitter;
   Fit FitResource(double TrialTelemetry::*target) const;
   static double Evaluate(const Fit& fit, const TrialParams& params);
 

@@ -135,6 +135,91 @@ v1::ParameterSpec::ScaleType ScaleOf(katib::Distribution d) {
                                  : v1::ParameterSpec::SCALE_TYPE_UNSPECIFIED;
 }
 
+// A parameter's values as Katib writes them: (value, text), as KatibExperiment::Parameter keeps.
+using ValueGrid = std::vector<std::pair<double, std::string>>;
+
+// A DOUBLE's feasible space (of the parameter at `path`): min and max, or the grid their step
+// makes (written in the shortest text that reads back exactly).
+absl::Status ConvertDoubleSpace(const katib::FeasibleSpace& space, const std::string& path,
+                                v1::ParameterSpec* out, ValueGrid* grid) {
+  const std::string space_path = StrCat(path, ".feasible_space");
+  absl::StatusOr<double> min = ParseNumber(space.min(), StrCat(space_path, ".min"));
+  if (!min.ok()) return min.status();
+  absl::StatusOr<double> max = ParseNumber(space.max(), StrCat(space_path, ".max"));
+  if (!max.ok()) return max.status();
+  if (space.step().empty()) {
+    out->mutable_double_spec()->set_min(*min);
+    out->mutable_double_spec()->set_max(*max);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<double> step = ParseNumber(space.step(), StrCat(space_path, ".step"));
+  if (!step.ok()) return step.status();
+  absl::StatusOr<std::vector<double>> values = StepGrid(*min, *max, *step, path);
+  if (!values.ok()) return values.status();
+  for (double v : *values) {
+    out->mutable_discrete_spec()->add_values(v);
+    grid->emplace_back(v, ShortestNumber(v));
+  }
+  return absl::OkStatus();
+}
+
+// An INT's feasible space: min and max when the step is 1 (or not given), else the grid the
+// step makes (written as integers).
+absl::Status ConvertIntSpace(const katib::FeasibleSpace& space, const std::string& path,
+                             v1::ParameterSpec* out, ValueGrid* grid) {
+  const std::string space_path = StrCat(path, ".feasible_space");
+  absl::StatusOr<int64_t> min = ParseInteger(space.min(), StrCat(space_path, ".min"));
+  if (!min.ok()) return min.status();
+  absl::StatusOr<int64_t> max = ParseInteger(space.max(), StrCat(space_path, ".max"));
+  if (!max.ok()) return max.status();
+  int64_t step = 1;
+  if (!space.step().empty()) {
+    absl::StatusOr<int64_t> parsed = ParseInteger(space.step(), StrCat(space_path, ".step"));
+    if (!parsed.ok()) return parsed.status();
+    step = *parsed;
+  }
+  if (step == 1) {
+    out->mutable_integer_spec()->set_min(*min);
+    out->mutable_integer_spec()->set_max(*max);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<double>> values = StepGrid(
+      static_cast<double>(*min), static_cast<double>(*max), static_cast<double>(step), path);
+  if (!values.ok()) return values.status();
+  for (double v : *values) {
+    out->mutable_discrete_spec()->add_values(v);
+    grid->emplace_back(v, StrCat(static_cast<int64_t>(v)));
+  }
+  return absl::OkStatus();
+}
+
+// A DISCRETE's list of numbers, each written as Katib gave it; the grid sorted by value.
+absl::Status ConvertDiscreteSpace(const katib::FeasibleSpace& space, const std::string& path,
+                                  v1::ParameterSpec* out, ValueGrid* grid) {
+  const std::string space_path = StrCat(path, ".feasible_space");
+  if (space.list().empty()) {
+    return InvalidArgumentError(StrCat(space_path, ".list: must not be empty"));
+  }
+  for (int i = 0; i < space.list_size(); ++i) {
+    absl::StatusOr<double> v = ParseNumber(space.list(i), StrCat(space_path, ".list[", i, "]"));
+    if (!v.ok()) return v.status();
+    out->mutable_discrete_spec()->add_values(*v);
+    grid->emplace_back(*v, space.list(i));
+  }
+  std::sort(grid->begin(), grid->end());  // duplicates: ToProblem names them
+  return absl::OkStatus();
+}
+
+// A CATEGORICAL's list, as is (its values are written as they are: no grid).
+absl::Status ConvertCategoricalSpace(const katib::FeasibleSpace& space, const std::string& path,
+                                     v1::ParameterSpec* out) {
+  if (space.list().empty()) {
+    return InvalidArgumentError(StrCat(path, ".feasible_space.list: must not be empty"));
+  }
+  for (const std::string& value : space.list()) out->mutable_categorical_spec()->add_values(value);
+  return absl::OkStatus();
+}
+
 // Katib's objective as the study's one metric, and the names of the additional metrics
 // (without repeats or the objective's).
 absl::Status ConvertObjective(const katib::ObjectiveSpec& objective, v1::MetricSpec* metric,
@@ -266,71 +351,14 @@ absl::Status KatibExperiment::ConvertParameter(const katib::ParameterSpec& in,
   }
   if (in.parameter_type() != katib::CATEGORICAL) out->set_scale(ScaleOf(space.distribution()));
   switch (in.parameter_type()) {
-    case katib::DOUBLE: {
-      absl::StatusOr<double> min = ParseNumber(space.min(), StrCat(space_path, ".min"));
-      if (!min.ok()) return min.status();
-      absl::StatusOr<double> max = ParseNumber(space.max(), StrCat(space_path, ".max"));
-      if (!max.ok()) return max.status();
-      if (space.step().empty()) {
-        out->mutable_double_spec()->set_min(*min);
-        out->mutable_double_spec()->set_max(*max);
-        return absl::OkStatus();
-      }
-      absl::StatusOr<double> step = ParseNumber(space.step(), StrCat(space_path, ".step"));
-      if (!step.ok()) return step.status();
-      absl::StatusOr<std::vector<double>> grid = StepGrid(*min, *max, *step, path);
-      if (!grid.ok()) return grid.status();
-      for (double v : *grid) {
-        out->mutable_discrete_spec()->add_values(v);
-        p->grid.emplace_back(v, ShortestNumber(v));
-      }
-      return absl::OkStatus();
-    }
-    case katib::INT: {
-      absl::StatusOr<int64_t> min = ParseInteger(space.min(), StrCat(space_path, ".min"));
-      if (!min.ok()) return min.status();
-      absl::StatusOr<int64_t> max = ParseInteger(space.max(), StrCat(space_path, ".max"));
-      if (!max.ok()) return max.status();
-      int64_t step = 1;
-      if (!space.step().empty()) {
-        absl::StatusOr<int64_t> parsed = ParseInteger(space.step(), StrCat(space_path, ".step"));
-        if (!parsed.ok()) return parsed.status();
-        step = *parsed;
-      }
-      if (step == 1) {
-        out->mutable_integer_spec()->set_min(*min);
-        out->mutable_integer_spec()->set_max(*max);
-        return absl::OkStatus();
-      }
-      absl::StatusOr<std::vector<double>> grid = StepGrid(
-          static_cast<double>(*min), static_cast<double>(*max), static_cast<double>(step), path);
-      if (!grid.ok()) return grid.status();
-      for (double v : *grid) {
-        out->mutable_discrete_spec()->add_values(v);
-        p->grid.emplace_back(v, StrCat(static_cast<int64_t>(v)));
-      }
-      return absl::OkStatus();
-    }
-    case katib::DISCRETE: {
-      if (space.list().empty()) {
-        return InvalidArgumentError(StrCat(space_path, ".list: must not be empty"));
-      }
-      for (int i = 0; i < space.list_size(); ++i) {
-        absl::StatusOr<double> v = ParseNumber(space.list(i), StrCat(space_path, ".list[", i, "]"));
-        if (!v.ok()) return v.status();
-        out->mutable_discrete_spec()->add_values(*v);
-        p->grid.emplace_back(*v, space.list(i));
-      }
-      std::sort(p->grid.begin(), p->grid.end());  // duplicates: ToProblem names them
-      return absl::OkStatus();
-    }
+    case katib::DOUBLE:
+      return ConvertDoubleSpace(space, path, out, &p->grid);
+    case katib::INT:
+      return ConvertIntSpace(space, path, out, &p->grid);
+    case katib::DISCRETE:
+      return ConvertDiscreteSpace(space, path, out, &p->grid);
     case katib::CATEGORICAL:
-      if (space.list().empty()) {
-        return InvalidArgumentError(StrCat(space_path, ".list: must not be empty"));
-      }
-      for (const std::string& value : space.list())
-        out->mutable_categorical_spec()->add_values(value);
-      return absl::OkStatus();
+      return ConvertCategoricalSpace(space, path, out);
     default:
       return InvalidArgumentError(
           StrCat(path, ".parameter_type: must be DOUBLE, INT, DISCRETE or CATEGORICAL"));
