@@ -1,12 +1,29 @@
-// evoscale: the command-line client of evoscaled's StudyService.
+// evoscale: the command-line client of evoscaled's StudyService, AutoscalerService and
+// AdminService.
 //
 //   evoscale [--server HOST:PORT] [--token TOKEN] [-o table|json|yaml] [--timeout SECONDS]
 //            COMMAND ...
 //
 // Main() is the whole program; main.cc only forwards to it. The pieces below it (command-line
 // parsing with CLI11, name and metric parsing, study files, tables) are pure functions,
-// declared here so that tests can call them directly. Nothing here is a class with state;
-// every function is safe to call from any thread.
+// declared here so that tests can call them directly. What this header declares holds no
+// state (the structs are plain values) and is safe to call from any thread.
+//
+// This header, with the three it includes (command_line.h: the parsed line's types;
+// arguments.h: study, trial and metric arguments; format.h: tables and YAML), is the folder's
+// contract. Behind Run(), service/cli/ is laid out as:
+//   cli.cc          the command table (joined from the nouns' files), parsing against it, the
+//                   usage generated from it and from the global flags' table, and dispatch
+//   command.h       the table's row (Command) and Invocation, the one class: what a single
+//                   run of a command holds (its line, the stubs, the output stream)
+//   study_commands.cc, trial_commands.cc, workload_commands.cc (and recommend),
+//   telemetry_commands.cc, admin_commands.cc, replay_commands.cc
+//                   one file per noun, returning its commands: their flags, RPCs and output
+//   validators.h    the checks on flag values the nouns share (arguments.h: on arguments)
+//   channel.h       the gRPC channel: plaintext or TLS
+//   format.cc, study_file.cc, telemetry_file.cc, kubernetes.cc   the formats printed and read
+// command.h, validators.h and channel.h are private to the folder; none of them, nor what
+// they include, includes this header (tests/lint/include_graph.py: no unit cycles).
 //
 // Exit codes: 0 success; 1 the server answered an RPC with an error (or could not be reached);
 // 2 bad usage or a bad local input (flags, arguments, the study file).
@@ -14,13 +31,8 @@
 #ifndef EVOSCALE_SERVICE_CLI_CLI_H_
 #define EVOSCALE_SERVICE_CLI_CLI_H_
 
-#include <cstdint>
-#include <map>
-#include <optional>
 #include <ostream>
-#include <set>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -28,29 +40,15 @@
 #include "absl/strings/string_view.h"
 #include "evoscale/v1/autoscaler.pb.h"
 #include "evoscale/v1/study.pb.h"
-#include "load_model/replay.h"
-#include "service/cli/kubernetes.h"
+#include "service/cli/arguments.h"     // NormalizeStudyName, ValidateTrialName, ParseMetric(s)
+#include "service/cli/command_line.h"  // Environment, GlobalOptions, CommandLine, ...
+#include "service/cli/format.h"        // FormatNumber, FormatTable, ..., JsonToYaml
 
 namespace google::protobuf {
 class Descriptor;
 }  // namespace google::protobuf
 
 namespace evoscale::cli {
-
-inline constexpr char kDefaultServer[] = "127.0.0.1:50051";
-inline constexpr double kDefaultTimeoutSeconds = 10.0;
-
-// What the program takes from its surroundings. Main() fills it from the process
-// (EVOSCALE_SERVER, EVOSCALE_TOKEN, gethostname(), getpid(), a random nonce); tests build one
-// by hand.
-struct Environment {
-  std::string server;    // $EVOSCALE_SERVER; empty = unset
-  std::string token;     // $EVOSCALE_TOKEN; empty = unset
-  std::string tls_ca;    // $EVOSCALE_TLS_CA; empty = unset
-  std::string hostname;  // these three make the default client id (DefaultClientId)
-  int64_t pid = 0;
-  std::string nonce;
-};
 
 // The client id a command asks for trials as when --client-id is not given: unique per
 // process, "cli-HOSTNAME-PID-NONCE", so two workers on one host never take each other's
@@ -59,67 +57,6 @@ std::string DefaultClientId(const Environment& env);
 
 // The version `evoscale --version` prints (the CMake project's).
 std::string VersionText();
-
-// Flags that apply to every command. They may appear anywhere on the command line.
-struct GlobalOptions {
-  std::string server = kDefaultServer;  // --server, else $EVOSCALE_SERVER
-  std::string token;                    // --token, else $EVOSCALE_TOKEN; empty = send none
-  // --tls-ca (else $EVOSCALE_TLS_CA): connect with TLS, trusting this PEM CA; --tls-cert and
-  // --tls-key: this client's certificate, for a server that asks for one (mutual TLS).
-  std::string tls_ca;
-  std::string tls_cert;
-  std::string tls_key;
-  // -o/--output: "table" (readable text), "json" (protobuf JSON, one message a line; --json
-  // is short for it), "yaml" (the same fields as YAML documents), or "kubernetes" (recommend
-  // only: a VerticalPodAutoscaler and a KEDA ScaledObject).
-  std::string output = "table";
-  bool version = false;  // --version
-  bool structured() const { return output == "json" || output == "yaml"; }
-  double timeout_seconds = kDefaultTimeoutSeconds;  // --timeout: deadline of each RPC
-};
-
-// The positional arguments and flags of the commands (see UsageText()). Each command fills
-// only its own fields; the others keep their defaults.
-struct CommandArguments {
-  // Positional arguments, as given: STUDY ("studies/7" or "7"), TRIAL ("studies/7/trials/3"),
-  // NAME or WORKLOAD ("default/ranker"), the STATE of `study state`, and the METRIC=VALUE...
-  // of measure and complete.
-  std::string study;
-  std::string trial;
-  std::string workload;
-  v1::Study::State study_state = v1::Study::STATE_UNSPECIFIED;
-  std::vector<std::string> metrics;
-
-  // study create -f/--file and --name (unset: the file's display name).
-  std::string file;
-  std::optional<std::string> display_name;
-  // trials list --state (unspecified: every state) and --page-size (0: the server's default).
-  v1::Trial::State trial_state = v1::Trial::STATE_UNSPECIFIED;
-  int32_t page_size = 0;
-  // suggest --count and --client-id (empty: "cli-HOSTNAME").
-  int32_t count = 1;
-  std::string client_id;
-  // measure --step.
-  int64_t step = 0;
-  // complete --infeasible.
-  std::optional<std::string> infeasible_reason;
-  // workload put --policy, --kind, --target-utilization, --min-replicas and --max-replicas.
-  v1::Workload workload_settings;
-  // The flags of `workload put` given on the line: only these change an existing workload.
-  std::set<std::string> workload_flags;
-  // recommend --prometheus-url (for -o kubernetes).
-  KubernetesOptions kubernetes;
-  // replay --trace, --path and --policy.
-  load_model::ReplayOptions replay;
-};
-
-// A command line, parsed.
-struct CommandLine {
-  GlobalOptions global;
-  std::string command;  // the command's words, "study create"; empty: none was given
-  CommandArguments arguments;
-  std::string help;  // what -h/--help or `help` asked to print; empty: run the command
-};
 
 // Parses `args` (argv without the program name) with CLI11: the command's words, then its
 // positional arguments and flags in any order, and the global flags anywhere. Flags take
@@ -132,22 +69,6 @@ struct CommandLine {
 // [--count N] [--client-id ID])`.
 absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args,
                                              const Environment& env);
-
-// "7" -> "studies/7"; "studies/7" stays. InvalidArgument for anything else (empty, a trial
-// name, extra path segments).
-absl::StatusOr<std::string> NormalizeStudyName(absl::string_view name);
-
-// A full trial name "studies/{s}/trials/{t}" (returned unchanged), or "{s}/{t}" (returned as
-// the full name). InvalidArgument for anything else.
-absl::StatusOr<std::string> ValidateTrialName(absl::string_view name);
-
-// Parses "metric=value" into its name and value. InvalidArgument naming the argument when
-// the '=' or the name is missing or the value is not a finite number, e.g.
-// `metric "loss=abc": value is not a number`.
-absl::StatusOr<std::pair<std::string, double>> ParseMetric(absl::string_view arg);
-
-// ParseMetric() over all of `args`; a metric named twice is an error.
-absl::StatusOr<std::map<std::string, double>> ParseMetrics(const std::vector<std::string>& args);
 
 // Converts YAML text to JSON text. Plain scalars that look like YAML 1.2 numbers, booleans or
 // nulls become JSON numbers, booleans and null; everything else, and every quoted scalar,
@@ -184,26 +105,8 @@ absl::StatusOr<v1::Study> LoadStudyFile(const std::string& path);
 absl::StatusOr<std::vector<v1::TelemetrySample>> ParseTelemetryText(
     absl::string_view text, absl::string_view source, const std::string& default_workload);
 
-// Formats a number as printf's %g.
-std::string FormatNumber(double value);
-
-// Lays out a table: left-aligned columns two spaces apart, header first, one line per row,
-// no trailing spaces. Empty cells print as "-". Rows shorter than the header are padded.
-std::string FormatTable(const std::vector<std::string>& header,
-                        const std::vector<std::vector<std::string>>& rows);
-
-// "lr=0.001 layers=3 act=relu", in the trial's order; "-" when there are none.
-std::string FormatParameters(const v1::Trial& trial);
-
-// "loss=0.25 acc=0.9", sorted by metric name; "-" when there are none.
-std::string FormatMetrics(const v1::Measurement& measurement);
-
-// JSON text (an object, as protobuf's JSON printer writes it) as a YAML document in block
-// style; strings that YAML would read as another type ("true", "1e3", "null", "") are quoted,
-// so the YAML reads back as the same values. InvalidArgument when `json` does not parse.
-absl::StatusOr<std::string> JsonToYaml(absl::string_view json);
-
-// The usage of every command, printed by `evoscale help`, -h and --help.
+// The usage of every command, printed by `evoscale help`, -h and --help: generated from the
+// command table (each command's synopsis and summary) and the global flags' table.
 std::string UsageText();
 
 // Runs one invocation: `args` is argv without the program name. Writes results (and help) to

@@ -1,4 +1,6 @@
-// Plain-text output of the CLI: numbers, tables, parameters and metrics.
+// Plain-text output of the CLI: numbers, tables, parameters and metrics. See format.h.
+
+#include "service/cli/format.h"
 
 #include <algorithm>
 #include <string>
@@ -12,7 +14,6 @@
 #include "absl/strings/string_view.h"
 #include "evoscale/v1/study.pb.h"
 #include "nlohmann/json.hpp"
-#include "service/cli/cli.h"
 #include "yaml-cpp/yaml.h"
 
 namespace evoscale::cli {
