@@ -8,6 +8,9 @@ CLI="${1:-$HERE/../build/bin/evoscale}"
 
 study=$("$CLI" study create -f "$HERE/study.yaml" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["name"])')
 echo "created $study"
+max=$("$CLI" study get "$study" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["spec"]["max_trials"])')
+# Progress rewritten in place at a terminal; a line each elsewhere (scripts/dev.sh demo reads them).
+progress() { if [ -t 1 ]; then printf '\r[demo] %s' "$1"; else printf '[demo] %s\n' "$1"; fi; }
 
 # The stand-in objective: a smooth function of the parameters, with noise-free optimum near
 # lr_dense=0.003, embedding_dim=32, hidden_layers=2, optimizer_sparse=adagrad.
@@ -35,10 +38,10 @@ while :; do
     "$CLI" measure "$name" --step 1 "logloss=$(python3 -c "print($loss + 0.05)")" >/dev/null
     "$CLI" complete "$name" "logloss=$loss" >/dev/null
     done_count=$((done_count + 1))
-    printf '\r[demo] trials completed: %d' "$done_count"
+    progress "trials completed: $done_count/$max"
   done < <(printf '%s' "$trials" | python3 -c 'import json,sys; [print(json.dumps(t)) for t in json.load(sys.stdin)["trials"]]')
 done
-echo
+if [ -t 1 ]; then echo; fi
 "$CLI" study get "$study"
 echo "best trial:"
 "$CLI" optimal "$study"
