@@ -1,5 +1,5 @@
-// HandleHttp: the routes of evoscaled's HTTP side (the server itself is http_server.cc).
-#include <map>
+#include "service/http_api.h"
+
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -7,19 +7,15 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/types/span.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
-#include "service/http_server.h"
 #include "service/study/trial_query.h"
-#include "service/study_analysis.h"
 
 namespace evoscale::service {
 namespace internal {
@@ -28,61 +24,54 @@ std::string_view WebAsset(std::string_view file);
 }  // namespace internal
 
 int HttpStatusFor(absl::StatusCode code) {
-  switch (code) {
-    case absl::StatusCode::kOk:
-      return 200;
-    case absl::StatusCode::kCancelled:
-      return 499;
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kOutOfRange:
-      return 400;
-    case absl::StatusCode::kUnauthenticated:
-      return 401;
-    case absl::StatusCode::kPermissionDenied:
-      return 403;
-    case absl::StatusCode::kNotFound:
-      return 404;
-    case absl::StatusCode::kAlreadyExists:
-    case absl::StatusCode::kAborted:
-      return 409;
-    case absl::StatusCode::kResourceExhausted:
-      return 429;
-    case absl::StatusCode::kUnimplemented:
-      return 501;
-    case absl::StatusCode::kUnavailable:
-      return 503;
-    case absl::StatusCode::kDeadlineExceeded:
-      return 504;
-    default:  // UNKNOWN, INTERNAL, DATA_LOSS
-      return 500;
+  using C = absl::StatusCode;
+  static constexpr std::pair<C, int> kStatus[] = {
+      {C::kOk, 200},          {C::kCancelled, 499},          {C::kInvalidArgument, 400},
+      {C::kOutOfRange, 400},  {C::kFailedPrecondition, 400}, {C::kUnauthenticated, 401},
+      {C::kNotFound, 404},    {C::kPermissionDenied, 403},   {C::kAlreadyExists, 409},
+      {C::kAborted, 409},     {C::kResourceExhausted, 429},  {C::kUnimplemented, 501},
+      {C::kUnavailable, 503}, {C::kDeadlineExceeded, 504},
+  };
+  for (const auto& [c, status] : kStatus) {
+    if (c == code) return status;
   }
+  return 500;  // UNKNOWN, INTERNAL, DATA_LOSS
 }
 
 namespace {
 
+std::string Dump(const nlohmann::ordered_json& doc) {
+  return doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 HttpResponse Error(const absl::Status& st) {
   return {HttpStatusFor(st.code()), "application/json",
-          nlohmann::ordered_json{{"error",
-                                  {{"code", absl::StatusCodeToString(st.code())},
-                                   {"message", std::string(st.message())}}}}
-              .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
+          Dump({{"error",
+                 {{"code", absl::StatusCodeToString(st.code())},
+                  {"message", std::string(st.message())}}}})};
 }
 
-google::protobuf::util::JsonPrintOptions PrintOptions() {
-  google::protobuf::util::JsonPrintOptions opts;
-  opts.preserve_proto_field_names = true;
-  opts.always_print_primitive_fields = true;
-  return opts;
+// A message as protobuf's JSON: field names as in the .proto, defaults included.
+absl::StatusOr<std::string> ProtoJson(const google::protobuf::Message& m) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string out;
+  auto st = google::protobuf::util::MessageToJsonString(m, &out, options);
+  if (!st.ok()) return absl::InternalError(std::string(st.message()));
+  return out;
 }
 
+absl::StatusOr<HttpResponse> JsonBody(absl::StatusOr<std::string> body) {
+  if (!body.ok()) return body.status();
+  return HttpResponse{200, "application/json", *std::move(body)};
+}
+
+// A call's answer as protobuf's JSON.
 template <typename M>
-HttpResponse Json(const absl::StatusOr<M>& m) {
-  if (!m.ok()) return Error(m.status());
-  HttpResponse r;
-  auto st = google::protobuf::util::MessageToJsonString(*m, &r.body, PrintOptions());
-  if (!st.ok()) return Error(absl::InternalError(std::string(st.message())));
-  return r;
+absl::StatusOr<HttpResponse> Json(const absl::StatusOr<M>& m) {
+  if (!m.ok()) return m.status();
+  return JsonBody(ProtoJson(*m));
 }
 
 // Undoes a query's percent-encoding ("%7C" is '|', '+' a space); a '%' not followed by two hex
@@ -110,7 +99,7 @@ std::string PercentDecode(absl::string_view s) {
 }
 
 // Splits "a=1&b=2" into decoded pairs.
-std::vector<std::pair<std::string, std::string>> Query(absl::string_view q) {
+std::vector<std::pair<std::string, std::string>> ParseQuery(absl::string_view q) {
   std::vector<std::pair<std::string, std::string>> out;
   for (absl::string_view kv : absl::StrSplit(q, '&', absl::SkipEmpty())) {
     std::pair<absl::string_view, absl::string_view> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
@@ -152,171 +141,48 @@ absl::StatusOr<int> MaxPoints(const std::vector<std::pair<std::string, std::stri
   return fallback;
 }
 
-std::string ProtoJson(const google::protobuf::Message& m) {
-  std::string out;
-  (void)google::protobuf::util::MessageToJsonString(m, &out, PrintOptions());
-  return out;
+// One field of every row, as a JSON array; null in the rows where `present` is false.
+template <typename Row, typename T>
+nlohmann::json Column(absl::Span<const Row> rows, T Row::*field, bool Row::*present = nullptr) {
+  nlohmann::json column = nlohmann::json::array();
+  for (const Row& row : rows) {
+    column.push_back(present == nullptr || row.*present ? nlohmann::json(row.*field) : nullptr);
+  }
+  return column;
 }
 
-// The dashboard's trial table: filtered, sorted and paged here (trial_query.h), so the page
-// never holds more than one page of trials. {"trials": [...], "next_page_token", "total_size"}.
-HttpResponse TrialTable(StudyCore* core, const std::string& study,
-                        const std::vector<std::pair<std::string, std::string>>& query) {
-  ReadStudyRequest req;
-  req.name = study;
-  req.fn = [&](const v1::Study& s, absl::Span<const v1::Trial> trials) -> absl::StatusOr<std::string> {
-    absl::StatusOr<TrialQuery> q = ParseTrialQuery(s.spec(), query);
-    if (!q.ok()) return q.status();
-    TrialPage page = QueryTrials(s.spec(), trials, *q);
-    std::string body = "{\"trials\":[";
-    for (size_t i = 0; i < page.trials.size(); ++i) {
-      if (i > 0) body += ",";
-      body += ProtoJson(*page.trials[i]);
-    }
-    absl::StrAppend(&body, "],\"next_page_token\":", nlohmann::json(page.next_page_token).dump(),
-                    ",\"total_size\":", page.total_matching, "}");
-    return body;
-  };
-  absl::StatusOr<std::string> body = core->Call(req);
-  if (!body.ok()) return Error(body.status());
-  return HttpResponse{200, "application/json", *std::move(body)};
-}
-
-HttpResponse Analysis(StudyCore* core, ServiceMetrics* metrics, const std::string& study,
-                      const std::vector<std::pair<std::string, std::string>>& query) {
-  CapacityLimit limit;
-  if (std::optional<v1::ResourceRequest> c = metrics->SchedulerCapacity()) {
-    limit.cpu_cores = c->cpu_cores();
-    limit.memory_bytes = static_cast<double>(c->memory_bytes());
-  }
-  ReadStudyRequest req;
-  req.name = study;
-  req.fn = [&](const v1::Study& s, absl::Span<const v1::Trial> trials) -> absl::StatusOr<std::string> {
-    absl::StatusOr<AnalysisOptions> options = ParseAnalysisQuery(s.spec(), query);
-    if (!options.ok()) return options.status();
-    // Every open page asks every 2 s: an unchanged study's document is the last one, found by
-    // a fingerprint that costs a small part of building it (and of holding the study's lock).
-    const absl::Time now = absl::Now();
-    const std::string key =
-        absl::StrCat(study, "|", options->metric, "|", options->max_points, "|",
-                     options->max_curves, "|", options->max_curve_points, "|", limit.cpu_cores,
-                     "|", limit.memory_bytes);
-    const uint64_t fingerprint = AnalysisFingerprint(s, trials, now);
-    static absl::Mutex mu(absl::kConstInit);
-    static auto* cache = new std::map<std::string, std::pair<uint64_t, std::string>>();
-    {
-      absl::MutexLock lock(&mu);
-      auto it = cache->find(key);
-      if (it != cache->end() && it->second.first == fingerprint) return it->second.second;
-    }
-    std::string body = StudyAnalysisJson(s, trials, *options, limit, now);
-    absl::MutexLock lock(&mu);
-    if (cache->size() >= 256) cache->clear();  // bounded: a few pages' worth
-    (*cache)[key] = {fingerprint, body};
-    return body;
-  };
-  absl::StatusOr<std::string> body = core->Call(req);
-  if (!body.ok()) return Error(body.status());
-  return HttpResponse{200, "application/json", *std::move(body)};
-}
-
-// A managed trial's usage over time: its samples in the telemetry of the study's TRAINING
-// workload (service/server.cc), downsampled.
-HttpResponse TrialUsage(AutoscalerCore* autoscaler, const std::string& study,
-                        const std::string& trial,
-                        const std::vector<std::pair<std::string, std::string>>& query) {
-  absl::StatusOr<int> max_points = MaxPoints(query, 500);
-  if (!max_points.ok()) return Error(max_points.status());
-  absl::StatusOr<std::vector<UsagePoint>> points =
-      autoscaler->InstanceHistory(study, trial, *max_points);
-  if (!points.ok()) {
-    if (absl::IsNotFound(points.status())) {
-      return Error(absl::NotFoundError(absl::StrCat(
-          "no usage recorded for ", trial,
-          ": only trials that evoscaled runs (a study with a trial_template) report usage")));
-    }
-    return Error(points.status());
-  }
-  nlohmann::json times = nlohmann::json::array(), cpu = nlohmann::json::array(),
-                 memory = nlohmann::json::array();
-  for (const UsagePoint& p : *points) {
-    times.push_back(p.time);
-    cpu.push_back(p.cpu_cores);
-    memory.push_back(p.memory_bytes);
-  }
-  return HttpResponse{200, "application/json",
-                      nlohmann::ordered_json{{"trial", trial},
-                                             {"times", times},
-                                             {"cpu_cores", cpu},
-                                             {"memory_bytes", memory}}
-                          .dump()};
-}
-
-// A workload's usage per pod over time with the recommendation as it stood, and replicas
-// running against recommended: AutoscalerCore::History, one array per field.
-HttpResponse WorkloadHistoryJson(AutoscalerCore* autoscaler, const std::string& workload,
-                                 const std::vector<std::pair<std::string, std::string>>& query) {
-  absl::StatusOr<int> max_points = MaxPoints(query, 720);
-  if (!max_points.ok()) return Error(max_points.status());
-  absl::StatusOr<WorkloadHistory> h = autoscaler->History(workload, *max_points);
-  if (!h.ok()) return Error(h.status());
-  using nlohmann::json;
-  json times = json::array(), instances = json::array(), cpu_mean = json::array(),
-       cpu_max = json::array(), mem_max = json::array(), qps = json::array(),
-       cpu_t = json::array(), cpu_lo = json::array(), cpu_hi = json::array(),
-       mem_t = json::array(), mem_lo = json::array(), mem_hi = json::array(),
-       cpu_lim = json::array(), mem_lim = json::array(), replicas = json::array();
-  for (const WorkloadHistoryBucket& b : h->buckets) {
-    auto rec = [&](double v) { return b.has_recommendation ? json(v) : json(nullptr); };
-    times.push_back(b.start);
-    instances.push_back(b.instances);
-    cpu_mean.push_back(b.cpu_cores_mean);
-    cpu_max.push_back(b.cpu_cores_max);
-    mem_max.push_back(b.memory_bytes_max);
-    qps.push_back(b.qps);
-    cpu_t.push_back(rec(b.cpu_target));
-    cpu_lo.push_back(rec(b.cpu_lower));
-    cpu_hi.push_back(rec(b.cpu_upper));
-    mem_t.push_back(rec(b.memory_target));
-    mem_lo.push_back(rec(b.memory_lower));
-    mem_hi.push_back(rec(b.memory_upper));
-    cpu_lim.push_back(rec(b.cpu_limit));
-    mem_lim.push_back(rec(b.memory_limit));
-    replicas.push_back(b.has_recommendation ? json(b.replicas) : json(nullptr));
-  }
-  return HttpResponse{
-      200, "application/json",
-      nlohmann::ordered_json{{"workload", workload},
-                             {"bucket_seconds", h->bucket_seconds},
-                             {"times", times},
-                             {"instances", instances},
-                             {"cpu_cores_mean", cpu_mean},
-                             {"cpu_cores_max", cpu_max},
-                             {"memory_bytes_max", mem_max},
-                             {"qps", qps},
-                             {"cpu_target", cpu_t},
-                             {"cpu_lower", cpu_lo},
-                             {"cpu_upper", cpu_hi},
-                             {"memory_target", mem_t},
-                             {"memory_lower", mem_lo},
-                             {"memory_upper", mem_hi},
-                             {"cpu_limit", cpu_lim},
-                             {"memory_limit", mem_lim},
-                             {"replicas_recommended", replicas}}
-          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
+// A workload's usage per pod over time with the recommendation as it stood (null where there
+// was none), and replicas running against recommended: one array per field of its buckets.
+std::string WorkloadHistoryJson(const std::string& workload, const WorkloadHistory& h) {
+  using B = WorkloadHistoryBucket;
+  const absl::Span<const B> b = h.buckets;
+  bool B::*const rec = &B::has_recommendation;
+  return Dump({{"workload", workload},
+               {"bucket_seconds", h.bucket_seconds},
+               {"times", Column(b, &B::start)},
+               {"instances", Column(b, &B::instances)},
+               {"cpu_cores_mean", Column(b, &B::cpu_cores_mean)},
+               {"cpu_cores_max", Column(b, &B::cpu_cores_max)},
+               {"memory_bytes_max", Column(b, &B::memory_bytes_max)},
+               {"qps", Column(b, &B::qps)},
+               {"cpu_target", Column(b, &B::cpu_target, rec)},
+               {"cpu_lower", Column(b, &B::cpu_lower, rec)},
+               {"cpu_upper", Column(b, &B::cpu_upper, rec)},
+               {"memory_target", Column(b, &B::memory_target, rec)},
+               {"memory_lower", Column(b, &B::memory_lower, rec)},
+               {"memory_upper", Column(b, &B::memory_upper, rec)},
+               {"cpu_limit", Column(b, &B::cpu_limit, rec)},
+               {"memory_limit", Column(b, &B::memory_limit, rec)},
+               {"replicas_recommended", Column(b, &B::replicas, rec)}});
 }
 
 }  // namespace
 
-HttpResponse HandleHttp(StudyCore* core, AutoscalerCore* autoscaler, ServiceMetrics* metrics,
-                        const TokenAuth* auth, const std::string& method, const std::string& target,
-                        const std::string& authorization) {
-  absl::string_view path = target;
-  absl::string_view query;
-  if (size_t q = path.find('?'); q != absl::string_view::npos) {
-    query = path.substr(q + 1);
-    path = path.substr(0, q);
-  }
+HttpResponse HttpApi::Handle(const std::string& method, const std::string& target,
+                             const std::string& authorization) {
+  const std::pair<absl::string_view, absl::string_view> parts =
+      absl::StrSplit(target, absl::MaxSplits('?', 1));
+  const absl::string_view path = parts.first, query = parts.second;
   if (path == "/healthz") return {200, "text/plain", "ok\n"};
   if (method != "GET" && method != "HEAD") {
     HttpResponse r = Error(absl::InvalidArgumentError(
@@ -326,84 +192,187 @@ HttpResponse HandleHttp(StudyCore* core, AutoscalerCore* autoscaler, ServiceMetr
     return r;
   }
   if (std::optional<HttpResponse> file = WebFile(path)) return *std::move(file);
-  if (absl::Status st = auth->Check(authorization, Role::kReader); !st.ok()) return Error(st);
-  if (path == "/metrics") {
-    return {200, "text/plain; version=0.0.4", metrics->Scrape(core, autoscaler)};
-  }
+  const absl::Status allowed = auth_->Check(authorization, Role::kReader);
+  const absl::StatusOr<Route> route = allowed.ok() ? ParseRoute(path) : allowed;
+  absl::StatusOr<HttpResponse> r = route.ok() ? (this->*route->process)(*route, ParseQuery(query))
+                                              : absl::StatusOr<HttpResponse>(route.status());
+  if (!r.ok()) return Error(r.status());  // every error of every route is rendered here
+  return *std::move(r);
+}
+
+absl::StatusOr<HttpApi::Route> HttpApi::ParseRoute(absl::string_view path) {
+  if (path == "/metrics") return Route{&HttpApi::ProcessMetrics};
   absl::string_view rest = path;
   if (absl::ConsumePrefix(&rest, "/api/v1/workloads")) {
-    if (rest.empty() || rest == "/")
-      return Json(absl::StatusOr<v1::ListWorkloadsResponse>(autoscaler->ListWorkloads()));
+    if (rest.empty() || rest == "/") return Route{&HttpApi::ProcessListWorkloads};
     absl::ConsumePrefix(&rest, "/");
     if (absl::ConsumeSuffix(&rest, "/history")) {
-      return WorkloadHistoryJson(autoscaler, std::string(rest), Query(query));
+      return Route{&HttpApi::ProcessWorkloadHistory, std::string(rest)};
     }
     if (absl::ConsumeSuffix(&rest, "/recommendation")) {
-      v1::GetRecommendationRequest req;
-      req.set_workload(std::string(rest));
-      return Json(autoscaler->GetRecommendation(req));
+      return Route{&HttpApi::ProcessRecommendation, std::string(rest)};
     }
-    v1::GetWorkloadRequest req;
-    req.set_name(std::string(rest));
-    return Json(autoscaler->GetWorkload(req));
+    return Route{&HttpApi::ProcessWorkload, std::string(rest)};
   }
-  if (!absl::ConsumePrefix(&rest, "/api/v1/studies")) {
-    return Error(absl::NotFoundError(absl::StrCat("no route for \"", path, "\"")));
-  }
-  if (rest.empty() || rest == "/") {
-    v1::ListStudiesRequest req;
-    for (const auto& [k, v] : Query(query)) {
-      int n = 0;
-      if (k == "page_size") {
-        if (!absl::SimpleAtoi(v, &n))
-          return Error(absl::InvalidArgumentError("page_size: not an integer"));
-        req.set_page_size(n);
-      } else if (k == "page_token") {
-        req.set_page_token(v);
-      } else if (k == "display_name") {
-        req.set_display_name(v);
-      }
-    }
-    return Json(core->Call(req));
-  }
+  auto no_route = [path] {
+    return absl::NotFoundError(absl::StrCat("no route for \"", path, "\""));
+  };
+  if (!absl::ConsumePrefix(&rest, "/api/v1/studies")) return no_route();
+  if (rest.empty() || rest == "/") return Route{&HttpApi::ProcessListStudies};
   absl::ConsumePrefix(&rest, "/");
-  std::vector<absl::string_view> parts = absl::StrSplit(rest, '/');
-  const std::string study = absl::StrCat("studies/", parts[0]);
+  const std::vector<absl::string_view> parts = absl::StrSplit(rest, '/');
+  Route route{nullptr, absl::StrCat("studies/", parts[0])};
   if (parts.size() == 1) {
-    v1::GetStudyRequest req;
-    req.set_name(study);
-    return Json(core->Call(req));
+    route.process = &HttpApi::ProcessStudy;
+  } else if (parts.size() == 2) {
+    if (parts[1] == "trials") route.process = &HttpApi::ProcessTrials;
+    if (parts[1] == "analysis") route.process = &HttpApi::ProcessAnalysis;
+    if (parts[1] == "importance") route.process = &HttpApi::ProcessImportance;
+    if (parts[1] == "optimal") route.process = &HttpApi::ProcessOptimal;
+  } else if (parts[1] == "trials" &&
+             (parts.size() == 3 || (parts.size() == 4 && parts[3] == "usage"))) {
+    route.trial = absl::StrCat(route.name, "/trials/", parts[2]);
+    route.process = parts.size() == 3 ? &HttpApi::ProcessTrial : &HttpApi::ProcessTrialUsage;
   }
-  if (parts.size() == 2 && parts[1] == "trials") return TrialTable(core, study, Query(query));
-  if (parts.size() == 2 && parts[1] == "analysis") {
-    return Analysis(core, metrics, study, Query(query));
-  }
-  if (parts.size() == 3 && parts[1] == "trials") {
-    v1::GetTrialRequest req;
-    req.set_name(absl::StrCat(study, "/trials/", parts[2]));
-    return Json(core->Call(req));
-  }
-  if (parts.size() == 4 && parts[1] == "trials" && parts[3] == "usage") {
-    const std::string trial = absl::StrCat(study, "/trials/", parts[2]);
-    v1::GetTrialRequest req;  // an unknown trial is NOT_FOUND as such, not "no usage"
-    req.set_name(trial);
-    if (absl::StatusOr<v1::Trial> t = core->Call(req); !t.ok()) return Error(t.status());
-    return TrialUsage(autoscaler, study, trial, Query(query));
-  }
-  if (parts.size() == 2 && parts[1] == "importance") {
-    v1::GetParameterImportanceRequest req;
-    req.set_parent(study);
-    for (const auto& [k, v] : Query(query)) {
-      if (k == "metric") req.set_metric(v);
+  if (route.process == nullptr) return no_route();
+  return route;
+}
+
+absl::StatusOr<HttpResponse> HttpApi::ProcessMetrics(const Route&, const Query&) {
+  return HttpResponse{200, "text/plain; version=0.0.4", metrics_->Scrape(core_, autoscaler_)};
+}
+
+absl::StatusOr<HttpResponse> HttpApi::ProcessListWorkloads(const Route&, const Query&) {
+  return Json(absl::StatusOr<v1::ListWorkloadsResponse>(autoscaler_->ListWorkloads()));
+}
+
+absl::StatusOr<HttpResponse> HttpApi::ProcessWorkload(const Route& route, const Query&) {
+  v1::GetWorkloadRequest req;
+  req.set_name(route.name);
+  return Json(autoscaler_->GetWorkload(req));
+}
+
+absl::StatusOr<HttpResponse> HttpApi::ProcessWorkloadHistory(const Route& route,
+                                                             const Query& query) {
+  absl::StatusOr<int> max_points = MaxPoints(query, 720);
+  if (!max_points.ok()) return max_points.status();
+  absl::StatusOr<WorkloadHistory> h = autoscaler_->History(route.name, *max_points);
+  if (!h.ok()) return h.status();
+  return HttpResponse{200, "application/json", WorkloadHistoryJson(route.name, *h)};
+}
+
+absl::StatusOr<HttpResponse> HttpApi::ProcessRecommendation(const Route& route, const Query&) {
+  v1::GetRecommendationRequest req;
+  req.set_workload(route.name);
+  return Json(autoscaler_->GetRecommendation(req));
+}
+
+absl::StatusOr<HttpResponse> HttpApi::ProcessListStudies(const Route&, const Query& query) {
+  v1::ListStudiesRequest req;
+  for (const auto& [k, v] : query) {
+    int n = 0;
+    if (k == "page_size") {
+      if (!absl::SimpleAtoi(v, &n)) return absl::InvalidArgumentError("page_size: not an integer");
+      req.set_page_size(n);
+    } else if (k == "page_token") {
+      req.set_page_token(v);
+    } else if (k == "display_name") {
+      req.set_display_name(v);
     }
-    return Json(core->Call(req));
   }
-  if (parts.size() == 2 && parts[1] == "optimal") {
-    v1::ListOptimalTrialsRequest req;
-    req.set_parent(study);
-    return Json(core->Call(req));
+  return Json(core_->Call(req));
+}
+
+absl::StatusOr<HttpResponse> HttpApi::ProcessStudy(const Route& route, const Query&) {
+  v1::GetStudyRequest req;
+  req.set_name(route.name);
+  return Json(core_->Call(req));
+}
+
+// The dashboard's trial table: filtered, sorted and paged here (trial_query.h), so the page
+// never holds more than one page of trials. {"trials": [...], "next_page_token", "total_size"}.
+absl::StatusOr<HttpResponse> HttpApi::ProcessTrials(const Route& route, const Query& query) {
+  ReadStudyRequest req;
+  req.name = route.name;
+  req.fn = [&](const v1::Study& s, absl::Span<const v1::Trial> trials,
+               uint64_t) -> absl::StatusOr<std::string> {
+    absl::StatusOr<TrialQuery> q = ParseTrialQuery(s.spec(), query);
+    if (!q.ok()) return q.status();
+    TrialPage page = QueryTrials(s.spec(), trials, *q);
+    // Each trial as protobuf prints it, as GET .../trials/{t} does (nlohmann would have to parse
+    // it again, under the study's lock, and prints doubles in other digits); nlohmann the rest.
+    std::string rows;
+    for (const v1::Trial* t : page.trials) {
+      absl::StatusOr<std::string> row = ProtoJson(*t);
+      if (!row.ok()) return row.status();
+      absl::StrAppend(&rows, rows.empty() ? "" : ",", *row);
+    }
+    const std::string rest =  // {"next_page_token":...,"total_size":...}
+        Dump({{"next_page_token", page.next_page_token}, {"total_size", page.total_matching}});
+    return absl::StrCat("{\"trials\":[", rows, "],", absl::string_view(rest).substr(1));
+  };
+  return JsonBody(core_->Call(req));
+}
+
+absl::StatusOr<HttpResponse> HttpApi::ProcessAnalysis(const Route& route, const Query& query) {
+  CapacityLimit limit;
+  if (std::optional<v1::ResourceRequest> c = metrics_->SchedulerCapacity()) {
+    limit.cpu_cores = c->cpu_cores();
+    limit.memory_bytes = static_cast<double>(c->memory_bytes());
   }
-  return Error(absl::NotFoundError(absl::StrCat("no route for \"", path, "\"")));
+  ReadStudyRequest req;
+  req.name = route.name;
+  req.fn = [&](const v1::Study& s, absl::Span<const v1::Trial> trials,
+               uint64_t trials_version) -> absl::StatusOr<std::string> {
+    absl::StatusOr<AnalysisOptions> options = ParseAnalysisQuery(s.spec(), query);
+    if (!options.ok()) return options.status();
+    return analyses_.Document(s, trials, trials_version, *options, limit, absl::Now());
+  };
+  return JsonBody(core_->Call(req));
+}
+
+absl::StatusOr<HttpResponse> HttpApi::ProcessTrial(const Route& route, const Query&) {
+  v1::GetTrialRequest req;
+  req.set_name(route.trial);
+  return Json(core_->Call(req));
+}
+
+// A managed trial's usage over time: its samples in the telemetry of the study's TRAINING
+// workload (service/server.cc), downsampled. An unknown trial is NOT_FOUND as such.
+absl::StatusOr<HttpResponse> HttpApi::ProcessTrialUsage(const Route& route, const Query& query) {
+  v1::GetTrialRequest get;
+  get.set_name(route.trial);
+  if (absl::StatusOr<v1::Trial> t = core_->Call(get); !t.ok()) return t.status();
+  absl::StatusOr<int> max_points = MaxPoints(query, 500);
+  if (!max_points.ok()) return max_points.status();
+  absl::StatusOr<std::vector<UsagePoint>> points =
+      autoscaler_->InstanceHistory(route.name, route.trial, *max_points);
+  if (absl::IsNotFound(points.status())) {
+    return absl::NotFoundError(absl::StrCat(
+        "no usage recorded for ", route.trial,
+        ": only trials that evoscaled runs (a study with a trial_template) report usage"));
+  }
+  if (!points.ok()) return points.status();
+  const absl::Span<const UsagePoint> p = *points;
+  return JsonBody(Dump({{"trial", route.trial},
+                        {"times", Column(p, &UsagePoint::time)},
+                        {"cpu_cores", Column(p, &UsagePoint::cpu_cores)},
+                        {"memory_bytes", Column(p, &UsagePoint::memory_bytes)}}));
+}
+
+absl::StatusOr<HttpResponse> HttpApi::ProcessImportance(const Route& route, const Query& query) {
+  v1::GetParameterImportanceRequest req;
+  req.set_parent(route.name);
+  for (const auto& [k, v] : query) {
+    if (k == "metric") req.set_metric(v);
+  }
+  return Json(core_->Call(req));
+}
+
+absl::StatusOr<HttpResponse> HttpApi::ProcessOptimal(const Route& route, const Query&) {
+  v1::ListOptimalTrialsRequest req;
+  req.set_parent(route.name);
+  return Json(core_->Call(req));
 }
 
 }  // namespace evoscale::service

@@ -26,10 +26,7 @@ using tcp = asio::ip::tcp;
 }  // namespace
 
 struct HttpServer::Impl {
-  StudyCore* core;
-  AutoscalerCore* autoscaler;
-  ServiceMetrics* metrics;
-  const TokenAuth* auth;
+  std::unique_ptr<HttpApi> api;
   asio::io_context io;
   tcp::acceptor acceptor{io};
   std::vector<std::thread> threads;
@@ -74,8 +71,8 @@ struct HttpServer::Impl {
       auto auth_it = req.find(http::field::authorization);
       std::string authorization =
           auth_it == req.end() ? std::string() : std::string(auth_it->value());
-      HttpResponse r = HandleHttp(core, autoscaler, metrics, auth, std::string(req.method_string()),
-                                  std::string(req.target()), authorization);
+      HttpResponse r =
+          api->Handle(std::string(req.method_string()), std::string(req.target()), authorization);
       http::response<http::string_body> res{static_cast<http::status>(r.status), req.version()};
       res.set(http::field::server, "evoscaled");
       res.set(http::field::content_type, r.content_type);
@@ -130,10 +127,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string&
       impl->tls->set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
     }
   }
-  impl->core = core;
-  impl->autoscaler = autoscaler;
-  impl->metrics = metrics;
-  impl->auth = auth;
+  impl->api = std::make_unique<HttpApi>(core, autoscaler, metrics, auth);
   size_t colon = address.rfind(':');
   int port = 0;
   if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||

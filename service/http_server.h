@@ -1,5 +1,6 @@
-// The HTTP side of evoscaled (Boost.Beast): /healthz, /metrics, the read-only JSON API under
-// /api/v1/, and the dashboard that uses it (web/, compiled in: /, /app.js, /style.css).
+// The HTTP side of evoscaled (Boost.Beast): serves HttpApi's routes (http_api.h): /healthz,
+// /metrics, the read-only JSON API under /api/v1/, and the dashboard that uses it (web/,
+// compiled in: /, /app.js, /style.css).
 #ifndef EVOSCALE_SERVICE_HTTP_SERVER_H_
 #define EVOSCALE_SERVICE_HTTP_SERVER_H_
 
@@ -11,29 +12,11 @@
 #include "absl/status/statusor.h"
 #include "service/auth.h"
 #include "service/autoscaler/autoscaler_core.h"
+#include "service/http_api.h"
 #include "service/metrics.h"
 #include "service/study/study_core.h"
 
 namespace evoscale::service {
-
-struct HttpResponse {
-  int status = 200;
-  std::string content_type = "application/json";
-  std::string body;
-  std::string cache_control;  // sent as Cache-Control when not empty
-  std::string allow;          // sent as Allow when not empty (405 answers)
-};
-
-// The HTTP status of a status code, as Google's APIs map them (google/rpc/code.proto):
-// ALREADY_EXISTS and ABORTED 409, DEADLINE_EXCEEDED 504, UNIMPLEMENTED 501, ...
-int HttpStatusFor(absl::StatusCode code);
-
-// Routes one GET request (target = path and query). Exposed for tests. Thread-safe.
-// The dashboard's files need no token (the page asks for one); /metrics and /api/ do.
-HttpResponse HandleHttp(StudyCore* core, AutoscalerCore* autoscaler, ServiceMetrics* metrics,
-                        const TokenAuth* auth,
-                        const std::string& method, const std::string& target,
-                        const std::string& authorization);
 
 // TLS for a listener: PEM texts (not paths). No certificate: plaintext.
 struct TlsConfig {

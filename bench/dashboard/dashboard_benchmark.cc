@@ -15,8 +15,8 @@
 #include "google/protobuf/text_format.h"
 #include "search/pareto.h"
 #include "search/types.h"
+#include "service/analysis/study_analysis.h"
 #include "service/study/trial_query.h"
-#include "service/study_analysis.h"
 
 namespace evoscale::service {
 namespace {

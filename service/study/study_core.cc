@@ -557,7 +557,7 @@ absl::StatusOr<std::string> StudyCore::Apply(const ReadStudyRequest& req) {
   if (!state.ok()) return state.status();
   absl::MutexLock lock(&(*state)->mu);
   if ((*state)->deleted) return NotFoundStudy((*state)->id);
-  return req.fn((*state)->StudyWithCounts(), (*state)->trials);
+  return req.fn((*state)->StudyWithCounts(), (*state)->trials, (*state)->version);
 }
 
 absl::StatusOr<v1::ListStudiesResponse> StudyCore::Apply(const v1::ListStudiesRequest& req) {

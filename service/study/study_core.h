@@ -67,10 +67,13 @@ struct RerunTrialRequest {
 // trial table): `fn` gets the study (with its counters) and every trial (deleted ones as
 // tombstones, STATE_UNSPECIFIED) under the study's lock, so it must be quick and must not call
 // the core. Its answer comes back once every write it may have seen is durable, as any read.
+// `trials_version` moves with every trial written to the study (added, changed, deleted) and
+// never returns to an earlier value in this process: what was derived from the trials alone
+// holds while it stays. The study's own fields (its state) do not move it.
 struct ReadStudyRequest {
   std::string name;  // "studies/{s}"
-  std::function<absl::StatusOr<std::string>(const v1::Study& study,
-                                            absl::Span<const v1::Trial> trials)>
+  std::function<absl::StatusOr<std::string>(
+      const v1::Study& study, absl::Span<const v1::Trial> trials, uint64_t trials_version)>
       fn;
 };
 

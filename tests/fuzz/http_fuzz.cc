@@ -2,7 +2,7 @@
 // real StudyCore and AutoscalerCore over SQLite files holding a study, its trials and a
 // workload with samples. Input: the target, then optionally "\n" and the Authorization value
 // (then the server requires a token, as with --auth-tokens). A response is always JSON, text
-// or a dashboard file with a status code HandleHttp can send.
+// or a dashboard file with a status code HttpApi can send.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -14,7 +14,7 @@
 #include "service/auth.h"
 #include "service/autoscaler/autoscaler_core.h"
 #include "service/common/clock.h"
-#include "service/http_server.h"
+#include "service/http_api.h"
 #include "service/metrics.h"
 #include "service/store/store.h"
 #include "service/store/telemetry_store.h"
@@ -113,8 +113,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string target = input.substr(0, newline);
   const std::string authorization = newline == std::string::npos ? "" : input.substr(newline + 1);
   const svc::TokenAuth* auth = newline == std::string::npos ? &s.open : s.tokens.get();
-  const svc::HttpResponse r = svc::HandleHttp(s.core.get(), s.autoscaler.get(), &s.metrics, auth,
-                                              "GET", target, authorization);
+  svc::HttpApi api(s.core.get(), s.autoscaler.get(), &s.metrics, auth);
+  const svc::HttpResponse r = api.Handle("GET", target, authorization);
   if (r.status < 200 || r.status > 599 || r.content_type.empty()) {
     std::fprintf(stderr, "http_fuzz: status %d, content type \"%s\"\n", r.status,
                  r.content_type.c_str());

@@ -25,10 +25,11 @@ ALLOWED = {
     "service/scheduler/": {"service/study/", "service/store/", "service/common/", "search/",
                            "trainer_adapter/", "load_model/"},
     "service/katib/": {"service/study/"},
+    "service/analysis/": {"service/study/", "service/store/", "service/common/", "search/"},
     "service/cli/": {"load_model/", "service/common/"},
     "service/": {"service/study/", "service/store/", "service/common/", "service/autoscaler/",
-                 "service/scheduler/", "service/katib/", "search/", "load_model/",
-                 "trainer_adapter/"},
+                 "service/scheduler/", "service/katib/", "service/analysis/", "search/",
+                 "load_model/", "trainer_adapter/"},
 }
 CODE_DIRS = ["search", "load_model", "trainer", "trainer_adapter", "service"]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -1,4 +1,4 @@
-#include "service/study_analysis.h"
+#include "service/analysis/study_analysis.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "evoscale/v1/study.pb.h"
@@ -290,10 +291,10 @@ json Resources(absl::Span<const v1::Trial> trials, size_t max_points) {
 }
 
 // What the study's trials held over time: the requests of the trials between their start and
-// end (now for those still running), summed, as a step function. Over the budget, each time
-// bucket keeps its highest level.
+// end (now for those still running, which sets *ends_now), summed, as a step function. Over
+// the budget, each time bucket keeps its highest level.
 json CapacityUse(absl::Span<const v1::Trial> trials, size_t max_points, const CapacityLimit& limit,
-                 absl::Time now) {
+                 absl::Time now, bool* ends_now) {
   struct Event {
     double time;
     double cpu, memory;
@@ -306,7 +307,9 @@ json CapacityUse(absl::Span<const v1::Trial> trials, size_t max_points, const Ca
     if (!t.has_start_time() || (r.cpu_cores() <= 0 && r.memory_bytes() <= 0)) continue;
     if (t.state() == v1::Trial::REQUESTED) continue;
     const double start = Seconds(t.start_time());
-    const double end = t.has_end_time() ? Seconds(t.end_time()) : (IsLive(t) ? now_s : start);
+    const bool running = !t.has_end_time() && IsLive(t);
+    *ends_now = *ends_now || running;
+    const double end = t.has_end_time() ? Seconds(t.end_time()) : (running ? now_s : start);
     const double mem = static_cast<double>(r.memory_bytes());
     events.push_back({start, r.cpu_cores(), mem, 1});
     events.push_back({std::max(start, end), -r.cpu_cores(), -mem, -1});
@@ -408,18 +411,86 @@ absl::StatusOr<AnalysisOptions> ParseAnalysisQuery(
   return o;
 }
 
-std::string StudyAnalysisJson(const v1::Study& study, absl::Span<const v1::Trial> trials,
-                              const AnalysisOptions& options, const CapacityLimit& capacity,
-                              absl::Time now) {
-  const v1::StudySpec& spec = study.spec();
-  const std::string& metric = options.metric;
-  bool minimize = false;
+namespace {
+
+json Metrics(const v1::StudySpec& spec) {
   json metrics = json::array();
   for (const v1::MetricSpec& m : spec.metrics()) {
-    if (m.name() == metric) minimize = m.goal() == v1::MetricSpec::MINIMIZE;
     json one = {{"name", m.name()}, {"goal", v1::MetricSpec::Goal_Name(m.goal())}};
     if (m.has_safety_threshold()) one["safety_threshold"] = m.safety_threshold();
     metrics.push_back(std::move(one));
+  }
+  return metrics;
+}
+
+json Parameters(const std::vector<ParamInfo>& params) {
+  json parameters = json::array();
+  for (const ParamInfo& p : params) {
+    json one = {{"name", p.name}, {"type", p.type}, {"log", p.log}, {"min", p.min}, {"max", p.max}};
+    if (p.type == "categorical") one["categories"] = p.categories;
+    if (p.type == "discrete") one["values"] = p.values;
+    parameters.push_back(std::move(one));
+  }
+  return parameters;
+}
+
+// Which succeeded trials (`done`, by id) the points show: all within the budget; else the
+// Pareto `front` (up to half), the best quarter, then trials spread evenly over the rest.
+std::vector<const v1::Trial*> ChoosePoints(const std::vector<const v1::Trial*>& done,
+                                           const std::vector<int64_t>& front,
+                                           const std::string& metric, bool minimize,
+                                           size_t max_points) {
+  if (done.size() <= max_points) return done;
+  std::vector<bool> taken(done.size(), false);
+  size_t count = 0;
+  for (size_t i = 0, f = 0; i < done.size() && f < front.size(); ++i) {
+    while (f < front.size() && front[f] < done[i]->id()) ++f;
+    if (f < front.size() && front[f] == done[i]->id() && count < max_points / 2) {
+      taken[i] = true;
+      ++count;
+    }
+  }
+  std::vector<double> value(done.size());
+  for (size_t i = 0; i < done.size(); ++i) value[i] = *FinalValue(*done[i], metric);
+  std::vector<const v1::Trial*> chosen;
+  for (size_t i : FillBudget(std::move(taken), value, minimize, max_points / 4, max_points)) {
+    chosen.push_back(done[i]);
+  }
+  return chosen;
+}
+
+// Points (parallel coordinates, slices, the Pareto chart): every metric and parameter of the
+// `chosen` trials, out of `total`.
+json Points(const v1::StudySpec& spec, const std::vector<ParamInfo>& params,
+            absl::Span<const v1::Trial* const> chosen, size_t total) {
+  json point_ids = json::array();
+  json point_values = json::object(), point_params = json::object();
+  for (const v1::MetricSpec& m : spec.metrics()) point_values[m.name()] = json::array();
+  for (const ParamInfo& p : params) point_params[p.name] = json::array();
+  for (const v1::Trial* t : chosen) {
+    point_ids.push_back(t->id());
+    for (const v1::MetricSpec& m : spec.metrics()) {
+      std::optional<double> v = FinalValue(*t, m.name());
+      point_values[m.name()].push_back(v ? json(*v) : json(nullptr));
+    }
+    for (const ParamInfo& p : params) point_params[p.name].push_back(AxisValue(*t, p));
+  }
+  return {{"total", total},
+          {"trial_ids", point_ids},
+          {"values", point_values},
+          {"params", point_params}};
+}
+
+// StudyAnalysisJson, and whether the document shows running trials' intervals ending at `now`
+// (it then holds for `now` only).
+std::string AnalysisJson(const v1::Study& study, absl::Span<const v1::Trial> trials,
+                         const AnalysisOptions& options, const CapacityLimit& capacity,
+                         absl::Time now, bool* ends_now) {
+  const v1::StudySpec& spec = study.spec();
+  const std::string& metric = options.metric;
+  bool minimize = false;
+  for (const v1::MetricSpec& m : spec.metrics()) {
+    if (m.name() == metric) minimize = m.goal() == v1::MetricSpec::MINIMIZE;
   }
   std::vector<ParamInfo> params;
   for (const v1::ParameterSpec& p : spec.parameters()) Flatten(p, params);
@@ -434,115 +505,67 @@ std::string StudyAnalysisJson(const v1::Study& study, absl::Span<const v1::Trial
   const size_t max_points = static_cast<size_t>(options.max_points);
 
   // The Pareto front over every objective, when there are several (as ListOptimalTrials).
-  const auto objectives = std::count_if(spec.metrics().begin(), spec.metrics().end(),
-                                        [](const v1::MetricSpec& m) { return !m.has_safety_threshold(); });
+  const auto objectives =
+      std::count_if(spec.metrics().begin(), spec.metrics().end(),
+                    [](const v1::MetricSpec& m) { return !m.has_safety_threshold(); });
   std::vector<int64_t> front;
   if (objectives >= 2) {
     // A stored study's spec passed the same validation: its metrics convert.
     absl::StatusOr<std::vector<search::MetricConfig>> configs = MetricConfigs(spec);
     if (configs.ok()) front = OptimalTrialIds(*configs, trials);
   }
-
-  // Points (parallel coordinates, slices, the Pareto chart): the front, the best quarter, then
-  // trials spread evenly over the rest.
-  std::vector<const v1::Trial*> chosen;
-  if (done.size() <= max_points) {
-    chosen = done;
-  } else {
-    std::vector<bool> taken(done.size(), false);
-    size_t count = 0;
-    for (size_t i = 0, f = 0; i < done.size() && f < front.size(); ++i) {
-      while (f < front.size() && front[f] < done[i]->id()) ++f;
-      if (f < front.size() && front[f] == done[i]->id() && count < max_points / 2) {
-        taken[i] = true;
-        ++count;
-      }
-    }
-    std::vector<double> value(done.size());
-    for (size_t i = 0; i < done.size(); ++i) value[i] = *FinalValue(*done[i], metric);
-    for (size_t i : FillBudget(std::move(taken), value, minimize, max_points / 4, max_points)) {
-      chosen.push_back(done[i]);
-    }
-  }
-  json point_ids = json::array();
-  json point_values = json::object(), point_params = json::object();
-  for (const v1::MetricSpec& m : spec.metrics()) point_values[m.name()] = json::array();
-  for (const ParamInfo& p : params) point_params[p.name] = json::array();
-  for (const v1::Trial* t : chosen) {
-    point_ids.push_back(t->id());
-    for (const v1::MetricSpec& m : spec.metrics()) {
-      std::optional<double> v = FinalValue(*t, m.name());
-      point_values[m.name()].push_back(v ? json(*v) : json(nullptr));
-    }
-    for (const ParamInfo& p : params) point_params[p.name].push_back(AxisValue(*t, p));
-  }
-
-  json parameters = json::array();
-  for (const ParamInfo& p : params) {
-    json one = {{"name", p.name}, {"type", p.type}, {"log", p.log}, {"min", p.min}, {"max", p.max}};
-    if (p.type == "categorical") one["categories"] = p.categories;
-    if (p.type == "discrete") one["values"] = p.values;
-    parameters.push_back(std::move(one));
-  }
-
   json doc = {
       {"study", study.name()},
       {"state", v1::Study::State_Name(study.state())},
       {"metric", metric},
       {"goal", minimize ? "MINIMIZE" : "MAXIMIZE"},
-      {"metrics", metrics},
-      {"parameters", parameters},
+      {"metrics", Metrics(spec)},
+      {"parameters", Parameters(params)},
       {"trial_count", study.trial_count()},
       {"states", states},
       {"history", History(done, metric, minimize, max_points)},
       {"curves", Curves(trials, metric, minimize, static_cast<size_t>(options.max_curves),
                         static_cast<size_t>(options.max_curve_points))},
       {"points",
-       {{"total", done.size()}, {"trial_ids", point_ids}, {"values", point_values},
-        {"params", point_params}}},
+       Points(spec, params, ChoosePoints(done, front, metric, minimize, max_points), done.size())},
       {"resources", Resources(trials, max_points)},
-      {"capacity", CapacityUse(trials, max_points, capacity, now)},
+      {"capacity", CapacityUse(trials, max_points, capacity, now, ends_now)},
   };
   if (objectives >= 2) doc["pareto"] = {{"trial_ids", front}};
   return doc.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-uint64_t AnalysisFingerprint(const v1::Study& study, absl::Span<const v1::Trial> trials,
-                             absl::Time now) {
-  // FNV-1a over the fields' bytes.
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](const void* data, size_t n) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  };
-  auto mix_value = [&mix](auto v) { mix(&v, sizeof(v)); };
-  mix_value(int(study.state()));
-  mix_value(trials.size());
-  bool live_holding = false;
-  for (const v1::Trial& t : trials) {
-    mix_value(t.id());
-    mix_value(int(t.state()));
-    mix_value(t.measurements_size());
-    if (t.measurements_size() > 0) {  // a rerun's history of the same length differs here
-      const v1::Measurement& last = t.measurements(t.measurements_size() - 1);
-      mix_value(last.step());
-      for (const auto& [name, value] : last.metrics()) mix_value(value);
+}  // namespace
+
+std::string StudyAnalysisJson(const v1::Study& study, absl::Span<const v1::Trial> trials,
+                              const AnalysisOptions& options, const CapacityLimit& capacity,
+                              absl::Time now) {
+  bool ends_now = false;
+  return AnalysisJson(study, trials, options, capacity, now, &ends_now);
+}
+
+std::string AnalysisCache::Document(const v1::Study& study, absl::Span<const v1::Trial> trials,
+                                    uint64_t trials_version, const AnalysisOptions& options,
+                                    const CapacityLimit& capacity, absl::Time now) {
+  const std::string key = absl::StrCat(study.name(), "|", options.metric, "|", options.max_points,
+                                       "|", options.max_curves, "|", options.max_curve_points, "|",
+                                       capacity.cpu_cores, "|", capacity.memory_bytes);
+  const int64_t second = absl::ToUnixSeconds(now);
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(key);
+    if (it != entries_.end() && it->second.trials_version == trials_version &&
+        it->second.state == study.state() && it->second.second.value_or(second) == second) {
+      return it->second.json;
     }
-    for (const auto& [name, value] : t.final_measurement().metrics()) {
-      mix(name.data(), name.size());
-      mix_value(value);
-    }
-    mix_value(t.resources().cpu_cores());
-    mix_value(t.resources().memory_bytes());
-    mix_value(t.usage().peak_memory_bytes());
-    mix_value(t.usage().wall_seconds());
-    mix_value(t.start_time().seconds());
-    mix_value(t.end_time().seconds());
-    live_holding = live_holding || (IsLive(t) && t.has_start_time() &&
-                                    (t.resources().cpu_cores() > 0 || t.resources().memory_bytes() > 0));
   }
-  if (live_holding) mix_value(absl::ToUnixSeconds(now));
-  return h;
+  Entry entry{.trials_version = trials_version, .state = study.state()};
+  bool ends_now = false;
+  entry.json = AnalysisJson(study, trials, options, capacity, now, &ends_now);
+  if (ends_now) entry.second = second;
+  absl::MutexLock lock(&mu_);
+  if (entries_.size() >= 256) entries_.clear();
+  return (entries_[key] = std::move(entry)).json;
 }
 
 }  // namespace evoscale::service

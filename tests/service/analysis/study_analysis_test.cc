@@ -1,12 +1,10 @@
-// The dashboard's analysis document (service/study_analysis.h) on trials built here, and its
-// HTTP routes (with the trial table's and the usage routes) on a real StudyCore and
-// AutoscalerCore over SQLite files in a temp dir.
-#include "service/study_analysis.h"
+// The dashboard's analysis document (service/analysis/study_analysis.h) on trials built here,
+// and the cache that answers an unchanged study's document again.
+#include "service/analysis/study_analysis.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <memory>
 #include <random>
 #include <set>
 #include <string>
@@ -15,69 +13,20 @@
 
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
-#include "google/protobuf/text_format.h"
 #include "google/protobuf/util/time_util.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "service/auth.h"
-#include "service/autoscaler/autoscaler_core.h"
-#include "service/common/clock.h"
-#include "service/http_server.h"
-#include "service/metrics.h"
-#include "service/store/store.h"
-#include "service/store/telemetry_store.h"
-#include "service/study/study_core.h"
-#include "tests/service/test_support.h"
+#include "tests/service/analysis/analysis_test_support.h"
 
 namespace evoscale::service {
 namespace {
 
-using ::evoscale::service::testing::ScopedTempDir;
+using ::evoscale::service::testing::MakeStudy;
+using ::evoscale::service::testing::Succeeded;
 using ::google::protobuf::util::TimeUtil;
 using ::testing::Contains;
-using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using nlohmann::json;
-
-constexpr char kSpec[] = R"pb(
-  metrics { name: "loss" goal: MINIMIZE }
-  parameters { name: "x" double_spec { min: 0 max: 1 } }
-  parameters {
-    name: "opt"
-    categorical_spec { values: "adam" values: "sgd" }
-    children {
-      parent_categorical_values: "sgd"
-      parameter_spec { name: "momentum" double_spec { min: 0 max: 1 } }
-    }
-  }
-)pb";
-
-v1::Study MakeStudy(const char* spec = kSpec) {
-  v1::Study s;
-  s.set_name("studies/1");
-  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(spec, s.mutable_spec()));
-  return s;
-}
-
-v1::Trial Succeeded(int64_t id, double loss, double x, const std::string& opt = "adam") {
-  v1::Trial t;
-  t.set_id(id);
-  t.set_name("studies/1/trials/" + std::to_string(id));
-  t.set_state(v1::Trial::SUCCEEDED);
-  auto* px = t.add_parameters();
-  px->set_name("x");
-  px->set_double_value(x);
-  auto* po = t.add_parameters();
-  po->set_name("opt");
-  po->set_string_value(opt);
-  if (opt == "sgd") {
-    auto* pm = t.add_parameters();
-    pm->set_name("momentum");
-    pm->set_double_value(0.9);
-  }
-  (*t.mutable_final_measurement()->mutable_metrics())["loss"] = loss;
-  return t;
-}
 
 json Analyse(const v1::Study& study, const std::vector<v1::Trial>& trials, AnalysisOptions o = {},
              CapacityLimit limit = {}, absl::Time now = absl::FromUnixSeconds(1000)) {
@@ -251,35 +200,45 @@ TEST(StudyAnalysisTest, CapacityIsTheStepFunctionOfRunningRequests) {
   EXPECT_EQ(r["cpu_used"], json({0.5, 1.0, nullptr}));  // no wall time yet: no mean
 }
 
-// The fingerprint moves with everything the document shows, and only then.
-TEST(StudyAnalysisTest, FingerprintChangesWithWhatTheDocumentShows) {
+// The cache answers its document again while the study's trial version, its state and, while
+// a running trial holds resources, the second stay; any of them moving builds a new one.
+TEST(AnalysisCacheTest, KeepsADocumentWhileItsStudyIsUnchanged) {
+  AnalysisCache cache;
   const v1::Study study = MakeStudy();
   const absl::Time now = absl::FromUnixSeconds(1000);
-  std::vector<v1::Trial> trials = {Succeeded(1, 0.5, 0.1), Succeeded(2, 0.4, 0.2)};
-  const uint64_t base = AnalysisFingerprint(study, trials, now);
-  EXPECT_EQ(AnalysisFingerprint(study, trials, now), base);
+  const AnalysisOptions o{.metric = "loss"};
+  const std::vector<v1::Trial> trials = {Succeeded(1, 0.5, 0.1), Succeeded(2, 0.4, 0.2)};
+  const std::string base = cache.Document(study, trials, 7, o, {}, now);
+  EXPECT_EQ(base, StudyAnalysisJson(study, trials, o, {}, now));
+  EXPECT_EQ(cache.Document(study, trials, 7, o, {}, now), base);
   // No running trial holds resources: the time does not matter.
-  EXPECT_EQ(AnalysisFingerprint(study, trials, now + absl::Seconds(30)), base);
+  EXPECT_EQ(cache.Document(study, trials, 7, o, {}, now + absl::Seconds(30)), base);
+  // Kept by the version (which every trial write moves), not by the trials' contents.
   std::vector<v1::Trial> changed = trials;
-  auto* m = changed[0].add_measurements();
-  m->set_step(1);
-  (*m->mutable_metrics())["loss"] = 0.9;
-  EXPECT_NE(AnalysisFingerprint(study, changed, now), base);
-  changed = trials;
-  (*changed[1].mutable_final_measurement()->mutable_metrics())["loss"] = 0.41;
-  EXPECT_NE(AnalysisFingerprint(study, changed, now), base);
-  changed = trials;
-  changed[1].set_state(v1::Trial::STOPPED);
-  EXPECT_NE(AnalysisFingerprint(study, changed, now), base);
-  changed = trials;
-  changed[0].mutable_resources()->set_memory_bytes(1 << 20);
-  EXPECT_NE(AnalysisFingerprint(study, changed, now), base);
-  changed = trials;
   changed.push_back(Succeeded(3, 0.3, 0.3));
-  EXPECT_NE(AnalysisFingerprint(study, changed, now), base);
-  // A running trial that holds resources: its capacity interval ends now.
-  changed = {Managed(1, 100, 0, 1, 1 << 20)};
-  EXPECT_NE(AnalysisFingerprint(study, changed, now), AnalysisFingerprint(study, changed, now + absl::Seconds(1)));
+  EXPECT_EQ(cache.Document(study, changed, 7, o, {}, now), base);
+  EXPECT_EQ(cache.Document(study, changed, 8, o, {}, now),
+            StudyAnalysisJson(study, changed, o, {}, now));
+  // The study's state moves no version, but the document shows it.
+  v1::Study completed = study;
+  completed.set_state(v1::Study::COMPLETED);
+  EXPECT_EQ(cache.Document(completed, changed, 8, o, {}, now),
+            StudyAnalysisJson(completed, changed, o, {}, now));
+  // Other options, or another capacity, are another document.
+  const AnalysisOptions fewer{.metric = "loss", .max_points = 10};
+  EXPECT_EQ(cache.Document(completed, changed, 8, fewer, {}, now),
+            StudyAnalysisJson(completed, changed, fewer, {}, now));
+  const CapacityLimit limit{.cpu_cores = 4};
+  EXPECT_EQ(cache.Document(completed, changed, 8, o, limit, now),
+            StudyAnalysisJson(completed, changed, o, limit, now));
+  // A running trial that holds resources: its capacity interval ends now, so its document
+  // holds for the second.
+  const std::vector<v1::Trial> running = {Managed(1, 100, 0, 1, 1 << 20)};
+  const std::string at = cache.Document(study, running, 9, o, {}, now);
+  EXPECT_EQ(cache.Document(study, running, 9, o, {}, now + absl::Milliseconds(500)), at);
+  EXPECT_EQ(cache.Document(study, running, 9, o, {}, now + absl::Seconds(1)),
+            StudyAnalysisJson(study, running, o, {}, now + absl::Seconds(1)));
+  EXPECT_NE(cache.Document(study, running, 9, o, {}, now + absl::Seconds(1)), at);
 }
 
 TEST(StudyAnalysisTest, QueryErrorsNameTheField) {
@@ -295,96 +254,6 @@ TEST(StudyAnalysisTest, QueryErrorsNameTheField) {
   EXPECT_THAT(parse({{"max_curves", "x"}}).status().message(), HasSubstr("max_curves:"));
   EXPECT_THAT(parse({{"max_curve_points", "1"}}).status().message(), HasSubstr("max_curve_points:"));
   EXPECT_EQ(parse({{"max_curves", "0"}, {"other", "1"}})->max_curves, 0);
-}
-
-// The routes on real cores: a study of 30 trials told over the study API.
-class AnalysisHttpTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    store_ = *Store::Open(dir_.File("s.db"), Durability::kProcessCrash);
-    core_ = *StudyCore::Create(store_.get(), Clock::Real());
-    telemetry_ = *TelemetryStore::Open(dir_.File("t.db"), Durability::kProcessCrash);
-    autoscaler_ = *AutoscalerCore::Create(telemetry_.get(), Clock::Real());
-    v1::CreateStudyRequest create;
-    ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(kSpec, create.mutable_study()->mutable_spec()));
-    ASSERT_TRUE(core_->Call(create).ok());
-    for (int i = 1; i <= 30; ++i) {
-      v1::CreateTrialRequest req;
-      req.set_parent("studies/1");
-      *req.mutable_trial() = Succeeded(0, 1.0 / i, i / 31.0, i % 2 ? "adam" : "sgd");
-      req.mutable_trial()->clear_id();
-      req.mutable_trial()->clear_name();
-      ASSERT_TRUE(core_->Call(req).ok());
-    }
-  }
-
-  HttpResponse Get(const std::string& target) {
-    return HandleHttp(core_.get(), autoscaler_.get(), &metrics_, &open_, "GET", target, "");
-  }
-
-  ScopedTempDir dir_;
-  std::unique_ptr<Store> store_;
-  std::unique_ptr<StudyCore> core_;
-  std::unique_ptr<TelemetryStore> telemetry_;
-  std::unique_ptr<AutoscalerCore> autoscaler_;
-  ServiceMetrics metrics_;
-  TokenAuth open_;
-};
-
-TEST_F(AnalysisHttpTest, AnalysisAndTheTrialTable) {
-  HttpResponse r = Get("/api/v1/studies/1/analysis?max_points=10");
-  ASSERT_EQ(r.status, 200) << r.body;
-  const json a = json::parse(r.body);
-  EXPECT_EQ(a["history"]["total"], 30);
-  EXPECT_LE(a["history"]["trial_ids"].size(), 10u);
-  EXPECT_EQ(a["history"]["best"].back(), 1.0 / 30);
-  // Asked again unchanged: the same document; after a new trial, the new one.
-  EXPECT_EQ(Get("/api/v1/studies/1/analysis?max_points=10").body, r.body);
-  v1::CreateTrialRequest more;
-  more.set_parent("studies/1");
-  *more.mutable_trial() = Succeeded(0, 0.001, 0.5);
-  more.mutable_trial()->clear_id();
-  more.mutable_trial()->clear_name();
-  ASSERT_TRUE(core_->Call(more).ok());
-  const json after = json::parse(Get("/api/v1/studies/1/analysis?max_points=10").body);
-  EXPECT_EQ(after["history"]["total"], 31);
-  EXPECT_EQ(after["history"]["best"].back(), 0.001);
-
-  // Sorted by loss, SGD only (percent-encoded as a browser sends it), 5 a page.
-  r = Get("/api/v1/studies/1/trials?order_by=metric%3Aloss&param=opt%3Asgd&page_size=5");
-  ASSERT_EQ(r.status, 200) << r.body;
-  json page = json::parse(r.body);
-  EXPECT_EQ(page["total_size"], 15);
-  ASSERT_EQ(page["trials"].size(), 5u);
-  EXPECT_EQ(page["trials"][0]["id"], "30");  // protobuf's JSON: int64 as a string
-  ASSERT_FALSE(page["next_page_token"].get<std::string>().empty());
-  r = Get("/api/v1/studies/1/trials?order_by=metric%3Aloss&param=opt%3Asgd&page_size=5&page_token=" +
-          page["next_page_token"].get<std::string>());
-  page = json::parse(r.body);
-  EXPECT_EQ(page["trials"][0]["id"], "20");
-
-  // A single trial, and why an ask/tell trial has no usage.
-  EXPECT_EQ(Get("/api/v1/studies/1/trials/3").status, 200);
-  r = Get("/api/v1/studies/1/trials/3/usage");
-  EXPECT_EQ(r.status, 404);
-  EXPECT_THAT(r.body, HasSubstr("no usage recorded for studies/1/trials/3"));
-  EXPECT_EQ(Get("/api/v1/studies/1/trials/99/usage").status, 404);
-}
-
-TEST_F(AnalysisHttpTest, BadQueriesAre400sNamingTheField) {
-  for (const auto& [target, field] : std::vector<std::pair<std::string, std::string>>{
-           {"/api/v1/studies/1/analysis?metric=auc", "metric: \\\"auc\\\""},
-           {"/api/v1/studies/1/analysis?max_points=abc", "max_points:"},
-           {"/api/v1/studies/1/trials?param=x%3A0.9..0.1", "param:"},
-           {"/api/v1/studies/1/trials?order_by=metric%3Aauc", "order_by:"},
-           {"/api/v1/studies/1/trials/1/usage?max_points=0", "max_points:"},
-           {"/api/v1/workloads/default/none/history", "default/none"},
-       }) {
-    const HttpResponse r = Get(target);
-    EXPECT_TRUE(r.status == 400 || r.status == 404) << target << " " << r.status;
-    EXPECT_THAT(r.body, HasSubstr(field)) << target;
-  }
-  EXPECT_EQ(Get("/api/v1/studies/9/analysis").status, 404);
 }
 
 }  // namespace

@@ -8,16 +8,20 @@
 // every improvement of the best and the Pareto front), learning curves to max_curves lines of
 // at most max_curve_points each. Each part says how many there were in all ("total") beside
 // what it holds, so the page can say "1,000 of 10,000 trials".
-#ifndef EVOSCALE_SERVICE_STUDY_ANALYSIS_H_
-#define EVOSCALE_SERVICE_STUDY_ANALYSIS_H_
+#ifndef EVOSCALE_SERVICE_ANALYSIS_STUDY_ANALYSIS_H_
+#define EVOSCALE_SERVICE_ANALYSIS_STUDY_ANALYSIS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "evoscale/v1/study.pb.h"
@@ -51,14 +55,31 @@ std::string StudyAnalysisJson(const v1::Study& study, absl::Span<const v1::Trial
                               const AnalysisOptions& options, const CapacityLimit& capacity,
                               absl::Time now);
 
-// What StudyAnalysisJson's answer depends on, hashed: each trial's id, state, number of
-// measurements and its last one, final values, request, usage and times, and the study's state; and, while trials that
-// hold resources run, the time to the second (their capacity intervals end "now"). Equal
-// fingerprints (for the same options) mean the same document, so a caller may keep the last
-// one: O(trials) and about 1/500th of the document's cost.
-uint64_t AnalysisFingerprint(const v1::Study& study, absl::Span<const v1::Trial> trials,
-                             absl::Time now);
+// The documents asked for last, by study and options, each answered again while its study is
+// unchanged: the same `trials_version` (StudyCore's, which every trial write moves: see
+// ReadStudyRequest), the same study state and, while the document shows running trials'
+// intervals ending at `now`, the same second. Every open dashboard asks every 2 s; a kept
+// document costs a lookup, where building one reads every trial. Call it where the version and
+// the trials agree (ReadStudyRequest's fn, under the study's lock). Thread-safe; at most 256
+// documents (a few pages' worth), all dropped when full.
+class AnalysisCache {
+ public:
+  std::string Document(const v1::Study& study, absl::Span<const v1::Trial> trials,
+                       uint64_t trials_version, const AnalysisOptions& options,
+                       const CapacityLimit& capacity, absl::Time now);
+
+ private:
+  struct Entry {
+    uint64_t trials_version = 0;
+    v1::Study::State state = v1::Study::STATE_UNSPECIFIED;
+    std::optional<int64_t> second;  // set: the document shows `now`, and holds for this second
+    std::string json;
+  };
+
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);  // by study and options
+};
 
 }  // namespace evoscale::service
 
-#endif  // EVOSCALE_SERVICE_STUDY_ANALYSIS_H_
+#endif  // EVOSCALE_SERVICE_ANALYSIS_STUDY_ANALYSIS_H_
