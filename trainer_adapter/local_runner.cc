@@ -661,44 +661,4 @@ std::unique_ptr<TrialRunner> NewLocalProcessRunner(LocalRunnerOptions options) {
   return std::make_unique<LocalProcessRunner>(options);
 }
 
-absl::StatusOr<std::vector<std::string>> ExpandArgs(
-    const std::vector<std::string>& args, const std::map<std::string, std::string>& values) {
-  std::vector<std::string> out;
-  out.reserve(args.size());
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    std::string r;
-    for (size_t p = 0; p < a.size();) {
-      if (a[p] != '$') {
-        r.push_back(a[p++]);
-        continue;
-      }
-      if (a.compare(p, 3, "$${") == 0) {  // an escaped "${"
-        r += "${";
-        p += 3;
-        continue;
-      }
-      if (p + 1 < a.size() && a[p + 1] == '{') {
-        const size_t close = a.find('}', p + 2);
-        if (close == std::string::npos) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("args[", i, "] \"", a, "\": unclosed \"${\""));
-        }
-        const std::string name = a.substr(p + 2, close - p - 2);
-        auto it = values.find(name);
-        if (it == values.end()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("args[", i, "] \"", a, "\": unknown name \"", name, "\""));
-        }
-        r += it->second;
-        p = close + 1;
-        continue;
-      }
-      r.push_back(a[p++]);  // any other '$' (shell's $1, $$, $HOME) stays as it is
-    }
-    out.push_back(std::move(r));
-  }
-  return out;
-}
-
 }  // namespace evoscale::trainer_adapter

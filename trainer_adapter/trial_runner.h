@@ -148,12 +148,6 @@ struct LocalRunnerOptions {
 
 std::unique_ptr<TrialRunner> NewLocalProcessRunner(LocalRunnerOptions options = {});
 
-// Expands `${name}` in each argument with values[name]; `$${` is a literal `${`, and every
-// other `$` stays as it is (a shell script's `$1`, `$$` or `$HOME` pass through).
-// INVALID_ARGUMENT naming the argument for an unknown name or an unclosed `${`.
-absl::StatusOr<std::vector<std::string>> ExpandArgs(
-    const std::vector<std::string>& args, const std::map<std::string, std::string>& values);
-
 }  // namespace evoscale::trainer_adapter
 
 #endif  // EVOSCALE_TRAINER_ADAPTER_TRIAL_RUNNER_H_

@@ -7,6 +7,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "service/trial_template/trial_template.h"
 #include "trainer_adapter/slurm_runner.h"
 
 namespace evoscale::service {
@@ -27,7 +28,7 @@ class LocalAndSlurmFactory : public RunnerFactory {
 
   absl::StatusOr<ta::TrialRunner*> RunnerFor(const v1::Study& study) override {
     const v1::TrialTemplate& tt = study.spec().trial_template();
-    if (tt.runner() != "slurm") return local_.get();
+    if (RunnerOf(tt).value_or(Runner::kLocal) != Runner::kSlurm) return local_.get();
     absl::MutexLock lock(&mu_);
     std::unique_ptr<ta::TrialRunner>& runner = slurm_[study.name()];
     if (runner != nullptr) return runner.get();

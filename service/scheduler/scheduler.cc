@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -25,6 +24,7 @@
 #include "nlohmann/json.hpp"
 #include "service/study/study_converter.h"
 #include "service/scheduler/placement.h"
+#include "service/trial_template/trial_template.h"
 
 namespace evoscale::service {
 
@@ -66,37 +66,6 @@ struct Scheduler::Pending {
 };
 
 namespace {
-
-// Shortest text that reads back as the same double.
-std::string DoubleText(double v) {
-  char buf[64];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  return ec == std::errc() ? std::string(buf, end) : absl::StrCat(v);
-}
-
-std::map<std::string, std::string> TemplateValues(const v1::Study& study, const v1::Trial& t,
-                                                  const std::string& checkpoint_dir) {
-  std::map<std::string, std::string> values = {{"trial", t.name()},
-                                                {"trial_id", absl::StrCat(t.id())},
-                                                {"study", study.name()},
-                                                {"checkpoint_dir", checkpoint_dir}};
-  for (const v1::Parameter& p : t.parameters()) {
-    switch (p.value_case()) {
-      case v1::Parameter::kDoubleValue:
-        values[p.name()] = DoubleText(p.double_value());
-        break;
-      case v1::Parameter::kIntValue:
-        values[p.name()] = absl::StrCat(p.int_value());
-        break;
-      case v1::Parameter::kStringValue:
-        values[p.name()] = p.string_value();
-        break;
-      default:
-        break;
-    }
-  }
-  return values;
-}
 
 void Log(const std::string& what, const std::string& trial, const std::string& detail) {
   // Structured and quiet: one line per trial that could not be reported. A trial's stderr may
@@ -612,13 +581,7 @@ std::string Scheduler::CheckpointDir(const v1::Trial& trial) const {
 
 void Scheduler::StartTrial(const Key& key, Pending pending, const v1::ResourceRequest& request) {
   const v1::TrialTemplate& tt = pending.study.spec().trial_template();
-  // A trial that runs again (after a preemption or a restart) resumes from its checkpoint only
-  // if its template uses ${checkpoint_dir}: then its history goes on; otherwise it starts from
-  // scratch, and so does its history (no mixing of two runs' steps).
-  bool resumes = false;
-  for (const std::string& arg : tt.args()) {
-    resumes = resumes || absl::StrContains(arg, "${checkpoint_dir}");
-  }
+  const bool resumes = ResumesFromCheckpoint(tt);  // see trial_template.h
   auto slot = std::make_shared<Slot>();
   slot->priority = tt.priority();
   slot->started = clock_->Now();
@@ -651,7 +614,7 @@ absl::StatusOr<ta::TrialLaunch> LaunchFor(const v1::Study& study, const v1::Tria
   const v1::TrialTemplate& tt = study.spec().trial_template();
   std::vector<std::string> args(tt.args().begin(), tt.args().end());
   absl::StatusOr<std::vector<std::string>> expanded =
-      ta::ExpandArgs(args, TemplateValues(study, trial, checkpoint_dir));
+      ExpandArgs(args, TemplateValues(study, trial, checkpoint_dir));
   if (!expanded.ok()) {
     // A ${name} of a conditional parameter this trial does not have.
     return absl::InvalidArgumentError(absl::StrCat("trial_template.", expanded.status().message()));

@@ -44,14 +44,6 @@ absl::Status ValidateResources(const v1::ResourceRequest& r, absl::string_view p
 // Every figure finite and >= 0; INVALID_ARGUMENT naming the field under `path`.
 absl::Status ValidateUsage(const v1::TrialUsage& u, absl::string_view path);
 
-// The study's trial template: a managed study (one with a command) has valid env names,
-// parallel_trials in [0, 1000] and only known ${name}s in its args; without a command, no
-// args, env or parallel_trials. Called by ToProblem.
-absl::Status ValidateTrialTemplate(const v1::StudySpec& spec);
-// The names a template's ${name} may use (each mapped to ""): every parameter at any depth,
-// and trial, trial_id, study.
-std::map<std::string, std::string> TrialTemplateNames(const v1::StudySpec& spec);
-
 void SetParameters(const search::ParameterDict& params, v1::Trial* trial);
 search::Trial ToSearchTrial(const v1::Trial& trial);
 

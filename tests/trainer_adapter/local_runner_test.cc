@@ -425,12 +425,8 @@ TEST_F(LocalRunnerTest, RunsTheRealTrainerAndSamplesItsUsage) {
   TrialLaunch launch;
   launch.trial_name = "studies/1/trials/1";
   launch.limits.memory_bytes = int64_t{4} << 30;
-  absl::StatusOr<std::vector<std::string>> argv = ExpandArgs(
-      {trainer, "--synthetic", "${rows}", "--batch-size", "256", "--embedding-dim", "${dim}",
-       "--hidden", "16", "--threads", "1", "--progress-every", "10", "--seed", "5"},
-      {{"rows", "40000"}, {"dim", "8"}});
-  ASSERT_TRUE(argv.ok()) << argv.status();
-  launch.argv = *argv;
+  launch.argv = {trainer, "--synthetic", "40000", "--batch-size", "256", "--embedding-dim", "8",
+                 "--hidden", "16", "--threads", "1", "--progress-every", "10", "--seed", "5"};
   absl::StatusOr<std::unique_ptr<RunningTrial>> trial = runner_->Start(launch, &rec);
   ASSERT_TRUE(trial.ok()) << trial.status();
   const TrialOutcome& o = (*trial)->Wait();
@@ -451,20 +447,6 @@ TEST_F(LocalRunnerTest, RunsTheRealTrainerAndSamplesItsUsage) {
   EXPECT_EQ(o.other_lines, 0);
   EXPECT_GT(o.cpu_seconds, 0);
   EXPECT_GT(o.peak_rss_bytes, 0);
-}
-
-TEST(ExpandArgsTest, SubstitutesNamesAndRejectsUnknownOnes) {
-  absl::StatusOr<std::vector<std::string>> out =
-      ExpandArgs({"--lr=${lr}", "${a}${b}", "$${lr}", "echo $$ $1 $HOME", "cost $5", "plain"},
-                 {{"lr", "0.01"}, {"a", "x"}, {"b", "y"}});
-  ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_THAT(*out, ElementsAre("--lr=0.01", "xy", "${lr}", "echo $$ $1 $HOME", "cost $5",
-                                "plain"));
-  absl::Status st = ExpandArgs({"ok", "--x=${nope}"}, {}).status();
-  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(st.message(), "args[1] \"--x=${nope}\": unknown name \"nope\"");
-  st = ExpandArgs({"${open"}, {{"open", "1"}}).status();
-  EXPECT_EQ(st.message(), "args[0] \"${open\": unclosed \"${\"");
 }
 
 }  // namespace
