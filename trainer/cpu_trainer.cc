@@ -4,11 +4,9 @@
 #include <barrier>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <functional>
-#include <map>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -21,7 +19,10 @@
 #include "trainer/criteo_reader.h"
 #include "trainer/embedding_table.h"
 #include "trainer/feature_id.h"
+#include "trainer/internal/checkpoint_layout.h"
 #include "trainer/internal/embedding_exchange.h"
+#include "trainer/internal/embedding_shard.h"
+#include "trainer/internal/job_report.h"
 #include "trainer/internal/run_options.h"
 #include "trainer/metrics.h"
 #include "trainer/mlp.h"
@@ -33,18 +34,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using internal::EmbeddingExchange;
+using internal::EmbeddingShard;
 using internal::InputLayout;
-
-// One shard: its table (owned by one worker) and that worker's per-batch scratch.
-struct Shard {
-  std::unique_ptr<EmbeddingTable> table;
-  std::vector<uint64_t> keys;     // ids routed here in this batch
-  std::vector<uint32_t> local;    // their index in `uniques` (kNoRow: no row)
-  std::vector<uint32_t> uniques;  // distinct rows of this batch
-  std::vector<float> grads;       // (uniques, dim): summed gradients
-  int64_t evicted = 0;
-  absl::Status checkpoint_status;
-};
 
 // One training run, on one rank of a job (a job of one: OneProcess). Each step, every worker
 // (Worker(t)) goes through:
@@ -78,10 +69,8 @@ class Training {
         threads_(config.threads),
         num_shards_(config.shards > 0 ? config.shards : config.threads),
         batch_size_((config.batch_size + comm->size() - 1) / comm->size()),
-        checkpoint_dir_(config.checkpoint_dir.empty() || comm->size() == 1
-                            ? config.checkpoint_dir
-                            : absl::StrCat(config.checkpoint_dir, "/rank-", comm->rank(), "-of-",
-                                           comm->size())),
+        checkpoint_dir_(
+            internal::RankCheckpointDir(config.checkpoint_dir, comm->rank(), comm->size())),
         dim_(config.embedding_dim),
         input_(kNumCategorical * config.embedding_dim + kNumDense),
         layout_{dim_, input_},
@@ -99,23 +88,6 @@ class Training {
   bool interrupted() const { return interrupted_; }
 
  private:
-  // EvaluateAndReport's steps: the test (or held-out) set's metrics, one batch's input rows
-  // (embeddings of the trained ids, zeros for unseen ones, then the dense features), and the
-  // final line's details of the tables and the model.
-  absl::StatusOr<BinaryMetrics> Evaluate();
-  void GatherEvalInputs(const ExampleBatch& batch, std::vector<uint32_t>* rows);
-  // Looks up (never inserting) shard.keys[0..m) and copies row k to dst(k), zeros for an id
-  // never trained.
-  template <typename Dst>
-  void FindRows(Shard& shard, size_t m, std::vector<uint32_t>* rows, Dst dst_of) const;
-  // The dense features of examples [i0, i1) of `batch` into their rows of x_.
-  void CopyDense(const ExampleBatch& batch, int i0, int i1);
-  // x_ holds `batch`'s embeddings: its dense features, the MLP's logits, into `metrics`.
-  void ForwardEvalBatch(const ExampleBatch& batch, BinaryMetrics* metrics);
-  // This rank's reader of the training or the evaluation rows.
-  BatchReaderOptions ReaderFor(bool for_eval) const;
-  absl::StatusOr<nlohmann::ordered_json> ModelDetails(uint64_t peak_rss_bytes) const;
-
   // The barriers' completions.
   struct RowsBack {
     Training* t;
@@ -134,19 +106,9 @@ class Training {
     void operator()() noexcept { t->OnCheckpointEnd(); }
   };
 
-  // A job's: the rows back to the ranks that asked, and the gradients to the owners (and the
-  // dense gradients summed). A failed collective sets status_: the workers finish the step's
-  // phases and its end (OnStepEnd) ends the run without calling another collective.
-  void OnInputsGathered();
-  void OnGradientsComputed();
-  // Whether the job goes on with this step's batch: only while every rank has one, and not once
-  // any was asked to stop; also counts the step's examples over the job. `stop`: this rank
-  // was asked to stop. Returns the job's decision to stop.
-  bool AgreeOnStep(bool stop, absl::Status failure = absl::OkStatus());
-  // A failure at the end of a step: every rank agrees on it at the step's agreement.
-  void StepFailed(absl::Status status);
-  absl::StatusOr<BinaryMetrics> EvaluateDistributed();
-
+  // Setup: the tables, the MLP, the buffers, and what a resume loads.
+  absl::Status CreateModel();
+  absl::Status PrepareCheckpointDir();
   absl::Status Resume();
   // The shape checkpoint `m` (at `where`) must share with this run: embedding-dim, sparse
   // optimizer, MLP sizes, and shards when `same_shards` (resuming this run's own layout).
@@ -156,24 +118,31 @@ class Training {
   // their change tracking at dense.step, then reads the dense state of `dense` in `dense_dir`.
   absl::Status LoadState(const std::string& dense_dir, const CheckpointManifest& dense,
                          const std::function<absl::Status(int s)>& load);
-  absl::Status FindOtherLayout(std::vector<std::string>* dirs) const;
   absl::Status Reshard();
-  absl::StatusOr<std::unique_ptr<ExampleSource>> OpenSource(bool for_eval,
-                                                            ReaderPosition start) const;
+  // This rank's reader of the training or the evaluation rows.
+  BatchReaderOptions ReaderFor(bool for_eval) const;
+
+  // A step's phases on worker t (see the class comment), then the completions.
   void Worker(int t);
-  void Gather(Shard& shard, const std::vector<uint32_t>& positions, const ExampleBatch& batch,
-              uint32_t now, float* x) const;
-  // A job's: the rows of the ids the ranks asked of `shard`, where the exchange sends them.
-  void GatherAsked(Shard& shard, const EmbeddingExchange::Asked& asked, uint32_t now) const;
-  // Looks up (inserting) shard.keys[0..m) and copies row k to dst(k) (zeros where no row).
-  template <typename Dst>
-  void GatherRows(Shard& shard, size_t m, uint32_t now, Dst dst) const;
-  void ApplyGradients(Shard& shard, const std::vector<uint32_t>& positions, uint32_t now);
-  // Sums the gradient src(k) of each shard.keys[k] into its row and applies the optimizer.
-  template <typename Src>
-  void ApplyRowGradients(Shard& shard, size_t m, uint32_t now, Src src);
+  void GatherPhase(int t, const ExampleBatch& batch, uint32_t now);
+  void MlpPhase(int t, const ExampleBatch& batch, int r0, int r1);
+  void UpdatePhase(int t, const ExampleBatch& batch, uint32_t now);
+  void CheckpointPhase(int t);
+  // A job's: the rows back to the ranks that asked, and the gradients to the owners (and the
+  // dense gradients summed). A failed collective sets status_: the workers finish the step's
+  // phases and its end (OnStepEnd) ends the run without calling another collective.
+  void OnInputsGathered();
+  void OnGradientsComputed();
   void OnStepEnd();
+  // The job's progress line at rank 0: the window's metrics over every rank's examples.
+  absl::Status ReportProgress();
   void OnCheckpointEnd();
+  // Whether the job goes on with this step's batch: only while every rank has one, and not once
+  // any was asked to stop; also counts the step's examples over the job. `stop`: this rank
+  // was asked to stop. Returns the job's decision to stop.
+  bool AgreeOnStep(bool stop, absl::Status failure = absl::OkStatus());
+  // A failure at the end of a step: every rank agrees on it at the step's agreement.
+  void StepFailed(absl::Status status);
   // After a checkpoint: `mine` is this rank's result. Every rank calls it, and all end with the
   // first failing rank's reason if any failed.
   void CheckpointFailed(absl::Status mine);
@@ -184,14 +153,23 @@ class Training {
     return config_.expire_after_steps > 0 && config_.evict_every > 0 &&
            step % config_.evict_every == 0;
   }
-  void Emit(const std::string& line) const { sink_(line); }
-  // Training examples consumed by the whole job (a collective in a job of several ranks).
+  // Training examples consumed by the whole job.
   absl::StatusOr<int64_t> JobExamples() {
     int64_t examples = examples_;
     absl::Status status = comm_->AllReduceSum(&examples, 1);
     if (!status.ok()) return status;
     return examples;
   }
+
+  // EvaluateAndReport's: one evaluation batch's input rows (embeddings of the trained ids, zeros
+  // for unseen ones, then the dense features) and its logits into `metrics` (internal::
+  // EvaluateBatch: a job's rank without a batch only answers the others' ids), and the final
+  // line's details of the tables and the model.
+  absl::Status EvaluateBatch(const ExampleBatch* batch, BinaryMetrics* metrics);
+  // The dense features of examples [i0, i1) of `batch` into their rows of x_.
+  void CopyDense(const ExampleBatch& batch, int i0, int i1);
+  absl::StatusOr<nlohmann::ordered_json> ModelDetails(uint64_t peak_rss_bytes) const;
+  void Emit(const std::string& line) const { sink_(line); }
 
   // Constant after construction.
   const TrainerConfig& config_;
@@ -209,7 +187,7 @@ class Training {
   const SparseOptimizer optimizer_;
   const Clock::time_point start_;
 
-  std::vector<Shard> shards_;  // shard s is touched only by worker s % threads_
+  std::vector<EmbeddingShard> shards_;  // shard s is touched only by worker s % threads_
   std::unique_ptr<Mlp> mlp_;
   std::vector<Mlp::Workspace> workspaces_;  // one per worker
   std::vector<Mlp::Workspace*> workspace_ptrs_;
@@ -232,7 +210,7 @@ class Training {
   int64_t step_ = 0;      // steps completed (including those before a resume)
   int64_t examples_ = 0;  // training examples consumed (including before a resume)
   int64_t adam_step_ = 0;
-  int64_t steps_here_ = 0, examples_here_ = 0;  // in this process
+  int64_t examples_here_ = 0;  // in this process
   ReaderPosition position_;
   bool checkpoint_now_ = false;
   bool evict_now_ = false;
@@ -255,29 +233,21 @@ class Training {
 };
 
 absl::Status Training::Setup() {
-  EmbeddingTableOptions options;
-  options.dim = dim_;
-  options.state_floats = optimizer_.StateFloats(dim_);
-  options.init_value = config_.init_stddev;
-  options.seed = config_.seed;
-  options.initial_capacity = 1 << 14;
-  // Address space only, committed as rows arrive: 64 GiB of rows across all shards.
-  options.max_rows = std::max<size_t>(
-      size_t{1} << 16, (size_t{1} << 36) / num_shards_ / (16 + 4 * (dim_ + options.state_floats)));
-  options.max_rows = std::min<size_t>(options.max_rows, EmbeddingTable::kNoRow - 1);
-  options.track_changes = !config_.checkpoint_dir.empty();
-  if (config_.min_count > 1 || !config_.min_count_by_slot.empty()) {
-    options.min_count_by_slot.assign(kNumCategorical, config_.min_count);
-    for (size_t s = 0; s < config_.min_count_by_slot.size() && s < kNumCategorical; ++s) {
-      if (config_.min_count_by_slot[s] > 0)
-        options.min_count_by_slot[s] = config_.min_count_by_slot[s];
-    }
-  }
-  const SparseOptimizer* opt = &optimizer_;
-  const int dim = dim_;
-  options.init_state = [opt, dim](const float* w, float* state) { opt->InitState(w, state, dim); };
+  absl::Status status = CreateModel();
+  if (status.ok()) status = PrepareCheckpointDir();
+  if (!status.ok()) return status;
+  absl::StatusOr<std::unique_ptr<ExampleSource>> source =
+      internal::OpenSource(config_, /*for_eval=*/false, position_);
+  if (!source.ok()) return source.status();
+  reader_ = std::make_unique<BatchReader>(*std::move(source), ReaderFor(/*for_eval=*/false));
+  return absl::OkStatus();
+}
+
+absl::Status Training::CreateModel() {
+  const EmbeddingTableOptions options =
+      internal::ShardTableOptions(config_, num_shards_, &optimizer_);
   shards_.resize(num_shards_);
-  for (Shard& shard : shards_) {
+  for (EmbeddingShard& shard : shards_) {
     absl::StatusOr<std::unique_ptr<EmbeddingTable>> table = EmbeddingTable::Create(options);
     if (!table.ok()) return table.status();
     shard.table = *std::move(table);
@@ -300,34 +270,24 @@ absl::Status Training::Setup() {
     exchange_ = std::make_unique<EmbeddingExchange>(comm_, num_shards_, layout_);
   }
   loss_parts_.assign(threads_, 0.0);
+  return absl::OkStatus();
+}
 
-  if (!checkpoint_dir_.empty()) {
-    if (ranks_ > 1) {
-      // A job's ranks checkpoint beside each other, each in its own folder.
-      std::error_code ec;
-      std::filesystem::create_directories(checkpoint_dir_, ec);
-      if (ec || !std::filesystem::is_directory(checkpoint_dir_)) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("checkpoint_dir: cannot make this rank's folder ", checkpoint_dir_, ": ",
-                         ec ? ec.message() : "not a directory"));
-      }
-    }
-    if (config_.resume) {
-      absl::Status status = Resume();
-      if (!status.ok()) return status;
-    } else {
-      // A fresh run owns the directory: earlier checkpoints would otherwise look newer.
-      std::error_code ec;
-      for (const auto& entry : std::filesystem::directory_iterator(checkpoint_dir_, ec)) {
-        if (entry.path().filename().string().rfind("ckpt-", 0) == 0) {
-          std::filesystem::remove_all(entry.path(), ec);
-        }
-      }
+absl::Status Training::PrepareCheckpointDir() {
+  if (checkpoint_dir_.empty()) return absl::OkStatus();
+  if (ranks_ > 1) {
+    // A job's ranks checkpoint beside each other, each in its own folder.
+    std::error_code ec;
+    std::filesystem::create_directories(checkpoint_dir_, ec);
+    if (ec || !std::filesystem::is_directory(checkpoint_dir_)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("checkpoint_dir: cannot make this rank's folder ", checkpoint_dir_, ": ",
+                       ec ? ec.message() : "not a directory"));
     }
   }
-  absl::StatusOr<std::unique_ptr<ExampleSource>> source = OpenSource(false, position_);
-  if (!source.ok()) return source.status();
-  reader_ = std::make_unique<BatchReader>(*std::move(source), ReaderFor(/*for_eval=*/false));
+  if (config_.resume) return Resume();
+  // A fresh run owns the directory: earlier checkpoints would otherwise look newer.
+  internal::RemoveCheckpoints(checkpoint_dir_);
   return absl::OkStatus();
 }
 
@@ -339,19 +299,6 @@ BatchReaderOptions Training::ReaderFor(bool for_eval) const {
   // A job sends each distinct id of a batch to its owner once (the reader finds them).
   options.dedupe = ranks_ > 1;
   return options;
-}
-
-absl::StatusOr<std::unique_ptr<ExampleSource>> Training::OpenSource(bool for_eval,
-                                                                    ReaderPosition start) const {
-  if (config_.synthetic_rows > 0) {
-    if (for_eval && !config_.test_path.empty()) return OpenCriteoFile(config_.test_path, 1);
-    return MakeSyntheticSource(config_.synthetic_rows, config_.seed + 1,
-                               for_eval ? 1 : config_.epochs, start);
-  }
-  if (for_eval) {
-    return OpenCriteoFile(config_.test_path.empty() ? config_.train_path : config_.test_path, 1);
-  }
-  return OpenCriteoFile(config_.train_path, config_.epochs, start);
 }
 
 absl::Status Training::CheckShape(const CheckpointManifest& m, const std::string& where,
@@ -382,7 +329,7 @@ absl::Status Training::LoadState(const std::string& dense_dir, const CheckpointM
     });
   }
   for (auto& th : loaders) th.join();
-  for (Shard& shard : shards_) {
+  for (EmbeddingShard& shard : shards_) {
     if (!shard.checkpoint_status.ok()) return shard.checkpoint_status;
     std::vector<uint32_t> rows;
     std::vector<uint64_t> erased;
@@ -392,52 +339,16 @@ absl::Status Training::LoadState(const std::string& dense_dir, const CheckpointM
                              mlp_->adam_v());
 }
 
-// Finds a checkpoint of another layout in checkpoint_dir: folders rank-Q-of-M of a job of M
-// ranks (M != this job's), or a single process's checkpoints in the folder itself (for a job of
-// several). Empty `dirs` when there is none.
-absl::Status Training::FindOtherLayout(std::vector<std::string>* dirs) const {
-  dirs->clear();
-  std::map<int, std::map<int, std::string>> by_size;  // M -> Q -> folder
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(config_.checkpoint_dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    int q = 0, m = 0;
-    // Folders with a checkpoint only: a job that never wrote one left nothing to resume.
-    if (std::sscanf(name.c_str(), "rank-%d-of-%d", &q, &m) == 2 && m != ranks_ && m > 1 && q >= 0 &&
-        q < m && name == absl::StrCat("rank-", q, "-of-", m) &&
-        FindNewestCheckpoint(entry.path().string()).ok()) {
-      by_size[m][q] = entry.path().string();
-    }
-  }
-  const bool single = ranks_ > 1 && FindNewestCheckpoint(config_.checkpoint_dir).ok();
-  if (by_size.size() + (single ? 1 : 0) > 1) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint_dir ", config_.checkpoint_dir,
-        " holds checkpoints of several other numbers of ranks: keep one layout to resume from"));
-  }
-  if (single) {
-    dirs->push_back(config_.checkpoint_dir);
-  } else if (!by_size.empty()) {
-    const auto& [m, folders] = *by_size.begin();
-    if (int(folders.size()) != m) {
-      return absl::FailedPreconditionError(absl::StrCat("checkpoint_dir ", config_.checkpoint_dir,
-                                                        " holds ", folders.size(), " of the ", m,
-                                                        " rank folders of a job of ", m, " ranks"));
-    }
-    for (const auto& [q, folder] : folders) dirs->push_back(folder);
-  }
-  return absl::OkStatus();
-}
-
 // Resumes from a checkpoint of another number of ranks (or shards): at the newest step every
 // old rank has, each local shard takes the rows its range of the id hash owns from every old
 // shard; the dense state is rank 0's (the same on all). The stream resumes at the old ranks'
 // earliest position, so up to one batch per old rank is read twice. The next checkpoint starts
 // a full chain in this layout; once every rank has written it, the old layout is removed.
 absl::Status Training::Reshard() {
-  std::vector<std::string> old;
-  absl::Status status = FindOtherLayout(&old);
-  if (!status.ok() || old.empty()) return status;
+  absl::StatusOr<std::vector<std::string>> found =
+      internal::FindOtherLayout(config_.checkpoint_dir, ranks_);
+  if (!found.ok() || found->empty()) return found.status();
+  const std::vector<std::string>& old = *found;
   int64_t step = -1;
   for (const std::string& dir : old) {
     absl::StatusOr<CheckpointManifest> newest = FindNewestCheckpoint(dir);
@@ -451,7 +362,8 @@ absl::Status Training::Reshard() {
     ms.push_back(*std::move(m));
   }
   const CheckpointManifest& m0 = ms[0];
-  status = CheckShape(m0, absl::StrCat(old[0], "/", CheckpointName(step)), /*same_shards=*/false);
+  absl::Status status =
+      CheckShape(m0, absl::StrCat(old[0], "/", CheckpointName(step)), /*same_shards=*/false);
   if (!status.ok()) return status;
   const uint32_t global = uint32_t(ranks_ * num_shards_);
   status = LoadState(old[0], m0, [&](int s) {
@@ -503,13 +415,7 @@ absl::Status Training::Resume() {
   if (found.ok() && found->step != lo) {
     // This rank's newer one is from the interrupted checkpoint: gone, so that it cannot be
     // mistaken for the resumed run's.
-    std::error_code ec;
-    for (const auto& entry : std::filesystem::directory_iterator(checkpoint_dir_, ec)) {
-      const std::string name = entry.path().filename().string();
-      if (name.rfind("ckpt-", 0) == 0 && name > CheckpointName(lo)) {
-        std::filesystem::remove_all(entry.path(), ec);
-      }
-    }
+    internal::RemoveCheckpoints(checkpoint_dir_, /*newer_than=*/lo);
     found = FindCheckpoint(checkpoint_dir_, lo);
   }
   // Nothing of this layout: a checkpoint of another number of ranks is resharded, else the run
@@ -532,133 +438,96 @@ absl::Status Training::Resume() {
   return absl::OkStatus();
 }
 
-void Training::Gather(Shard& shard, const std::vector<uint32_t>& positions,
-                      const ExampleBatch& batch, uint32_t now, float* x) const {
-  const size_t m = positions.size();
-  shard.keys.resize(m);
-  for (size_t k = 0; k < m; ++k) shard.keys[k] = batch.fids[positions[k]];
-  GatherRows(shard, m, now, [&](size_t k) { return x + layout_.Offset(positions[k]); });
-}
-
-void Training::GatherAsked(Shard& shard, const EmbeddingExchange::Asked& asked,
-                           uint32_t now) const {
-  // The ids other ranks (and this one) asked of this shard; their rows go out in that order.
-  shard.keys.resize(asked.size());
-  for (size_t k = 0; k < asked.size(); ++k) shard.keys[k] = asked.id(k);
-  GatherRows(shard, asked.size(), now, [&](size_t k) { return asked.row(k); });
-}
-
-template <typename Dst>
-void Training::GatherRows(Shard& shard, size_t m, uint32_t now, Dst dst_of) const {
-  shard.local.resize(m);
-  EmbeddingTable& table = *shard.table;
-  shard.uniques.clear();
-  const size_t row_bytes = sizeof(float) * dim_;
-  // Copy each row out as soon as its lookup resolves, while it is still in cache.
-  table.FindOrInsertBatch(shard.keys.data(), m, now, [&](size_t k, uint32_t row) {
-    float* dst = dst_of(k);
-    if (row == EmbeddingTable::kNoRow) {
-      std::memset(dst, 0, row_bytes);
-      shard.local[k] = EmbeddingTable::kNoRow;
-      return;
-    }
-    RowHeader* h = table.header(row);
-    if (h->scratch == 0) {
-      shard.uniques.push_back(row);
-      h->scratch = uint32_t(shard.uniques.size());
-    }
-    shard.local[k] = h->scratch - 1;
-    std::memcpy(dst, table.embedding(row), row_bytes);
-  });
-}
-
-void Training::ApplyGradients(Shard& shard, const std::vector<uint32_t>& positions, uint32_t now) {
-  ApplyRowGradients(shard, positions.size(), now,
-                    [&](size_t k) { return x_.data() + layout_.Offset(positions[k]); });
-}
-
-template <typename Src>
-void Training::ApplyRowGradients(Shard& shard, size_t m, uint32_t now, Src src_of) {
-  const size_t u = shard.uniques.size();
-  shard.grads.assign(u * dim_, 0.0f);
-  for (size_t k = 0; k < m; ++k) {
-    const uint32_t local = shard.local[k];
-    if (local == EmbeddingTable::kNoRow) continue;
-    const float* src = src_of(k);
-    float* g = shard.grads.data() + size_t(local) * dim_;
-    for (int d = 0; d < dim_; ++d) g[d] += src[d];
-  }
-  EmbeddingTable& table = *shard.table;
-  for (size_t i = 0; i < u; ++i) {
-    if (i + 8 < u) __builtin_prefetch(table.header(shard.uniques[i + 8]), 1, 3);
-    const uint32_t row = shard.uniques[i];
-    optimizer_.Apply(table.embedding(row), table.state(row), shard.grads.data() + i * dim_, dim_);
-    table.MarkUpdated(row, now);
-    table.header(row)->scratch = 0;
-  }
-}
-
 void Training::Worker(int t) {
   while (true) {
     const ExampleBatch* batch = batch_.get();
     if (batch == nullptr) return;
     const int n = batch->size;
     const uint32_t now = uint32_t(step_ + 1);
-    // Phase 1: owners gather their shards' rows; everyone copies dense features of its slice.
-    for (int s = t; s < num_shards_; s += threads_) {
-      if (exchange_ == nullptr) {
-        Gather(shards_[s], batch->shard_positions[s], *batch, now, x_.data());
-      } else {
-        GatherAsked(shards_[s], exchange_->AskedOf(s), now);
-      }
-    }
     const int r0 = int(int64_t(n) * t / threads_), r1 = int(int64_t(n) * (t + 1) / threads_);
+    GatherPhase(t, *batch, now);
     CopyDense(*batch, r0, r1);
     inputs_gathered_.arrive_and_wait();
-    // Phase 2: the MLP on this worker's slice of the batch.
-    Mlp::Workspace& ws = workspaces_[t];
-    double loss = 0;
-    if (r1 > r0) {
-      const float* x = &x_[size_t(r0) * input_];
-      mlp_->Forward(ws, x, r1 - r0, &logits_[r0]);
-      const float scale = 1.0f / float(job_batch_);
-      for (int i = r0; i < r1; ++i) {
-        const float z = logits_[i], y = batch->labels[i];
-        loss += std::max(z, 0.0f) + std::log1p(std::exp(-std::fabs(z))) - y * z;
-        dlogits_[i] = (1.0f / (1.0f + std::exp(-z)) - y) * scale;
-      }
-      mlp_->Backward(ws, x, r1 - r0, &dlogits_[r0], &x_[size_t(r0) * input_]);
-    } else {
-      std::fill(ws.grads.begin(), ws.grads.end(), 0.0f);
-    }
-    loss_parts_[t] = loss;
+    MlpPhase(t, *batch, r0, r1);
     gradients_computed_.arrive_and_wait();
-    // Phase 3: Adam on this worker's parameter range; sparse updates of its shards.
-    const size_t params = mlp_->num_params();
-    mlp_->AdamStep(workspace_ptrs_, params * t / threads_, params * (t + 1) / threads_,
-                   adam_step_ + 1);
-    for (int s = t; s < num_shards_; s += threads_) {
-      if (exchange_ == nullptr) {
-        ApplyGradients(shards_[s], batch->shard_positions[s], now);
-      } else {
-        const EmbeddingExchange::Asked asked = exchange_->AskedOf(s);
-        ApplyRowGradients(shards_[s], asked.size(), now,
-                          [&](size_t k) { return asked.gradient(k); });
-      }
-      if (evict_now_ && int64_t(now) > config_.expire_after_steps) {
-        shards_[s].evicted +=
-            int64_t(shards_[s].table->EvictOlderThan(uint32_t(now - config_.expire_after_steps)));
-      }
-    }
+    UpdatePhase(t, *batch, now);
     parameters_updated_.arrive_and_wait();
     if (checkpoint_now_) {
-      const bool full = chain_.empty() || int(chain_.size()) >= config_.full_checkpoint_every;
-      for (int s = t; s < num_shards_; s += threads_) {
-        shards_[s].checkpoint_status = WriteShardCheckpoint(
-            checkpoint_dir_, CheckpointName(step_), s, full, uint32_t(step_), *shards_[s].table);
-      }
+      CheckpointPhase(t);
       shards_written_.arrive_and_wait();
     }
+  }
+}
+
+// Owners gather their shards' rows: those of the batch's ids, or in a job those the ranks
+// asked for (the exchange sends them back at inputs_gathered_).
+void Training::GatherPhase(int t, const ExampleBatch& batch, uint32_t now) {
+  for (int s = t; s < num_shards_; s += threads_) {
+    EmbeddingShard& shard = shards_[s];
+    if (exchange_ == nullptr) {
+      const std::vector<uint32_t>& positions = batch.shard_positions[s];
+      shard.keys.resize(positions.size());
+      for (size_t k = 0; k < positions.size(); ++k) shard.keys[k] = batch.fids[positions[k]];
+      shard.GatherRows(positions.size(), now,
+                       [&](size_t k) { return x_.data() + layout_.Offset(positions[k]); });
+    } else {
+      const EmbeddingExchange::Asked asked = exchange_->AskedOf(s);
+      shard.keys.resize(asked.size());
+      for (size_t k = 0; k < asked.size(); ++k) shard.keys[k] = asked.id(k);
+      shard.GatherRows(asked.size(), now, [&](size_t k) { return asked.row(k); });
+    }
+  }
+}
+
+// The MLP on examples [r0, r1) of the batch: its loss part, its parameters' gradients in its
+// workspace, and its input's gradient over its rows of x_.
+void Training::MlpPhase(int t, const ExampleBatch& batch, int r0, int r1) {
+  Mlp::Workspace& ws = workspaces_[t];
+  double loss = 0;
+  if (r1 > r0) {
+    const float* x = &x_[size_t(r0) * input_];
+    mlp_->Forward(ws, x, r1 - r0, &logits_[r0]);
+    const float scale = 1.0f / float(job_batch_);
+    for (int i = r0; i < r1; ++i) {
+      const float z = logits_[i], y = batch.labels[i];
+      loss += std::max(z, 0.0f) + std::log1p(std::exp(-std::fabs(z))) - y * z;
+      dlogits_[i] = (1.0f / (1.0f + std::exp(-z)) - y) * scale;
+    }
+    mlp_->Backward(ws, x, r1 - r0, &dlogits_[r0], &x_[size_t(r0) * input_]);
+  } else {
+    std::fill(ws.grads.begin(), ws.grads.end(), 0.0f);
+  }
+  loss_parts_[t] = loss;
+}
+
+// Adam on this worker's parameter range; the sparse updates and evictions of its shards.
+void Training::UpdatePhase(int t, const ExampleBatch& batch, uint32_t now) {
+  const size_t params = mlp_->num_params();
+  mlp_->AdamStep(workspace_ptrs_, params * t / threads_, params * (t + 1) / threads_,
+                 adam_step_ + 1);
+  for (int s = t; s < num_shards_; s += threads_) {
+    EmbeddingShard& shard = shards_[s];
+    if (exchange_ == nullptr) {
+      const std::vector<uint32_t>& positions = batch.shard_positions[s];
+      shard.ApplyGradients(positions.size(), now, optimizer_,
+                           [&](size_t k) { return x_.data() + layout_.Offset(positions[k]); });
+    } else {
+      const EmbeddingExchange::Asked asked = exchange_->AskedOf(s);
+      shard.ApplyGradients(asked.size(), now, optimizer_,
+                           [&](size_t k) { return asked.gradient(k); });
+    }
+    if (evict_now_ && int64_t(now) > config_.expire_after_steps) {
+      shard.evicted +=
+          int64_t(shard.table->EvictOlderThan(uint32_t(now - config_.expire_after_steps)));
+    }
+  }
+}
+
+void Training::CheckpointPhase(int t) {
+  const bool full = chain_.empty() || int(chain_.size()) >= config_.full_checkpoint_every;
+  for (int s = t; s < num_shards_; s += threads_) {
+    shards_[s].checkpoint_status = WriteShardCheckpoint(checkpoint_dir_, CheckpointName(step_), s,
+                                                        full, uint32_t(step_), *shards_[s].table);
   }
 }
 
@@ -686,7 +555,6 @@ void Training::OnStepEnd() {
   const int n = batch_->size;
   ++step_;
   ++adam_step_;
-  ++steps_here_;
   examples_ += n;
   examples_here_ += n;
   double loss = 0;
@@ -698,22 +566,10 @@ void Training::OnStepEnd() {
   }
   if (config_.progress_every > 0) window_.Add(logits_.data(), batch_->labels.data(), size_t(n));
   if (config_.progress_every > 0 && step_ % config_.progress_every == 0) {
-    // The job's window, at rank 0: every rank's logits and labels, and its examples.
-    std::vector<float> logits, labels;
-    absl::Status status = comm_->GatherToRoot(window_.logits(), &logits);
-    if (status.ok()) status = comm_->GatherToRoot(window_.labels(), &labels);
-    const absl::StatusOr<int64_t> examples =
-        status.ok() ? JobExamples() : absl::StatusOr<int64_t>(status);
-    if (!examples.ok()) {
-      Fail(examples.status());
+    if (absl::Status status = ReportProgress(); !status.ok()) {
+      Fail(std::move(status));
       return;
     }
-    if (rank_ == 0) {
-      BinaryMetrics job;
-      job.Add(logits.data(), labels.data(), logits.size());
-      Emit(ProgressLine(step_, *examples, internal::SecondsSince(start_), job));
-    }
-    window_.Clear();
   }
   position_ = batch_->end;
   reader_->Recycle(std::move(batch_));
@@ -743,6 +599,22 @@ void Training::OnStepEnd() {
   }
 }
 
+absl::Status Training::ReportProgress() {
+  std::vector<float> logits, labels;
+  absl::Status status = comm_->GatherToRoot(window_.logits(), &logits);
+  if (status.ok()) status = comm_->GatherToRoot(window_.labels(), &labels);
+  if (!status.ok()) return status;
+  const absl::StatusOr<int64_t> examples = JobExamples();
+  if (!examples.ok()) return examples.status();
+  if (rank_ == 0) {
+    BinaryMetrics job;
+    job.Add(logits.data(), labels.data(), logits.size());
+    Emit(ProgressLine(step_, *examples, internal::SecondsSince(start_), job));
+  }
+  window_.Clear();
+  return absl::OkStatus();
+}
+
 void Training::StepFailed(absl::Status status) {
   // The others are about to agree on the next step: they learn of this failure there.
   if (batch_ != nullptr) reader_->Recycle(std::move(batch_));
@@ -761,10 +633,7 @@ bool Training::AgreeOnStep(bool stop, absl::Status failure) {
   if (v[3] > 0) {
     // A rank failed: the job ends here on every rank, each with that rank's reason (rank 0
     // reports it); no checkpoint of a step that failed.
-    status_ = comm_->FirstFailure(failure);
-    checkpoint_now_ = false;
-    if (batch_ != nullptr) reader_->Recycle(std::move(batch_));
-    batch_.reset();
+    Fail(comm_->FirstFailure(failure));
     return false;
   }
   if (v[0] > 0 && batch_ != nullptr) {
@@ -796,7 +665,7 @@ void Training::OnGradientsComputed() {
 
 void Training::OnCheckpointEnd() {
   absl::Status written;
-  for (Shard& shard : shards_) written.Update(shard.checkpoint_status);
+  for (EmbeddingShard& shard : shards_) written.Update(shard.checkpoint_status);
   if (!written.ok()) {
     CheckpointFailed(std::move(written));
     return;
@@ -824,33 +693,19 @@ void Training::OnCheckpointEnd() {
   CheckpointFailed(std::move(status));
   if (!status_.ok()) return;
   ++checkpoints_written_;
-  int64_t everywhere = 1;
   if (!resharded_from_.empty()) {
+    // Once every rank has its first checkpoint in this layout (a rank that failed to write would
+    // have ended the job), the old layout goes, so no later resume can take it for the newest.
+    int64_t everywhere = 1;
     status = comm_->AllReduceMin(&everywhere, 1);
     if (!status.ok()) {
       Fail(std::move(status));
       return;
     }
-  }
-  if (!resharded_from_.empty() && everywhere == 1) {
-    // Every rank has its first checkpoint in this layout (a rank that failed to write would
-    // have ended the job): the old layout goes, so no later resume can take it for the newest.
-    if (rank_ == 0) {
-      std::error_code ec;
-      for (const std::string& dir : resharded_from_) {
-        if (dir != config_.checkpoint_dir) {
-          std::filesystem::remove_all(dir, ec);
-          continue;
-        }
-        // A single process's checkpoints live in the folder itself, beside the ranks' folders.
-        for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-          if (entry.path().filename().string().rfind("ckpt-", 0) == 0) {
-            std::filesystem::remove_all(entry.path(), ec);
-          }
-        }
-      }
+    if (everywhere == 1 && rank_ == 0) {
+      internal::RetireLayout(config_.checkpoint_dir, resharded_from_);
     }
-    resharded_from_.clear();
+    if (everywhere == 1) resharded_from_.clear();
   }
   const absl::StatusOr<int64_t> examples = JobExamples();
   if (!examples.ok()) {
@@ -883,95 +738,40 @@ absl::Status Training::Train() {
   return status_;
 }
 
-absl::StatusOr<BinaryMetrics> Training::Evaluate() {
-  if (exchange_ != nullptr) return EvaluateDistributed();
-  absl::StatusOr<std::unique_ptr<ExampleSource>> source = OpenSource(true, {});
-  if (!source.ok()) return source.status();
-  const BatchReaderOptions options = ReaderFor(/*for_eval=*/true);
-  BinaryMetrics metrics;
-  if (config_.test_path.empty() && options.filter.holdout_every <= 0) return metrics;
-  BatchReader reader(*std::move(source), options);
-  std::vector<uint32_t> rows;
-  while (true) {
-    absl::StatusOr<std::unique_ptr<ExampleBatch>> got = reader.Next();
-    if (!got.ok()) return got.status();
-    std::unique_ptr<ExampleBatch> batch = *std::move(got);
-    if (batch == nullptr) break;
-    GatherEvalInputs(*batch, &rows);
-    ForwardEvalBatch(*batch, &metrics);
-    reader.Recycle(std::move(batch));
-  }
-  return metrics;
-}
-
-// Several ranks: each evaluates its slice of the evaluation rows, asking the owners for the rows
-// (looked up, never inserted) batch by batch, until every rank is done; rank 0 then gets every
-// logit and label, so the metrics are those of the whole set (not an average over ranks).
-absl::StatusOr<BinaryMetrics> Training::EvaluateDistributed() {
-  absl::StatusOr<std::unique_ptr<ExampleSource>> source = OpenSource(true, {});
-  // The others would wait for this rank's batches: a rank that cannot read ends the job, each
-  // rank with its reason.
-  if (absl::Status first = comm_->FirstFailure(source.status()); !first.ok()) return first;
-  const BatchReaderOptions options = ReaderFor(/*for_eval=*/true);
-  BinaryMetrics mine;
-  if (config_.test_path.empty() && options.filter.holdout_every <= 0) return mine;
-  BatchReader reader(*std::move(source), options);
-  std::vector<uint32_t> rows;
-  while (true) {
-    absl::StatusOr<std::unique_ptr<ExampleBatch>> got = reader.Next();
-    int64_t v[2] = {got.ok() && *got != nullptr ? 1 : 0, got.ok() ? 0 : 1};
-    if (absl::Status status = comm_->AllReduceSum(v, 2); !status.ok()) return status;
-    if (v[1] > 0) {
-      absl::Status first = comm_->FirstFailure(got.status());
-      return first.ok() ? absl::InternalError("a rank failed but none reported it") : first;
+absl::Status Training::EvaluateBatch(const ExampleBatch* batch, BinaryMetrics* metrics) {
+  if (exchange_ == nullptr) {
+    // The trained rows of the batch's ids (looked up, never inserted).
+    for (int s = 0; s < num_shards_; ++s) {
+      EmbeddingShard& shard = shards_[s];
+      const std::vector<uint32_t>& positions = batch->shard_positions[s];
+      shard.keys.resize(positions.size());
+      for (size_t k = 0; k < positions.size(); ++k) shard.keys[k] = batch->fids[positions[k]];
+      shard.FindRows(positions.size(),
+                     [&](size_t k) { return x_.data() + layout_.Offset(positions[k]); });
     }
-    std::unique_ptr<ExampleBatch> batch = *std::move(got);
-    if (v[0] == 0) break;
-    if (absl::Status status = exchange_->SendIds(batch.get()); !status.ok()) return status;
+  } else {
+    // A job: the rows the ranks ask of this one, then this batch's rows from their owners.
+    absl::Status status = exchange_->SendIds(batch);
+    if (!status.ok()) return status;
     for (int s = 0; s < num_shards_; ++s) {
       const EmbeddingExchange::Asked asked = exchange_->AskedOf(s);
-      Shard& shard = shards_[s];
+      EmbeddingShard& shard = shards_[s];
       shard.keys.resize(asked.size());
       for (size_t k = 0; k < asked.size(); ++k) shard.keys[k] = asked.id(k);
-      FindRows(shard, asked.size(), &rows, [&](size_t k) { return asked.row(k); });
+      shard.FindRows(asked.size(), [&](size_t k) { return asked.row(k); });
     }
-    if (absl::Status status = exchange_->ReturnRows(x_.data()); !status.ok()) return status;
-    if (batch == nullptr) continue;
-    ForwardEvalBatch(*batch, &mine);
-    reader.Recycle(std::move(batch));
+    status = exchange_->ReturnRows(x_.data());
+    if (!status.ok() || batch == nullptr) return status;
   }
-  std::vector<float> logits, labels;
-  absl::Status status = comm_->GatherToRoot(mine.logits(), &logits);
-  if (status.ok()) status = comm_->GatherToRoot(mine.labels(), &labels);
-  if (!status.ok()) return status;
-  BinaryMetrics all;
-  if (rank_ == 0) all.Add(logits.data(), labels.data(), logits.size());
-  return all;
-}
-
-void Training::GatherEvalInputs(const ExampleBatch& batch, std::vector<uint32_t>* rows) {
-  for (int s = 0; s < num_shards_; ++s) {
-    Shard& shard = shards_[s];
-    const auto& positions = batch.shard_positions[s];
-    shard.keys.resize(positions.size());
-    for (size_t k = 0; k < positions.size(); ++k) shard.keys[k] = batch.fids[positions[k]];
-    FindRows(shard, positions.size(), rows,
-             [&](size_t k) { return x_.data() + layout_.Offset(positions[k]); });
+  const int n = batch->size;
+  CopyDense(*batch, 0, n);
+  Mlp::Workspace& ws = workspaces_[0];
+  for (int r0 = 0; r0 < n; r0 += ws.max_rows) {
+    const int r1 = std::min(n, r0 + ws.max_rows);
+    mlp_->Forward(ws, &x_[size_t(r0) * input_], r1 - r0, &logits_[r0]);
   }
-}
-
-template <typename Dst>
-void Training::FindRows(Shard& shard, size_t m, std::vector<uint32_t>* rows, Dst dst_of) const {
-  rows->resize(m);
-  shard.table->FindBatch(shard.keys.data(), m, rows->data());
-  for (size_t k = 0; k < m; ++k) {
-    float* dst = dst_of(k);
-    if ((*rows)[k] == EmbeddingTable::kNoRow) {
-      std::memset(dst, 0, sizeof(float) * dim_);  // never trained: no information
-    } else {
-      std::memcpy(dst, shard.table->embedding((*rows)[k]), sizeof(float) * dim_);
-    }
-  }
+  metrics->Add(logits_.data(), batch->labels.data(), size_t(n));
+  return absl::OkStatus();
 }
 
 void Training::CopyDense(const ExampleBatch& batch, int i0, int i1) {
@@ -981,22 +781,11 @@ void Training::CopyDense(const ExampleBatch& batch, int i0, int i1) {
   }
 }
 
-void Training::ForwardEvalBatch(const ExampleBatch& batch, BinaryMetrics* metrics) {
-  const int n = batch.size;
-  CopyDense(batch, 0, n);
-  Mlp::Workspace& ws = workspaces_[0];
-  for (int r0 = 0; r0 < n; r0 += ws.max_rows) {
-    const int r1 = std::min(n, r0 + ws.max_rows);
-    mlp_->Forward(ws, &x_[size_t(r0) * input_], r1 - r0, &logits_[r0]);
-  }
-  metrics->Add(logits_.data(), batch.labels.data(), size_t(n));
-}
-
 absl::StatusOr<nlohmann::ordered_json> Training::ModelDetails(uint64_t peak_rss_bytes) const {
   size_t rows = 0, table_bytes = 0, payload = 0, pending = 0, full = 0;
   int64_t evicted = 0;
   std::vector<size_t> shard_rows;
-  for (const Shard& shard : shards_) {
+  for (const EmbeddingShard& shard : shards_) {
     rows += shard.table->size();
     table_bytes += shard.table->memory_bytes();
     payload += shard.table->payload_bytes();
@@ -1005,17 +794,17 @@ absl::StatusOr<nlohmann::ordered_json> Training::ModelDetails(uint64_t peak_rss_
     evicted += shard.evicted;
     shard_rows.push_back(shard.table->size());
   }
+  // The job's tables: sums over the ranks, and in a job of several each rank's own size.
   std::vector<int64_t> rank_table_bytes;
-  if (ranks_ > 1) {
-    // The job's tables: sums over the ranks, and each rank's own size.
-    absl::Status status = comm_->AllGather(int64_t(table_bytes), &rank_table_bytes);
-    int64_t v[6] = {int64_t(rows),    int64_t(table_bytes), int64_t(payload),
-                    int64_t(pending), int64_t(full),        evicted};
-    if (status.ok()) status = comm_->AllReduceSum(v, 6);
-    if (!status.ok()) return status;
-    rows = size_t(v[0]), table_bytes = size_t(v[1]), payload = size_t(v[2]);
-    pending = size_t(v[3]), full = size_t(v[4]), evicted = v[5];
-  }
+  absl::Status status = comm_->distributed()
+                            ? comm_->AllGather(int64_t(table_bytes), &rank_table_bytes)
+                            : absl::OkStatus();
+  int64_t v[6] = {int64_t(rows),    int64_t(table_bytes), int64_t(payload),
+                  int64_t(pending), int64_t(full),        evicted};
+  if (status.ok()) status = comm_->AllReduceSum(v, 6);
+  if (!status.ok()) return status;
+  rows = size_t(v[0]), table_bytes = size_t(v[1]), payload = size_t(v[2]);
+  pending = size_t(v[3]), full = size_t(v[4]), evicted = v[5];
   const double peak = double(peak_rss_bytes);
   // What the model must occupy however it is stored: per row its id, embedding and optimizer
   // state; the MLP's weights and Adam moments.
@@ -1043,43 +832,27 @@ absl::StatusOr<nlohmann::ordered_json> Training::ModelDetails(uint64_t peak_rss_
 }
 
 absl::Status Training::EvaluateAndReport() {
-  absl::StatusOr<BinaryMetrics> metrics = Evaluate();
+  absl::StatusOr<BinaryMetrics> metrics = internal::EvaluateJob(
+      *comm_, config_, internal::OpenSource(config_, /*for_eval=*/true),
+      ReaderFor(/*for_eval=*/true),
+      [this](const ExampleBatch* batch, BinaryMetrics* m) { return EvaluateBatch(batch, m); });
   if (!metrics.ok()) return metrics.status();
-  FinalSummary summary;
-  summary.examples_per_s = train_seconds_ > 0 ? double(examples_here_) / train_seconds_ : 0;
-  summary.peak_rss_bytes = PeakRssBytes();
-  summary.auc = metrics->Auc();
-  summary.logloss = metrics->LogLoss();
-  summary.eval_examples = int64_t(metrics->count());
-  summary.holdout = config_.test_path.empty();
-  summary.steps = step_;
-  summary.examples = examples_;
-  summary.train_s = train_seconds_;
-  summary.malformed_lines = malformed_;
-  absl::StatusOr<nlohmann::ordered_json> details;
-  if (ranks_ > 1) {
-    // The job's figures: examples/s of all ranks over the slowest one's time, the largest
-    // peak RSS, the bytes every rank sent during training over the examples trained.
-    int64_t v[4] = {examples_here_, examples_, malformed_, bytes_at_train_end_};
-    double seconds = train_seconds_;
-    int64_t peak = int64_t(summary.peak_rss_bytes);
-    absl::Status status = comm_->AllReduceSum(v, 4);
-    if (status.ok()) status = comm_->AllReduceMax(&seconds, 1);
-    if (status.ok()) status = comm_->AllReduceMax(&peak, 1);
-    if (!status.ok()) return status;
-    summary.examples_per_s = seconds > 0 ? double(v[0]) / seconds : 0;
-    summary.examples = v[1];
-    summary.malformed_lines = v[2];
-    summary.train_s = seconds;
-    summary.peak_rss_bytes = uint64_t(peak);
-    details = ModelDetails(summary.peak_rss_bytes);
-    if (!details.ok()) return details.status();
-    (*details)["bytes_exchanged_per_example"] = Figure(v[0] > 0 ? double(v[3]) / double(v[0]) : 0);
-  } else {
-    details = ModelDetails(summary.peak_rss_bytes);
-    if (!details.ok()) return details.status();
+  internal::RankTraining mine;
+  mine.steps = step_;
+  mine.examples = examples_;
+  mine.examples_here = examples_here_;
+  mine.train_s = train_seconds_;
+  mine.malformed_lines = malformed_;
+  mine.bytes_sent = bytes_at_train_end_;
+  absl::StatusOr<internal::JobSummary> job =
+      internal::SummarizeJob(*comm_, mine, *metrics, config_.test_path.empty());
+  if (!job.ok()) return job.status();
+  absl::StatusOr<nlohmann::ordered_json> details = ModelDetails(job->summary.peak_rss_bytes);
+  if (!details.ok()) return details.status();
+  if (comm_->distributed()) {
+    (*details)["bytes_exchanged_per_example"] = Figure(job->bytes_exchanged_per_example);
   }
-  Emit(FinalLine(summary, *details));
+  Emit(FinalLine(job->summary, *details));
   return absl::OkStatus();
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "trainer/collectives.h"
 #include "trainer/comm.h"
 #include "trainer/criteo_reader.h"
 #include "trainer/cuda/cuda_status.h"
@@ -20,6 +21,7 @@
 #include "trainer/cuda/gpu_mlp.h"
 #include "trainer/cuda/nccl_comm.h"
 #include "trainer/cuda/row_exchange.h"
+#include "trainer/internal/job_report.h"
 #include "trainer/internal/run_options.h"
 #include "trainer/metrics.h"
 #include "trainer/mlp.h"
@@ -66,7 +68,6 @@ class GpuTraining {
   int64_t step() const { return step_; }
 
  private:
-  absl::StatusOr<std::unique_ptr<ExampleSource>> OpenSource(bool for_eval) const;
   BatchReaderOptions ReaderFor(bool for_eval) const;
   absl::Status JoinJob();
   // Uploads a batch and fills x_ (device) with its embeddings and dense features. In a job,
@@ -81,9 +82,20 @@ class GpuTraining {
   // The first n logits to host_logits_ once the step's work is done (through the communicator
   // in a job: a dead peer ends the wait).
   absl::Status LogitsToHost(int n);
+  // One training step on the device: the batch's rows in, forward and backward, the dense and
+  // sparse updates (over the job in a job), and the logits back in host_logits_. The loss is
+  // the mean over `scale_examples` examples (the job's batch).
+  absl::Status Step(const ExampleBatch& batch, int64_t scale_examples);
+  // The progress line of the job's `window` (rank 0 emits it), which then starts again.
+  absl::Status ReportProgress(BinaryMetrics* window);
   // A job: whether every rank has a batch for this step (job_batch_ then counts the job's
   // examples), or the first failure of any rank (`mine`: this rank's).
   absl::StatusOr<bool> AgreeOnStep(const ExampleBatch* batch, const absl::Status& mine);
+  // One evaluation batch's logits into `metrics` (internal::EvaluateBatch: in a job, a rank
+  // without a batch only answers the others' ids).
+  absl::Status EvaluateBatch(const ExampleBatch* batch, BinaryMetrics* metrics);
+  // The final line's details of the table, the model and the device.
+  absl::StatusOr<nlohmann::ordered_json> Details(const trainer::internal::JobSummary& job);
 
   // Constant after construction.
   const TrainerConfig& config_;
@@ -109,6 +121,9 @@ class GpuTraining {
 
   // A job of several ranks (null: one process).
   std::unique_ptr<NcclComm> comm_;
+  // The job's collectives: comm_'s, or alone_'s in a job of one.
+  OneProcess alone_;
+  Collectives* job_comm_ = &alone_;
   ExchangePlan plan_;                 // this step's ids by owner
   std::vector<int64_t> recv_counts_;  // per rank: ids this rank answers for it
   DeviceBuffer<uint64_t> send_keys_;  // device, plan_.send_keys
@@ -122,21 +137,10 @@ class GpuTraining {
   int64_t bytes_at_train_end_ = 0;
 
   int64_t step_ = 0, examples_ = 0;  // examples: the job's
+  int64_t examples_here_ = 0;        // this rank's
   double train_seconds_ = 0;
   int64_t malformed_ = 0;
 };
-
-absl::StatusOr<std::unique_ptr<ExampleSource>> GpuTraining::OpenSource(bool for_eval) const {
-  if (config_.synthetic_rows > 0) {
-    if (for_eval && !config_.test_path.empty()) return OpenCriteoFile(config_.test_path, 1);
-    return MakeSyntheticSource(config_.synthetic_rows, config_.seed + 1,
-                               for_eval ? 1 : config_.epochs);
-  }
-  if (for_eval) {
-    return OpenCriteoFile(config_.test_path.empty() ? config_.train_path : config_.test_path, 1);
-  }
-  return OpenCriteoFile(config_.train_path, config_.epochs);
-}
 
 BatchReaderOptions GpuTraining::ReaderFor(bool for_eval) const {
   BatchReaderOptions options =
@@ -161,6 +165,7 @@ absl::Status GpuTraining::JoinJob() {
       NcclComm::Create(job_.rank, job_.size, share, stream_.get(), job_.stall_timeout_s);
   if (!comm.ok()) return comm.status();
   comm_ = *std::move(comm);
+  job_comm_ = comm_.get();
   return absl::OkStatus();
 }
 
@@ -364,11 +369,52 @@ absl::StatusOr<bool> GpuTraining::AgreeOnStep(const ExampleBatch* batch, const a
   return v[0] == 0;
 }
 
+absl::Status GpuTraining::Step(const ExampleBatch& batch, int64_t scale_examples) {
+  cudaStream_t s = stream_.get();
+  const int n = batch.size;
+  const uint32_t now = uint32_t(step_ + 1);
+  absl::Status status = Load(&batch, true, now);
+  if (status.ok()) status = mlp_->Forward(x_.data(), n, logits_.data());
+  if (status.ok()) {
+    status = LogisticLossGradient(logits_.data(), labels_.data(), n, 1.0f / float(scale_examples),
+                                  dlogits_.data(), s);
+  }
+  if (status.ok()) status = mlp_->Backward(x_.data(), n, dlogits_.data(), x_.data());
+  if (status.ok() && comm_ != nullptr) {
+    status = comm_->AllReduceSum(mlp_->gradients(), mlp_->num_params());
+  }
+  if (status.ok()) status = mlp_->AdamStep(step_ + 1);
+  if (status.ok()) {
+    if (comm_ != nullptr) {
+      status = ExchangeGradients(now);
+    } else {
+      const size_t ids = size_t(n) * kNumCategorical;
+      status = table_->ApplyGradients(rows_.data(), ids, RowLayout{kNumCategorical, input_},
+                                      x_.data(), now);
+    }
+  }
+  if (status.ok()) status = LogitsToHost(n);
+  return status;
+}
+
+absl::Status GpuTraining::ReportProgress(BinaryMetrics* window) {
+  // The job's window, at rank 0 (the others' sink is quiet).
+  std::vector<float> logits, labels;
+  absl::Status status = job_comm_->GatherToRoot(window->logits(), &logits);
+  if (status.ok()) status = job_comm_->GatherToRoot(window->labels(), &labels);
+  if (!status.ok()) return status;
+  BinaryMetrics job;
+  job.Add(logits.data(), labels.data(), logits.size());
+  sink_(ProgressLine(step_, examples_, trainer::internal::SecondsSince(start_), job));
+  window->Clear();
+  return absl::OkStatus();
+}
+
 absl::Status GpuTraining::Train() {
-  absl::StatusOr<std::unique_ptr<ExampleSource>> source = OpenSource(false);
+  absl::StatusOr<std::unique_ptr<ExampleSource>> source =
+      trainer::internal::OpenSource(config_, /*for_eval=*/false);
   if (!source.ok()) return source.status();
   BatchReader reader(*std::move(source), ReaderFor(/*for_eval=*/false));
-  cudaStream_t s = stream_.get();
   BinaryMetrics window;
   const Clock::time_point train_start = Clock::now();
   // A job: a rank's failure after its step's collectives (a non-finite loss) waits for the next
@@ -388,31 +434,10 @@ absl::Status GpuTraining::Train() {
     if (batch == nullptr) break;
     const int n = batch->size;
     const int64_t scale_examples = comm_ != nullptr ? job_batch_ : n;
-    const uint32_t now = uint32_t(step_ + 1);
-    absl::Status status = Load(batch.get(), true, now);
-    if (status.ok()) status = mlp_->Forward(x_.data(), n, logits_.data());
-    if (status.ok()) {
-      status = LogisticLossGradient(logits_.data(), labels_.data(), n, 1.0f / float(scale_examples),
-                                    dlogits_.data(), s);
-    }
-    if (status.ok()) status = mlp_->Backward(x_.data(), n, dlogits_.data(), x_.data());
-    if (status.ok() && comm_ != nullptr) {
-      status = comm_->AllReduceSum(mlp_->gradients(), mlp_->num_params());
-    }
-    if (status.ok()) status = mlp_->AdamStep(step_ + 1);
-    if (status.ok()) {
-      if (comm_ != nullptr) {
-        status = ExchangeGradients(now);
-      } else {
-        const size_t ids = size_t(n) * kNumCategorical;
-        status = table_->ApplyGradients(rows_.data(), ids, RowLayout{kNumCategorical, input_},
-                                        x_.data(), now);
-      }
-    }
-    if (status.ok()) status = LogitsToHost(n);
-    if (!status.ok()) return status;
+    if (absl::Status status = Step(*batch, scale_examples); !status.ok()) return status;
     ++step_;
     examples_ += scale_examples;
+    examples_here_ += n;
     double loss = 0;
     for (int i = 0; i < n; ++i) {
       const float z = host_logits_[i], y = batch->labels[i];
@@ -426,19 +451,7 @@ absl::Status GpuTraining::Train() {
     if (config_.progress_every > 0) {
       window.Add(host_logits_.data(), batch->labels.data(), size_t(n));
       if (step_ % config_.progress_every == 0) {
-        if (comm_ != nullptr) {
-          // The job's window, at rank 0.
-          std::vector<float> logits, labels;
-          status = comm_->GatherToRoot(window.logits(), &logits);
-          if (status.ok()) status = comm_->GatherToRoot(window.labels(), &labels);
-          if (!status.ok()) return status;
-          BinaryMetrics job;
-          job.Add(logits.data(), labels.data(), logits.size());
-          sink_(ProgressLine(step_, examples_, trainer::internal::SecondsSince(start_), job));
-        } else {
-          sink_(ProgressLine(step_, examples_, trainer::internal::SecondsSince(start_), window));
-        }
-        window.Clear();
+        if (absl::Status status = ReportProgress(&window); !status.ok()) return status;
       }
     }
     reader.Recycle(std::move(batch));
@@ -450,62 +463,43 @@ absl::Status GpuTraining::Train() {
   }
   train_seconds_ = trainer::internal::SecondsSince(train_start);
   malformed_ = reader.malformed();
-  if (comm_ != nullptr) bytes_at_train_end_ = comm_->bytes_sent();
+  bytes_at_train_end_ = job_comm_->bytes_sent();
   return absl::OkStatus();
 }
 
+absl::Status GpuTraining::EvaluateBatch(const ExampleBatch* batch, BinaryMetrics* metrics) {
+  const int n = batch == nullptr ? 0 : batch->size;
+  absl::Status status = Load(batch, /*insert=*/false, 0);
+  if (status.ok() && n > 0) status = mlp_->Forward(x_.data(), n, logits_.data());
+  if (status.ok()) status = LogitsToHost(n);
+  if (status.ok() && n > 0) metrics->Add(host_logits_.data(), batch->labels.data(), size_t(n));
+  return status;
+}
+
 absl::Status GpuTraining::EvaluateAndReport() {
-  absl::StatusOr<std::unique_ptr<ExampleSource>> source = OpenSource(true);
-  absl::Status opened = source.status();
-  if (comm_ != nullptr) {
-    // The others would wait for this rank's batches: a rank that cannot read ends the job.
-    opened = comm_->FirstFailure(opened);
-  }
-  if (!opened.ok()) return opened;
-  const BatchReaderOptions options = ReaderFor(/*for_eval=*/true);
-  const bool holdout = config_.test_path.empty();
-  BinaryMetrics metrics;
-  if (!holdout || options.filter.holdout_every > 0) {
-    BatchReader reader(*std::move(source), options);
-    while (true) {
-      absl::StatusOr<std::unique_ptr<ExampleBatch>> got = reader.Next();
-      std::unique_ptr<ExampleBatch> batch;
-      if (comm_ != nullptr) {
-        // Until every rank's slice is done; a rank whose slice ran out still answers for its
-        // rows.
-        int64_t v[2] = {got.ok() && *got != nullptr ? 1 : 0, got.ok() ? 0 : 1};
-        absl::Status status = comm_->AllReduceMax(v, 2);
-        if (!status.ok()) return status;
-        if (v[1] > 0) {
-          status = comm_->FirstFailure(got.status());
-          return status.ok() ? absl::InternalError("a rank failed but none reported it") : status;
-        }
-        if (v[0] == 0) break;
-        batch = *std::move(got);
-      } else {
-        if (!got.ok()) return got.status();
-        batch = *std::move(got);
-        if (batch == nullptr) break;
-      }
-      const int n = batch == nullptr ? 0 : batch->size;
-      absl::Status status = Load(batch.get(), false, 0);
-      if (status.ok() && n > 0) status = mlp_->Forward(x_.data(), n, logits_.data());
-      if (status.ok()) status = LogitsToHost(n);
-      if (!status.ok()) return status;
-      if (n == 0) continue;
-      metrics.Add(host_logits_.data(), batch->labels.data(), size_t(n));
-      reader.Recycle(std::move(batch));
-    }
-  }
-  if (comm_ != nullptr) {
-    // Rank 0 gets every logit and label: the metrics of the whole set, not a mean over ranks.
-    std::vector<float> logits, labels;
-    absl::Status status = comm_->GatherToRoot(metrics.logits(), &logits);
-    if (status.ok()) status = comm_->GatherToRoot(metrics.labels(), &labels);
-    if (!status.ok()) return status;
-    metrics.Clear();
-    if (job_.rank == 0) metrics.Add(logits.data(), labels.data(), logits.size());
-  }
+  absl::StatusOr<BinaryMetrics> metrics = trainer::internal::EvaluateJob(
+      *job_comm_, config_, trainer::internal::OpenSource(config_, /*for_eval=*/true),
+      ReaderFor(/*for_eval=*/true),
+      [this](const ExampleBatch* batch, BinaryMetrics* m) { return EvaluateBatch(batch, m); });
+  if (!metrics.ok()) return metrics.status();
+  trainer::internal::RankTraining mine;
+  mine.steps = step_;
+  mine.examples = examples_here_;
+  mine.examples_here = examples_here_;
+  mine.train_s = train_seconds_;
+  mine.malformed_lines = malformed_;
+  mine.bytes_sent = bytes_at_train_end_;
+  absl::StatusOr<trainer::internal::JobSummary> job =
+      trainer::internal::SummarizeJob(*job_comm_, mine, *metrics, config_.test_path.empty());
+  if (!job.ok()) return job.status();
+  absl::StatusOr<nlohmann::ordered_json> details = Details(*job);
+  if (!details.ok()) return details.status();
+  sink_(FinalLine(job->summary, *details));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<nlohmann::ordered_json> GpuTraining::Details(
+    const trainer::internal::JobSummary& job) {
   absl::StatusOr<size_t> rows = table_->Size();
   if (!rows.ok()) return rows.status();
   // New ids a full table gave no row, as the CPU trainer reports them.
@@ -515,53 +509,28 @@ absl::Status GpuTraining::EvaluateAndReport() {
   EVOSCALE_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   cudaDeviceProp prop;
   EVOSCALE_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));
-  FinalSummary summary;
-  summary.examples_per_s = train_seconds_ > 0 ? double(examples_) / train_seconds_ : 0;
-  summary.peak_rss_bytes = PeakRssBytes();
-  summary.auc = metrics.Auc();
-  summary.logloss = metrics.LogLoss();
-  summary.eval_examples = int64_t(metrics.count());
-  summary.holdout = holdout;
-  summary.steps = step_;
-  summary.examples = examples_;
-  summary.train_s = train_seconds_;
-  summary.malformed_lines = malformed_;
-  int64_t table_rows = int64_t(*rows), rejections = int64_t(*full);
-  int64_t device_bytes = int64_t(table_->memory_bytes());
-  nlohmann::ordered_json job;
-  if (comm_ != nullptr) {
-    // The job's figures: its examples over the slowest rank's time, the largest peak RSS and
-    // table, the bytes every rank sent during training over the examples trained.
-    int64_t sums[4] = {table_rows, rejections, malformed_, bytes_at_train_end_};
-    int64_t maxima[2] = {int64_t(summary.peak_rss_bytes), device_bytes};
-    double seconds = train_seconds_;
-    absl::Status status = comm_->AllReduceSum(sums, 4);
-    if (status.ok()) status = comm_->AllReduceMax(maxima, 2);
-    if (status.ok()) status = comm_->AllReduceMax(&seconds, 1);
-    if (!status.ok()) return status;
-    table_rows = sums[0];
-    rejections = sums[1];
-    summary.malformed_lines = sums[2];
-    summary.peak_rss_bytes = uint64_t(maxima[0]);
-    summary.train_s = seconds;
-    summary.examples_per_s = seconds > 0 ? double(examples_) / seconds : 0;
-    job = {{"ranks", job_.size},
-           {"rank_device_bytes", maxima[1]},
-           {"bytes_exchanged_per_example",
-            Figure(examples_ > 0 ? double(sums[3]) / double(examples_) : 0)}};
-  }
-  const size_t payload = size_t(table_rows) * sizeof(float) * size_t(dim_ + table_->state_floats());
+  // The job's table: its rows and rejections over the ranks, the largest rank's device bytes.
+  const int64_t device_bytes = int64_t(table_->memory_bytes());
+  int64_t sums[2] = {int64_t(*rows), int64_t(*full)};
+  int64_t largest = device_bytes;
+  absl::Status status = job_comm_->AllReduceSum(sums, 2);
+  if (status.ok()) status = job_comm_->AllReduceMax(&largest, 1);
+  if (!status.ok()) return status;
+  const size_t payload = size_t(sums[0]) * sizeof(float) * size_t(dim_ + table_->state_floats());
   nlohmann::ordered_json details = {{"table",
-                                     {{"rows", table_rows},
+                                     {{"rows", sums[0]},
                                       {"device_bytes", device_bytes},
                                       {"payload_bytes", payload},
-                                      {"full_rejections", rejections}}},
+                                      {"full_rejections", sums[1]}}},
                                     {"dense_bytes", mlp_->memory_bytes()},
                                     {"device", "cuda"},
                                     {"gpu", std::string(prop.name)}};
-  for (auto& [key, value] : job.items()) details[key] = value;
-  sink_(FinalLine(summary, details));
-  return absl::OkStatus();
+  if (job_comm_->distributed()) {
+    details["ranks"] = job_.size;
+    details["rank_device_bytes"] = largest;
+    details["bytes_exchanged_per_example"] = Figure(job.bytes_exchanged_per_example);
+  }
+  return details;
 }
 
 }  // namespace

@@ -22,4 +22,17 @@ BatchReaderOptions ReaderOptions(const TrainerConfig& config, int batch_size, in
   return options;
 }
 
+absl::StatusOr<std::unique_ptr<ExampleSource>> OpenSource(const TrainerConfig& config,
+                                                          bool for_eval, ReaderPosition start) {
+  if (config.synthetic_rows > 0) {
+    if (for_eval && !config.test_path.empty()) return OpenCriteoFile(config.test_path, 1);
+    return MakeSyntheticSource(config.synthetic_rows, config.seed + 1, for_eval ? 1 : config.epochs,
+                               start);
+  }
+  if (for_eval) {
+    return OpenCriteoFile(config.test_path.empty() ? config.train_path : config.test_path, 1);
+  }
+  return OpenCriteoFile(config.train_path, config.epochs, start);
+}
+
 }  // namespace evoscale::trainer::internal

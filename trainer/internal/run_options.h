@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 
+#include "absl/status/statusor.h"
 #include "trainer/criteo_reader.h"
 #include "trainer/trainer_config.h"
 
@@ -19,6 +21,12 @@ int64_t HoldoutEvery(double fraction);
 // (the test file, or only the held-out rows).
 BatchReaderOptions ReaderOptions(const TrainerConfig& config, int batch_size, int num_shards,
                                  bool for_eval);
+
+// The rows of the training pass (config's epochs, from `start`) or of the evaluation pass (the
+// test file, else the training rows once, whose held-out ones the reader keeps): config's
+// synthetic rows or Criteo file. NOT_FOUND for a missing file.
+absl::StatusOr<std::unique_ptr<ExampleSource>> OpenSource(const TrainerConfig& config,
+                                                          bool for_eval, ReaderPosition start = {});
 
 inline double SecondsSince(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
