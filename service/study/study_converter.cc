@@ -42,6 +42,120 @@ absl::StatusOr<search::ScaleType> ToScale(v1::ParameterSpec::ScaleType s, absl::
   }
 }
 
+// Each kind's step checks its value spec at `f`, the path of that spec's field, and fills
+// the kind's fields of `c`; `c->scale` is already set.
+absl::Status DoubleRange(const v1::ParameterSpec::DoubleSpec& d, const std::string& f,
+                         search::ParameterConfig* c) {
+  c->type = search::ParameterType::kDouble;
+  if (!std::isfinite(d.min()) || !std::isfinite(d.max())) {
+    return InvalidArgumentError(StrCat(f, ": min and max must be finite"));
+  }
+  if (!(d.min() < d.max())) {
+    return InvalidArgumentError(StrFormat("%s: min %g must be < max %g", f, d.min(), d.max()));
+  }
+  if (c->scale != search::ScaleType::kLinear && d.min() <= 0) {
+    return InvalidArgumentError(StrFormat("%s: min %g must be > 0 for a log scale", f, d.min()));
+  }
+  c->min = d.min();
+  c->max = d.max();
+  return absl::OkStatus();
+}
+
+absl::Status IntegerRange(const v1::ParameterSpec::IntegerSpec& d, const std::string& f,
+                          search::ParameterConfig* c) {
+  c->type = search::ParameterType::kInteger;
+  if (d.min() > d.max()) {
+    return InvalidArgumentError(StrFormat("%s: min %d must be <= max %d", f, d.min(), d.max()));
+  }
+  constexpr int64_t kLimit = int64_t{1} << 53;  // exactly representable in a double
+  if (d.min() < -kLimit || d.max() > kLimit) {
+    return InvalidArgumentError(StrCat(f, ": bounds must lie within +-2^53"));
+  }
+  if (c->scale != search::ScaleType::kLinear && d.min() <= 0) {
+    return InvalidArgumentError(StrFormat("%s: min %d must be > 0 for a log scale", f, d.min()));
+  }
+  c->min = static_cast<double>(d.min());
+  c->max = static_cast<double>(d.max());
+  return absl::OkStatus();
+}
+
+// The values' count, shared by the discrete and the categorical kinds.
+template <typename Values>
+absl::Status ValueCount(const Values& values, const std::string& f) {
+  if (values.empty()) return InvalidArgumentError(StrCat(f, ": must not be empty"));
+  if (values.size() > kMaxValuesPerParameter) {
+    return InvalidArgumentError(StrCat(f, ": more than ", kMaxValuesPerParameter, " values"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DiscreteValues(const v1::ParameterSpec::DiscreteSpec& d, const std::string& f,
+                            search::ParameterConfig* c) {
+  const auto& values = d.values();
+  c->type = search::ParameterType::kDiscrete;
+  if (absl::Status s = ValueCount(values, f); !s.ok()) return s;
+  const bool log_scale = c->scale != search::ScaleType::kLinear;
+  for (int i = 0; i < values.size(); ++i) {
+    if (!std::isfinite(values[i])) {
+      return InvalidArgumentError(StrFormat("%s[%d]: must be finite", f, i));
+    }
+    if (log_scale && values[i] <= 0) {
+      return InvalidArgumentError(
+          StrFormat("%s[%d]: %g must be > 0 for a log scale", f, i, values[i]));
+    }
+  }
+  // Ascending, as search::ParameterConfig keeps them; a duplicate then sits next to its twin.
+  c->discrete_values.assign(values.begin(), values.end());
+  std::sort(c->discrete_values.begin(), c->discrete_values.end());
+  auto dup = std::adjacent_find(c->discrete_values.begin(), c->discrete_values.end());
+  if (dup != c->discrete_values.end()) {
+    return InvalidArgumentError(StrFormat("%s: duplicate value %g", f, *dup));
+  }
+  return absl::OkStatus();
+}
+
+// `path` is the parameter's own: a scale on a categorical parameter is the parameter's error.
+absl::Status CategoricalValues(const v1::ParameterSpec::CategoricalSpec& d, const std::string& f,
+                               const std::string& path, search::ParameterConfig* c) {
+  const auto& values = d.values();
+  c->type = search::ParameterType::kCategorical;
+  if (absl::Status s = ValueCount(values, f); !s.ok()) return s;
+  if (c->scale != search::ScaleType::kLinear) {
+    return InvalidArgumentError(StrCat(path, ".scale: a categorical parameter takes no scale"));
+  }
+  absl::flat_hash_set<std::string> seen;
+  for (int i = 0; i < values.size(); ++i) {
+    if (values[i].empty()) {
+      return InvalidArgumentError(StrFormat("%s[%d]: must not be empty", f, i));
+    }
+    if (!seen.insert(values[i]).second) {
+      return InvalidArgumentError(StrFormat("%s[%d]: duplicate value \"%s\"", f, i, values[i]));
+    }
+  }
+  c->categories.assign(values.begin(), values.end());
+  return absl::OkStatus();
+}
+
+// Fills `c`'s type and values from whichever value spec `p` sets.
+absl::Status ParameterValues(const v1::ParameterSpec& p, const std::string& path,
+                             search::ParameterConfig* c) {
+  switch (p.parameter_value_spec_case()) {
+    case v1::ParameterSpec::kDoubleSpec:
+      return DoubleRange(p.double_spec(), Path(path, "double_spec"), c);
+    case v1::ParameterSpec::kIntegerSpec:
+      return IntegerRange(p.integer_spec(), Path(path, "integer_spec"), c);
+    case v1::ParameterSpec::kDiscreteSpec:
+      return DiscreteValues(p.discrete_spec(), Path(path, "discrete_spec.values"), c);
+    case v1::ParameterSpec::kCategoricalSpec:
+      return CategoricalValues(p.categorical_spec(), Path(path, "categorical_spec.values"), path,
+                               c);
+    case v1::ParameterSpec::PARAMETER_VALUE_SPEC_NOT_SET:
+      break;
+  }
+  return InvalidArgumentError(StrCat(
+      path, ": one of double_spec, integer_spec, discrete_spec, categorical_spec must be set"));
+}
+
 class SpecValidator {
  public:
   absl::StatusOr<search::ParameterConfig> Parameter(const v1::ParameterSpec& p,
@@ -50,7 +164,26 @@ class SpecValidator {
       return InvalidArgumentError(
           StrCat(path, ": conditional parameters nest deeper than ", kMaxConditionDepth));
     }
+    if (absl::Status s = NewName(p, path); !s.ok()) return s;
     search::ParameterConfig c;
+    c.name = p.name();
+    absl::StatusOr<search::ScaleType> scale = ToScale(p.scale(), path);
+    if (!scale.ok()) return scale.status();
+    c.scale = *scale;
+    if (absl::Status s = ParameterValues(p, path, &c); !s.ok()) return s;
+    for (int i = 0; i < p.children_size(); ++i) {
+      const std::string cp = Path(path, "children", i);
+      absl::StatusOr<search::ConditionalChild> child = Child(c, p.children(i), cp, depth);
+      if (!child.ok()) return child.status();
+      c.children.push_back(*std::move(child));
+    }
+    return c;
+  }
+
+ private:
+  // Checks `p`'s name and counts it: names are unique across the whole tree of parameters,
+  // children included, and so is the limit on their number.
+  absl::Status NewName(const v1::ParameterSpec& p, const std::string& path) {
     if (p.name().empty()) return InvalidArgumentError(StrCat(path, ".name: must not be empty"));
     if (p.name().size() > kMaxNameLength) {
       return InvalidArgumentError(StrCat(path, ".name: longer than ", kMaxNameLength));
@@ -62,115 +195,9 @@ class SpecValidator {
     if (++count_ > kMaxParameters) {
       return InvalidArgumentError(StrCat(path, ": more than ", kMaxParameters, " parameters"));
     }
-    c.name = p.name();
-    absl::StatusOr<search::ScaleType> scale = ToScale(p.scale(), path);
-    if (!scale.ok()) return scale.status();
-    c.scale = *scale;
-    const bool log_scale = c.scale != search::ScaleType::kLinear;
-    switch (p.parameter_value_spec_case()) {
-      case v1::ParameterSpec::kDoubleSpec: {
-        const std::string f = Path(path, "double_spec");
-        const auto& d = p.double_spec();
-        c.type = search::ParameterType::kDouble;
-        if (!std::isfinite(d.min()) || !std::isfinite(d.max())) {
-          return InvalidArgumentError(StrCat(f, ": min and max must be finite"));
-        }
-        if (!(d.min() < d.max())) {
-          return InvalidArgumentError(
-              StrFormat("%s: min %g must be < max %g", f, d.min(), d.max()));
-        }
-        if (log_scale && d.min() <= 0) {
-          return InvalidArgumentError(
-              StrFormat("%s: min %g must be > 0 for a log scale", f, d.min()));
-        }
-        c.min = d.min();
-        c.max = d.max();
-        break;
-      }
-      case v1::ParameterSpec::kIntegerSpec: {
-        const std::string f = Path(path, "integer_spec");
-        const auto& d = p.integer_spec();
-        c.type = search::ParameterType::kInteger;
-        if (d.min() > d.max()) {
-          return InvalidArgumentError(StrFormat("%s: min %d must be <= max %d", f, d.min(), d.max()));
-        }
-        constexpr int64_t kLimit = int64_t{1} << 53;  // exactly representable in a double
-        if (d.min() < -kLimit || d.max() > kLimit) {
-          return InvalidArgumentError(StrCat(f, ": bounds must lie within +-2^53"));
-        }
-        if (log_scale && d.min() <= 0) {
-          return InvalidArgumentError(
-              StrFormat("%s: min %d must be > 0 for a log scale", f, d.min()));
-        }
-        c.min = static_cast<double>(d.min());
-        c.max = static_cast<double>(d.max());
-        break;
-      }
-      case v1::ParameterSpec::kDiscreteSpec: {
-        const std::string f = Path(path, "discrete_spec.values");
-        const auto& values = p.discrete_spec().values();
-        c.type = search::ParameterType::kDiscrete;
-        if (values.empty()) return InvalidArgumentError(StrCat(f, ": must not be empty"));
-        if (values.size() > kMaxValuesPerParameter) {
-          return InvalidArgumentError(StrCat(f, ": more than ", kMaxValuesPerParameter, " values"));
-        }
-        for (int i = 0; i < values.size(); ++i) {
-          if (!std::isfinite(values[i])) {
-            return InvalidArgumentError(StrFormat("%s[%d]: must be finite", f, i));
-          }
-          if (log_scale && values[i] <= 0) {
-            return InvalidArgumentError(
-                StrFormat("%s[%d]: %g must be > 0 for a log scale", f, i, values[i]));
-          }
-        }
-        c.discrete_values.assign(values.begin(), values.end());
-        std::sort(c.discrete_values.begin(), c.discrete_values.end());
-        auto dup = std::adjacent_find(c.discrete_values.begin(), c.discrete_values.end());
-        if (dup != c.discrete_values.end()) {
-          return InvalidArgumentError(StrFormat("%s: duplicate value %g", f, *dup));
-        }
-        break;
-      }
-      case v1::ParameterSpec::kCategoricalSpec: {
-        const std::string f = Path(path, "categorical_spec.values");
-        const auto& values = p.categorical_spec().values();
-        c.type = search::ParameterType::kCategorical;
-        if (values.empty()) return InvalidArgumentError(StrCat(f, ": must not be empty"));
-        if (values.size() > kMaxValuesPerParameter) {
-          return InvalidArgumentError(StrCat(f, ": more than ", kMaxValuesPerParameter, " values"));
-        }
-        if (log_scale) {
-          return InvalidArgumentError(
-              StrCat(path, ".scale: a categorical parameter takes no scale"));
-        }
-        absl::flat_hash_set<std::string> seen;
-        for (int i = 0; i < values.size(); ++i) {
-          if (values[i].empty()) {
-            return InvalidArgumentError(StrFormat("%s[%d]: must not be empty", f, i));
-          }
-          if (!seen.insert(values[i]).second) {
-            return InvalidArgumentError(
-                StrFormat("%s[%d]: duplicate value \"%s\"", f, i, values[i]));
-          }
-        }
-        c.categories.assign(values.begin(), values.end());
-        break;
-      }
-      case v1::ParameterSpec::PARAMETER_VALUE_SPEC_NOT_SET:
-        return InvalidArgumentError(StrCat(
-            path,
-            ": one of double_spec, integer_spec, discrete_spec, categorical_spec must be set"));
-    }
-    for (int i = 0; i < p.children_size(); ++i) {
-      const std::string cp = Path(path, "children", i);
-      absl::StatusOr<search::ConditionalChild> child = Child(c, p.children(i), cp, depth);
-      if (!child.ok()) return child.status();
-      c.children.push_back(*std::move(child));
-    }
-    return c;
+    return absl::OkStatus();
   }
 
- private:
   absl::StatusOr<search::ConditionalChild> Child(const search::ParameterConfig& parent,
                                                  const v1::ParameterSpec::ConditionalParameterSpec& ch,
                                                  const std::string& path, int depth) {
@@ -458,6 +485,111 @@ search::EarlyStoppingConfig ToEarlyStopping(const v1::EarlyStoppingSpec& spec) {
   return c;
 }
 
+namespace {
+
+// Each kind's step reads the value of `p`, the parameter at `f` whose config is `c`, and
+// checks it against that config.
+absl::StatusOr<search::ParameterValue> NumberValue(const search::ParameterConfig& c,
+                                                   const v1::Parameter& p, const std::string& f) {
+  double x;
+  if (p.value_case() == v1::Parameter::kDoubleValue) {
+    x = p.double_value();
+  } else if (p.value_case() == v1::Parameter::kIntValue) {
+    x = static_cast<double>(p.int_value());
+  } else {
+    return InvalidArgumentError(
+        StrCat(f, ": parameter \"", p.name(), "\" takes a number (double_value)"));
+  }
+  if (!std::isfinite(x)) return InvalidArgumentError(StrCat(f, ".double_value: must be finite"));
+  if (c.type == search::ParameterType::kDouble && (x < c.min || x > c.max)) {
+    return InvalidArgumentError(StrFormat("%s.double_value: %g is outside [%g, %g] of \"%s\"", f, x,
+                                          c.min, c.max, p.name()));
+  }
+  if (c.type == search::ParameterType::kDiscrete &&
+      !std::binary_search(c.discrete_values.begin(), c.discrete_values.end(), x)) {
+    return InvalidArgumentError(
+        StrFormat("%s.double_value: %g is not a value of \"%s\"", f, x, p.name()));
+  }
+  return x;
+}
+
+// An integer may come as a double_value too, while it is a whole number that a double holds
+// exactly.
+absl::StatusOr<search::ParameterValue> IntegerValue(const search::ParameterConfig& c,
+                                                    const v1::Parameter& p, const std::string& f) {
+  int64_t x;
+  if (p.value_case() == v1::Parameter::kIntValue) {
+    x = p.int_value();
+  } else if (p.value_case() == v1::Parameter::kDoubleValue &&
+             std::trunc(p.double_value()) == p.double_value() &&
+             std::fabs(p.double_value()) < 9e15) {
+    x = static_cast<int64_t>(p.double_value());
+  } else {
+    return InvalidArgumentError(
+        StrCat(f, ": parameter \"", p.name(), "\" takes an integer (int_value)"));
+  }
+  if (x < c.min || x > c.max) {
+    return InvalidArgumentError(
+        StrFormat("%s.int_value: %d is outside [%g, %g] of \"%s\"", f, x, c.min, c.max, p.name()));
+  }
+  return x;
+}
+
+absl::StatusOr<search::ParameterValue> CategoricalValue(const search::ParameterConfig& c,
+                                                        const v1::Parameter& p,
+                                                        const std::string& f) {
+  if (p.value_case() != v1::Parameter::kStringValue) {
+    return InvalidArgumentError(
+        StrCat(f, ": parameter \"", p.name(), "\" takes a string (string_value)"));
+  }
+  if (std::find(c.categories.begin(), c.categories.end(), p.string_value()) == c.categories.end()) {
+    return InvalidArgumentError(StrCat(f, ".string_value: \"", p.string_value(),
+                                       "\" is not a value of \"", p.name(), "\""));
+  }
+  return p.string_value();
+}
+
+absl::StatusOr<search::ParameterValue> ToParameterValue(const search::ParameterConfig& c,
+                                                        const v1::Parameter& p,
+                                                        const std::string& f) {
+  switch (c.type) {
+    case search::ParameterType::kDouble:
+    case search::ParameterType::kDiscrete:
+      return NumberValue(c, p, f);
+    case search::ParameterType::kInteger:
+      return IntegerValue(c, p, f);
+    case search::ParameterType::kCategorical:
+      return CategoricalValue(c, p, f);
+  }
+  return search::ParameterValue();  // unreachable: every type is a case
+}
+
+// Exactly the active parameters must be present: each active one given, and no other (a
+// child whose parent's value does not select it).
+absl::Status CheckActive(const search::SearchSpace& space, const search::ParameterDict& dict,
+                         absl::string_view path) {
+  std::vector<const search::ParameterConfig*> active;
+  ActiveNames(space.parameters, dict, &active);
+  for (const auto* c : active) {
+    if (!dict.contains(c->name)) {
+      return InvalidArgumentError(StrCat(path, ": missing parameter \"", c->name, "\""));
+    }
+  }
+  if (active.size() != dict.size()) {
+    for (const auto& entry : dict) {
+      const std::string& name = entry.first;
+      if (std::none_of(active.begin(), active.end(),
+                       [&](const search::ParameterConfig* c) { return c->name == name; })) {
+        return InvalidArgumentError(
+            StrCat(path, ": parameter \"", name, "\" is inactive under its parent's value"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<search::ParameterDict> ToParameterDict(
     const search::SearchSpace& space,
     const google::protobuf::RepeatedPtrField<v1::Parameter>& params, absl::string_view path) {
@@ -472,85 +604,11 @@ absl::StatusOr<search::ParameterDict> ToParameterDict(
     if (dict.contains(p.name())) {
       return InvalidArgumentError(StrCat(f, ".name: parameter \"", p.name(), "\" given twice"));
     }
-    search::ParameterValue v;
-    switch (c->type) {
-      case search::ParameterType::kDouble:
-      case search::ParameterType::kDiscrete: {
-        double x;
-        if (p.value_case() == v1::Parameter::kDoubleValue) {
-          x = p.double_value();
-        } else if (p.value_case() == v1::Parameter::kIntValue) {
-          x = static_cast<double>(p.int_value());
-        } else {
-          return InvalidArgumentError(
-              StrCat(f, ": parameter \"", p.name(), "\" takes a number (double_value)"));
-        }
-        if (!std::isfinite(x)) return InvalidArgumentError(StrCat(f, ".double_value: must be finite"));
-        if (c->type == search::ParameterType::kDouble && (x < c->min || x > c->max)) {
-          return InvalidArgumentError(StrFormat("%s.double_value: %g is outside [%g, %g] of \"%s\"",
-                                                f, x, c->min, c->max, p.name()));
-        }
-        if (c->type == search::ParameterType::kDiscrete &&
-            !std::binary_search(c->discrete_values.begin(), c->discrete_values.end(), x)) {
-          return InvalidArgumentError(StrFormat("%s.double_value: %g is not a value of \"%s\"", f,
-                                                x, p.name()));
-        }
-        v = x;
-        break;
-      }
-      case search::ParameterType::kInteger: {
-        int64_t x;
-        if (p.value_case() == v1::Parameter::kIntValue) {
-          x = p.int_value();
-        } else if (p.value_case() == v1::Parameter::kDoubleValue &&
-                   std::trunc(p.double_value()) == p.double_value() &&
-                   std::fabs(p.double_value()) < 9e15) {
-          x = static_cast<int64_t>(p.double_value());
-        } else {
-          return InvalidArgumentError(
-              StrCat(f, ": parameter \"", p.name(), "\" takes an integer (int_value)"));
-        }
-        if (x < c->min || x > c->max) {
-          return InvalidArgumentError(StrFormat("%s.int_value: %d is outside [%g, %g] of \"%s\"",
-                                                f, x, c->min, c->max, p.name()));
-        }
-        v = x;
-        break;
-      }
-      case search::ParameterType::kCategorical: {
-        if (p.value_case() != v1::Parameter::kStringValue) {
-          return InvalidArgumentError(
-              StrCat(f, ": parameter \"", p.name(), "\" takes a string (string_value)"));
-        }
-        if (std::find(c->categories.begin(), c->categories.end(), p.string_value()) ==
-            c->categories.end()) {
-          return InvalidArgumentError(StrCat(f, ".string_value: \"", p.string_value(),
-                                             "\" is not a value of \"", p.name(), "\""));
-        }
-        v = p.string_value();
-        break;
-      }
-    }
-    dict.emplace(p.name(), std::move(v));
+    absl::StatusOr<search::ParameterValue> v = ToParameterValue(*c, p, f);
+    if (!v.ok()) return v.status();
+    dict.emplace(p.name(), *std::move(v));
   }
-  // Exactly the active parameters must be present.
-  std::vector<const search::ParameterConfig*> active;
-  ActiveNames(space.parameters, dict, &active);
-  for (const auto* c : active) {
-    if (!dict.contains(c->name)) {
-      return InvalidArgumentError(StrCat(path, ": missing parameter \"", c->name, "\""));
-    }
-  }
-  if (active.size() != dict.size()) {
-    for (const auto& entry : dict) {
-      const std::string& name = entry.first;
-      if (std::none_of(active.begin(), active.end(),
-                       [&](const search::ParameterConfig* c) { return c->name == name; })) {
-        return InvalidArgumentError(StrCat(path, ": parameter \"", name,
-                                           "\" is inactive under its parent's value"));
-      }
-    }
-  }
+  if (absl::Status s = CheckActive(space, dict, path); !s.ok()) return s;
   return dict;
 }
 
