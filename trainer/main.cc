@@ -1,4 +1,4 @@
-// evoscale-trainer: flags in, JSON lines out (see trainer.h and DESIGN.md "Trainer protocol").
+// evoscale-trainer: flags in, JSON lines out (trainer.h; the protocol: trainer/PROTOCOL.md).
 #include <csignal>
 #include <cstdio>
 #include <string>

@@ -1,15 +1,6 @@
-// The trainer protocol's lines (DESIGN.md, "Trainer protocol"): every line the CPU trainer, the
-// GPU trainer and evoscale-trainer's flag errors print is built here. Each is one JSON object,
-// its fields in this order:
-//   {"event":"progress","step":N,"examples":N,"elapsed_s":S,"metrics":{"logloss":..,"auc":..}}
-//   {"event":"checkpoint","step":N,"examples":N,"full":B,"path":P}
-//   {"event":"final","examples_per_s":..,"peak_rss_bytes":..,"metrics":{"auc":..,"logloss":..},
-//    "eval_examples":N,"eval_set":"holdout"|"test","steps":N,"examples":N,"train_s":S,
-//    "malformed_lines":N, ...the trainer's own fields}
-//   {"event":"error","step":N,"code":C,"message":M}  (no "step" before a trainer starts)
-// Figures (metrics, ratios) keep 6 significant digits, elapsed_s and train_s 3 decimals,
-// examples_per_s 1 decimal; one that is not finite (a NaN AUC) is null. Strings are UTF-8: an
-// invalid byte in a message or path becomes U+FFFD.
+// The trainer protocol's lines: every line the CPU trainer, the GPU trainer and evoscale-trainer
+// print on stdout is built here. trainer/PROTOCOL.md describes the protocol (each event's
+// fields, rounding, order, environment, exit codes, signals, jobs of several ranks).
 #ifndef EVOSCALE_TRAINER_PROTOCOL_H_
 #define EVOSCALE_TRAINER_PROTOCOL_H_
 

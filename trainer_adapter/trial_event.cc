@@ -1,6 +1,8 @@
 #include "trainer_adapter/trial_event.h"
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
@@ -20,16 +22,32 @@ const Json* Find(const Json& obj, const char* field) {
   return it == obj.end() || it->is_null() ? nullptr : &*it;
 }
 
-// Reads an optional non-negative integer field into `out` (left as is when absent).
+// Reads an optional non-negative integer field into `out` (left as is when absent). An integer
+// is read as one, so that every count the trainer prints (any int64) comes back exact; a number
+// with a fraction or an exponent counts when it is whole and small enough for a double to hold
+// it exactly.
 absl::Status Count(const Json& obj, const char* field, int64_t* out) {
   const Json* v = Find(obj, field);
   if (v == nullptr) return absl::OkStatus();
-  const double number = v->is_number() ? v->get<double>() : -1;
-  if (number < 0 || number > 9.0e15 || number != std::floor(number)) {
-    return FieldError(field, "must be a non-negative integer");
+  if (v->is_number_unsigned()) {
+    const uint64_t number = v->get<uint64_t>();
+    if (number <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      *out = static_cast<int64_t>(number);
+      return absl::OkStatus();
+    }
+  } else if (v->is_number_integer()) {  // written with a '-': only -0 is a count
+    if (v->get<int64_t>() == 0) {
+      *out = 0;
+      return absl::OkStatus();
+    }
+  } else if (v->is_number_float()) {
+    const double number = v->get<double>();
+    if (number >= 0 && number <= 9.0e15 && number == std::floor(number)) {
+      *out = static_cast<int64_t>(number);
+      return absl::OkStatus();
+    }
   }
-  *out = static_cast<int64_t>(number);
-  return absl::OkStatus();
+  return FieldError(field, "must be a non-negative integer");
 }
 
 absl::Status NonNegative(const Json& obj, const char* field, double* out) {

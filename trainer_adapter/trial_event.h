@@ -1,13 +1,6 @@
-// The trainer protocol (../shared/DESIGN.md, "Trainer protocol"): a trial prints one JSON
-// object per line on stdout. This parses those lines into events.
-//
-//   {"event":"progress","step":N,"examples":N,"elapsed_s":S,"metrics":{"logloss":…,"auc":…}}
-//   {"event":"checkpoint","step":N,"examples":N,"path":"…"}
-//   {"event":"final","examples_per_s":…,"peak_rss_bytes":…,"metrics":{…}}
-//   {"event":"error","code":"…","message":"…"}
-//
-// Other fields are allowed and ignored; so is a metric whose value is null (the trainer prints
-// null for NaN). Any program that prints these lines can be a trial.
+// The trainer protocol (trainer/PROTOCOL.md): a trial prints one JSON object per line on
+// stdout. This parses those lines into events; what it keeps of each line, and which lines are
+// not events, is the protocol's "What the adapter does with a line".
 #ifndef EVOSCALE_TRAINER_ADAPTER_TRIAL_EVENT_H_
 #define EVOSCALE_TRAINER_ADAPTER_TRIAL_EVENT_H_
 
