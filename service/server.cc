@@ -1,18 +1,16 @@
 #include "service/server.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <iostream>
 #include <memory>
 #include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "nlohmann/json.hpp"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "service/common/log.h"
 #include "service/common/paths.h"
 #include "service/internal/tls.h"
 
@@ -35,12 +33,9 @@ absl::Status CheckExposure(const ServerOptions& options, bool tls) {
           "network in the clear; give --tls-cert and --tls-key (or --insecure-plaintext, if "
           "something else encrypts the network)"));
     }
-    std::cerr << nlohmann::json{{"event", "warning"},
-                                {"message", absl::StrCat("INSECURE: ", flag, " ", *address,
-                                                         " serves tokens and data in plaintext "
-                                                         "(--insecure-plaintext)")}}
-                     .dump()
-              << std::endl;
+    LogEvent("warning", {{"message", absl::StrCat("INSECURE: ", flag, " ", *address,
+                                                  " serves tokens and data in plaintext "
+                                                  "(--insecure-plaintext)")}});
   }
   return absl::OkStatus();
 }
@@ -153,12 +148,9 @@ absl::Status Server::StartScheduler(const ServerOptions& options) {
   scheduler.usage_sink = [autoscaler = autoscaler_.get()](const v1::TelemetrySample& sample) {
     absl::Status st = autoscaler->IngestTrialUsage(sample);
     if (!st.ok() && autoscaler->trial_usage_errors_total() == 1) {
-      std::cerr << nlohmann::json{{"event", "scheduler"},
-                                  {"what", "trial usage not recorded"},
-                                  {"trial", sample.instance()},
-                                  {"detail", std::string(st.message())}}
-                       .dump()
-                << std::endl;
+      LogEvent("scheduler", {{"what", "trial usage not recorded"},
+                             {"trial", sample.instance()},
+                             {"detail", std::string(st.message())}});
     }
   };
   if (scheduler.clock == nullptr) scheduler.clock = options.clock;
@@ -202,10 +194,11 @@ absl::Status Server::StartKatib(const ServerOptions& options) {
   const std::string& address = options.katib_grpc_address;
   if (!IsLoopbackAddress(address)) {
     // Katib's controller dials plaintext and sends no token: say so where operators look.
-    std::fprintf(stderr,
-                 "evoscaled: --katib-grpc \"%s\" is not a loopback address: Katib's Suggestion "
-                 "API answers there without tokens or TLS (it reaches only katib/ studies)\n",
-                 address.c_str());
+    LogEvent("warning",
+             {{"message", absl::StrCat("--katib-grpc \"", address,
+                                       "\" is not a loopback address: Katib's Suggestion API "
+                                       "answers there without tokens or TLS (it reaches only "
+                                       "katib/ studies)")}});
   }
   katib_ = std::make_unique<KatibSuggestion>(core_.get());
   katib_service_ = std::make_unique<KatibSuggestionServiceImpl>(katib_.get(), metrics_.get());

@@ -21,8 +21,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "google/protobuf/util/time_util.h"
-#include "nlohmann/json.hpp"
 #include "service/study/study_converter.h"
+#include "service/common/log.h"
 #include "service/scheduler/placement.h"
 #include "service/trial_template/trial_template.h"
 
@@ -67,13 +67,10 @@ struct Scheduler::Pending {
 
 namespace {
 
+// Structured and quiet: one line per trial that could not be reported, and per decision an
+// operator would ask about (a preemption, an OOM rerun).
 void Log(const std::string& what, const std::string& trial, const std::string& detail) {
-  // Structured and quiet: one line per trial that could not be reported. A trial's stderr may
-  // hold bytes that are not UTF-8: they become U+FFFD rather than abort the line.
-  const nlohmann::ordered_json line = {
-      {"event", "scheduler"}, {"what", what}, {"trial", trial}, {"detail", detail}};
-  std::fprintf(stderr, "%s\n",
-               line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  LogEvent("scheduler", {{"what", what}, {"trial", trial}, {"detail", detail}});
 }
 
 // Turns a trial's events into measurements and early-stopping checks.

@@ -19,7 +19,7 @@ ALLOWED = {
     "trainer/": set(),
     "trainer_adapter/": set(),
     "service/common/": set(),
-    "service/store/": set(),
+    "service/store/": {"service/common/"},
     "service/trial_template/": set(),
     "service/study/": {"search/", "service/store/", "service/common/", "service/trial_template/"},
     "service/autoscaler/": {"load_model/", "service/store/", "service/common/"},

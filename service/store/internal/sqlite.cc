@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "nlohmann/json.hpp"
+#include "service/common/log.h"
 #include "service/store/internal/wal_check.h"
 
 namespace evoscale::service::internal {
@@ -161,10 +161,7 @@ absl::Status Setup(sqlite3* db, Durability durability, absl::Span<const char* co
 }
 
 void LogWal(const std::string& path, const std::string& what, const std::string& detail) {
-  const nlohmann::ordered_json line = {
-      {"event", "store"}, {"what", what}, {"database", path}, {"detail", detail}};
-  std::fprintf(stderr, "%s\n",
-               line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  LogEvent("store", {{"what", what}, {"database", path}, {"detail", detail}});
 }
 
 absl::Status CheckWal(const std::string& path, bool accept_damaged_wal) {
