@@ -1,13 +1,8 @@
 // The local TrialRunner: a child process in its own process group, its stdout read as trainer
 // protocol lines, its group's /proc usage sampled.
 #include <dirent.h>
-#include <fcntl.h>
-#include <linux/close_range.h>
-#include <sys/syscall.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,9 +25,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "trainer_adapter/cgroup.h"
-#include "trainer_adapter/internal/command.h"
+#include "trainer_adapter/internal/spawn.h"
 #include "trainer_adapter/trial_runner.h"
-
 
 namespace evoscale::trainer_adapter {
 namespace {
@@ -42,30 +36,6 @@ constexpr size_t kMaxLineBytes = 1 << 20;
 std::string SignalName(int sig) {
   const char* abbrev = sigabbrev_np(sig);
   return abbrev != nullptr ? absl::StrCat("SIG", abbrev) : absl::StrCat("signal ", sig);
-}
-
-// Finds `program` the way execvp would: as given if it has a '/', else in PATH.
-absl::StatusOr<std::string> ResolveProgram(const std::string& program, const std::string& path) {
-  auto check = [](const std::string& candidate) -> absl::Status {
-    struct stat st {};
-    if (stat(candidate.c_str(), &st) != 0) {
-      return absl::NotFoundError(absl::StrCat("argv[0] \"", candidate, "\": not found"));
-    }
-    if (!S_ISREG(st.st_mode) || access(candidate.c_str(), X_OK) != 0) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("argv[0] \"", candidate, "\": not an executable file"));
-    }
-    return absl::OkStatus();
-  };
-  if (program.find('/') != std::string::npos) {
-    if (absl::Status st = check(program); !st.ok()) return st;
-    return program;
-  }
-  for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
-    const std::string candidate = absl::StrCat(dir, "/", program);
-    if (check(candidate).ok()) return candidate;
-  }
-  return absl::NotFoundError(absl::StrCat("argv[0] \"", program, "\": not found in PATH"));
 }
 
 // Which rank of an MPI job failed first and how, from Open MPI's mpirun's report on stderr
@@ -168,7 +138,7 @@ GroupUsage ReadGroupUsage(int leader) {
   return u;
 }
 
-// Reads `fd` to its end, handing each chunk to `on_chunk`, then closes it.
+// Reads `fd` to its end, handing each chunk to `on_chunk`.
 template <typename Fn>
 void ReadUntilEof(int fd, Fn on_chunk) {
   char buf[65536];
@@ -178,23 +148,22 @@ void ReadUntilEof(int fd, Fn on_chunk) {
     if (n <= 0) break;
     on_chunk(absl::string_view(buf, static_cast<size_t>(n)));
   }
-  close(fd);
 }
 
 class LocalTrial : public RunningTrial {
  public:
-  LocalTrial(pid_t pid, int out_fd, int err_fd, TrialObserver* observer,
-             const LocalRunnerOptions& options, int64_t memory_limit,
-             std::unique_ptr<TrialCgroup> cgroup, std::string enforcement)
-      : pid_(pid),
+  LocalTrial(internal::Child child, TrialObserver* observer, const LocalRunnerOptions& options,
+             int64_t memory_limit, std::unique_ptr<TrialCgroup> cgroup, std::string enforcement)
+      : child_(std::move(child)),
+        pid_(child_.pid()),
         observer_(observer),
         options_(options),
         memory_limit_(memory_limit),
         cgroup_(std::move(cgroup)),
         start_(absl::Now()) {
     outcome_.enforcement = std::move(enforcement);
-    stdout_thread_ = std::thread(&LocalTrial::ReadStdout, this, out_fd);
-    stderr_thread_ = std::thread(&LocalTrial::ReadStderr, this, err_fd);
+    stdout_thread_ = std::thread(&LocalTrial::ReadStdout, this, std::move(child_.stdout_pipe()));
+    stderr_thread_ = std::thread(&LocalTrial::ReadStderr, this, std::move(child_.stderr_pipe()));
     monitor_thread_ = std::thread(&LocalTrial::Monitor, this);
     sampler_thread_ = std::thread(&LocalTrial::Sample, this);
   }
@@ -216,7 +185,7 @@ class LocalTrial : public RunningTrial {
     if (exited_) return;
     if (!stop_requested_) {
       stop_requested_ = true;
-      kill(-pid_, SIGTERM);
+      child_.Signal(SIGTERM);
     }
     const absl::Time deadline = absl::Now() + grace;
     if (deadline < kill_at_) kill_at_ = deadline;  // the sampler sends SIGKILL then
@@ -249,9 +218,9 @@ class LocalTrial : public RunningTrial {
     if (e.has_value()) Deliver(*e);
   }
 
-  void ReadStdout(int fd) {
+  void ReadStdout(internal::ScopedFd fd) {
     std::string pending;
-    ReadUntilEof(fd, [&](absl::string_view chunk) {
+    ReadUntilEof(fd.get(), [&](absl::string_view chunk) {
       pending.append(chunk.data(), chunk.size());
       size_t begin = 0;
       for (size_t nl; (nl = pending.find('\n', begin)) != std::string::npos; begin = nl + 1) {
@@ -266,9 +235,9 @@ class LocalTrial : public RunningTrial {
     if (!pending.empty()) Line(pending);
   }
 
-  void ReadStderr(int fd) {
+  void ReadStderr(internal::ScopedFd fd) {
     std::string tail;
-    ReadUntilEof(fd, [&](absl::string_view chunk) {
+    ReadUntilEof(fd.get(), [&](absl::string_view chunk) {
       tail.append(chunk.data(), chunk.size());
       if (tail.size() > 2 * options_.stderr_tail_bytes) {
         tail.erase(0, tail.size() - options_.stderr_tail_bytes);
@@ -285,23 +254,16 @@ class LocalTrial : public RunningTrial {
     // Wait for the end without reaping, so that the group id cannot be reused while the
     // group is killed: whatever the trial left running goes with it (and their end closes the
     // output pipes the readers wait on).
-    siginfo_t info{};
-    while (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
-    }
-    kill(-pid_, SIGKILL);
+    child_.AwaitExit();
+    child_.Signal(SIGKILL);
     // In a cgroup, also what left the process group (a double fork, setsid).
     if (cgroup_ != nullptr) cgroup_->KillAll();
     absl::MutexLock lock(&mu_);  // Stop() and the sampler signal the group only under mu_
-    int status = 0;
-    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
+    const internal::ChildExit exit = child_.Wait();
     exited_ = true;
     end_ = absl::Now();
-    if (WIFEXITED(status)) {
-      outcome_.exit_code = WEXITSTATUS(status);
-    } else if (WIFSIGNALED(status)) {
-      outcome_.signal = WTERMSIG(status);
-    }
+    outcome_.exit_code = exit.exit_code;
+    outcome_.signal = exit.signal;
   }
 
   void Sample() {
@@ -317,7 +279,7 @@ class LocalTrial : public RunningTrial {
         mu_.AwaitWithDeadline(absl::Condition(&exited), wake);
         if (exited_) break;
         if (absl::Now() >= kill_at_) {
-          kill(-pid_, SIGKILL);
+          child_.Signal(SIGKILL);
           if (cgroup_ != nullptr) cgroup_->KillAll(/*attempts=*/1);
           kill_at_ = absl::InfiniteFuture();
         }
@@ -355,7 +317,7 @@ class LocalTrial : public RunningTrial {
             !exited_) {
           oom_ = true;
           oom_rss_ = u.rss_bytes;
-          kill(-pid_, SIGKILL);
+          child_.Signal(SIGKILL);
         }
       }
       if (observer_ != nullptr && u.processes > 0) {
@@ -430,7 +392,10 @@ class LocalTrial : public RunningTrial {
     }
   }
 
-  const pid_t pid_;
+  // The trial's first process, leading its process group. Signalled under mu_ (and by Monitor
+  // before it reaps, from the thread that reaps); reaped by Monitor under mu_.
+  internal::Child child_;
+  const pid_t pid_;  // child_'s
   TrialObserver* const observer_;
   const LocalRunnerOptions options_;
   const int64_t memory_limit_;
@@ -479,6 +444,41 @@ class LocalProcessRunner : public TrialRunner {
 
   absl::StatusOr<std::unique_ptr<RunningTrial>> Start(const TrialLaunch& launch,
                                                       TrialObserver* observer) override {
+    if (absl::Status st = CheckLaunch(launch); !st.ok()) return st;
+    absl::StatusOr<std::map<std::string, std::string>> env = TrialEnvironment(launch);
+    if (!env.ok()) return env.status();
+    const std::string& path = (*env)["PATH"];
+    absl::StatusOr<std::vector<std::string>> argv = TrialArgv(launch, path);
+    if (!argv.ok()) return argv.status();
+    absl::StatusOr<std::string> program = internal::ResolveProgram(argv->front(), path);
+    if (!program.ok()) return program.status();
+    if (absl::Status st = CheckWorkDir(launch.work_dir); !st.ok()) return st;
+
+    std::string enforcement = this->enforcement();
+    std::unique_ptr<TrialCgroup> cgroup = CreateCgroup(launch.limits, &enforcement);
+    const std::vector<int> no_fds;
+    const std::vector<int>& join_fds = cgroup != nullptr ? cgroup->join_fds() : no_fds;
+
+    internal::SpawnOptions spawn;
+    spawn.argv = *std::move(argv);
+    spawn.program = *std::move(program);
+    spawn.env = *std::move(env);
+    spawn.work_dir = launch.work_dir;
+    spawn.stdout_source = internal::StdioSource::Pipe();
+    spawn.stderr_source = internal::StdioSource::Pipe();
+    spawn.new_process_group = true;
+    if (options_.die_with_starting_thread) spawn.parent_death_signal = SIGKILL;
+    // Before exec: nothing of the trial runs outside its cgroup.
+    spawn.in_child = [&join_fds] { TrialCgroup::JoinFromChild(join_fds); };
+    absl::StatusOr<internal::Child> child = internal::Spawn(spawn);
+    if (!child.ok()) return child.status();
+    return std::unique_ptr<RunningTrial>(std::make_unique<LocalTrial>(
+        *std::move(child), observer, options_, launch.limits.memory_bytes, std::move(cgroup),
+        std::move(enforcement)));
+  }
+
+ private:
+  static absl::Status CheckLaunch(const TrialLaunch& launch) {
     if (launch.argv.empty() || launch.argv[0].empty()) {
       return absl::InvalidArgumentError("argv: must name a program");
     }
@@ -489,7 +489,12 @@ class LocalProcessRunner : public TrialRunner {
       return absl::InvalidArgumentError(
           absl::StrCat("processes: ", launch.processes, " must be in [1, 1024]"));
     }
-    // The environment: the runner's, then the launch's, then the trial's own variables.
+    return absl::OkStatus();
+  }
+
+  // The environment: the runner's, then the launch's, then the trial's own variables.
+  static absl::StatusOr<std::map<std::string, std::string>> TrialEnvironment(
+      const TrialLaunch& launch) {
     std::map<std::string, std::string> env = internal::ProcessEnvironment();
     for (const auto& [k, v] : launch.env) {
       if (k.empty() || k.find('=') != std::string::npos) {
@@ -505,125 +510,52 @@ class LocalProcessRunner : public TrialRunner {
       env["EVOSCALE_MEMORY_BYTES"] = absl::StrCat(launch.limits.memory_bytes);
     }
     env["CUDA_VISIBLE_DEVICES"] = absl::StrJoin(launch.gpu_ids, ",");
-    std::vector<std::string> argv = launch.argv;
-    if (launch.processes > 1) {
-      absl::StatusOr<std::string> mpirun = ResolveProgram("mpirun", env["PATH"]);
-      if (!mpirun.ok()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "processes: ", launch.processes, " needs Open MPI's mpirun (apt install openmpi-bin): ",
-            mpirun.status().message()));
-      }
-      // Not bound to cores: the trial's cgroup, not mpirun, says how much CPU the job gets.
-      argv = {*mpirun, "-np", absl::StrCat(launch.processes), "--oversubscribe", "--bind-to",
-              "none"};
-      if (geteuid() == 0) argv.push_back("--allow-run-as-root");
-      argv.insert(argv.end(), launch.argv.begin(), launch.argv.end());
-      // The program itself must exist too: mpirun's own message for one that does not is long.
-      absl::StatusOr<std::string> inner = ResolveProgram(launch.argv[0], env["PATH"]);
-      if (!inner.ok()) return inner.status();
-    }
-    absl::StatusOr<std::string> program = ResolveProgram(argv[0], env["PATH"]);
-    if (!program.ok()) return program.status();
-    if (!launch.work_dir.empty()) {
-      struct stat st {};
-      if (stat(launch.work_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("work_dir \"", launch.work_dir, "\": not a directory"));
-      }
-    }
-
-    // Everything the child needs is built before fork: after it, only async-signal-safe calls.
-    const internal::ExecStrings exec(argv, env);
-    const char* work_dir = launch.work_dir.empty() ? nullptr : launch.work_dir.c_str();
-
-    std::unique_ptr<TrialCgroup> cgroup;
-    std::string enforcement = this->enforcement();
-    if (cgroups_ != nullptr) {
-      absl::StatusOr<std::unique_ptr<TrialCgroup>> made =
-          cgroups_->Create(launch.limits.memory_bytes, launch.limits.cpu_cores);
-      if (made.ok()) {
-        cgroup = *std::move(made);
-      } else {
-        enforcement = Sampling(made.status().message());
-      }
-    }
-    const std::vector<int> no_fds;
-    const std::vector<int>& join_fds = cgroup != nullptr ? cgroup->join_fds() : no_fds;
-
-    int out[2], err[2], exec_status[2];
-    if (pipe2(out, O_CLOEXEC) != 0) return absl::InternalError("pipe for stdout");
-    if (pipe2(err, O_CLOEXEC) != 0) {
-      close(out[0]);
-      close(out[1]);
-      return absl::InternalError("pipe for stderr");
-    }
-    if (pipe2(exec_status, O_CLOEXEC) != 0) {
-      for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
-      return absl::InternalError("pipe for exec status");
-    }
-    const bool die_with_parent = options_.die_with_starting_thread;
-    const pid_t parent = getpid();
-    const pid_t pid = fork();
-    if (pid < 0) {
-      for (int fd : {out[0], out[1], err[0], err[1], exec_status[0], exec_status[1]}) close(fd);
-      return absl::ResourceExhaustedError(absl::StrCat("fork: ", std::strerror(errno)));
-    }
-    if (pid == 0) {
-      setpgid(0, 0);
-      TrialCgroup::JoinFromChild(join_fds);  // before exec: nothing of the trial runs outside
-      if (die_with_parent) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) _exit(127);  // the parent died before prctl
-      }
-      // The runner's host may block signals in every thread (evoscaled waits for SIGTERM with
-      // sigwait) or ignore SIGPIPE; a blocked mask and ignored signals survive exec, so the
-      // trial starts with neither.
-      sigset_t none;
-      sigemptyset(&none);
-      sigprocmask(SIG_SETMASK, &none, nullptr);
-      signal(SIGPIPE, SIG_DFL);
-      signal(SIGTERM, SIG_DFL);
-      signal(SIGINT, SIG_DFL);
-      // No descriptor of the runner's (sockets, databases) leaks into the trial.
-      syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
-      dup2(out[1], STDOUT_FILENO);
-      dup2(err[1], STDERR_FILENO);
-      const int devnull = open("/dev/null", O_RDONLY);
-      if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-      int e = 0;
-      if (work_dir != nullptr && chdir(work_dir) != 0) e = errno;
-      if (e == 0) {
-        execve(program->c_str(), exec.argv.data(), exec.envp.data());
-        e = errno;
-      }
-      ssize_t ignored = write(exec_status[1], &e, sizeof e);
-      (void)ignored;
-      _exit(127);
-    }
-    setpgid(pid, pid);  // also here, so that a Stop() right away reaches the group
-    close(out[1]);
-    close(err[1]);
-    close(exec_status[1]);
-    int child_errno = 0;
-    ssize_t n;
-    while ((n = read(exec_status[0], &child_errno, sizeof child_errno)) < 0 && errno == EINTR) {
-    }
-    close(exec_status[0]);
-    if (n == sizeof child_errno) {  // exec failed
-      while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-      }
-      close(out[0]);
-      close(err[0]);
-      return absl::FailedPreconditionError(absl::StrCat(
-          "cannot run \"", *program, "\"", work_dir ? absl::StrCat(" in \"", work_dir, "\"") : "",
-          ": ", std::strerror(child_errno)));
-    }
-    return std::unique_ptr<RunningTrial>(std::make_unique<LocalTrial>(
-        pid, out[0], err[0], observer, options_, launch.limits.memory_bytes, std::move(cgroup),
-        std::move(enforcement)));
+    return env;
   }
 
- private:
+  // What runs: the launch's argv, or for a job of several processes, mpirun starting it.
+  static absl::StatusOr<std::vector<std::string>> TrialArgv(const TrialLaunch& launch,
+                                                            const std::string& path) {
+    if (launch.processes <= 1) return launch.argv;
+    absl::StatusOr<std::string> mpirun = internal::ResolveProgram("mpirun", path);
+    if (!mpirun.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "processes: ", launch.processes, " needs Open MPI's mpirun (apt install openmpi-bin): ",
+          mpirun.status().message()));
+    }
+    // Not bound to cores: the trial's cgroup, not mpirun, says how much CPU the job gets.
+    std::vector<std::string> argv = {*mpirun, "-np", absl::StrCat(launch.processes),
+                                     "--oversubscribe", "--bind-to", "none"};
+    if (geteuid() == 0) argv.push_back("--allow-run-as-root");
+    argv.insert(argv.end(), launch.argv.begin(), launch.argv.end());
+    // The program itself must exist too: mpirun's own message for one that does not is long.
+    absl::StatusOr<std::string> inner = internal::ResolveProgram(launch.argv[0], path);
+    if (!inner.ok()) return inner.status();
+    return argv;
+  }
+
+  static absl::Status CheckWorkDir(const std::string& work_dir) {
+    if (work_dir.empty()) return absl::OkStatus();
+    struct stat st {};
+    if (stat(work_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("work_dir \"", work_dir, "\": not a directory"));
+    }
+    return absl::OkStatus();
+  }
+
+  // The trial's cgroups, or null where it can have none (`enforcement` then says why: its
+  // limits are enforced by sampling).
+  std::unique_ptr<TrialCgroup> CreateCgroup(const ResourceLimits& limits,
+                                            std::string* enforcement) const {
+    if (cgroups_ == nullptr) return nullptr;
+    absl::StatusOr<std::unique_ptr<TrialCgroup>> made =
+        cgroups_->Create(limits.memory_bytes, limits.cpu_cores);
+    if (made.ok()) return *std::move(made);
+    *enforcement = Sampling(made.status().message());
+    return nullptr;
+  }
+
   const LocalRunnerOptions options_;
   std::unique_ptr<CgroupRoot> cgroups_;  // null: no cgroup could be used (see below)
   std::string no_cgroup_reason_;

@@ -377,6 +377,57 @@ class SlurmRunner : public TrialRunner {
 
   absl::StatusOr<std::unique_ptr<RunningTrial>> Start(const TrialLaunch& launch,
                                                       TrialObserver* observer) override {
+    if (absl::Status st = CheckLaunch(launch); !st.ok()) return st;
+    const std::string base = absl::StrCat(options_.output_dir, "/",
+                                          absl::StrReplaceAll(launch.trial_name, {{"/", "_"}}));
+    const std::string out_path = absl::StrCat(base, ".out");
+    const std::string err_path = absl::StrCat(base, ".err");
+    const int tasks = std::max(1, launch.processes);
+    const std::string memory_flag = MemoryFlag(launch, tasks);
+
+    // A job of this name still queued or running (submitted before a restart): follow it.
+    absl::StatusOr<int64_t> queued = NewestQueuedJob(launch.trial_name);
+    if (!queued.ok()) return queued.status();
+    if (*queued >= 0) {
+      return std::unique_ptr<RunningTrial>(std::make_unique<SlurmTrial>(
+          absl::StrCat(*queued), out_path, err_path, observer, options_, env_,
+          launch.limits.memory_bytes, memory_flag, /*reattached=*/true));
+    }
+
+    // What an earlier run of the trial (before an OOM rerun) printed is not this run's.
+    std::remove(out_path.c_str());
+    std::remove(err_path.c_str());
+    const std::string script_path = absl::StrCat(base, ".sbatch");
+    if (absl::Status st = WriteBatchScript(launch, tasks, script_path); !st.ok()) return st;
+    std::vector<std::string> sbatch = {
+        "sbatch",
+        "--parsable",
+        absl::StrCat("--job-name=", launch.trial_name),
+        absl::StrCat("--output=", out_path),
+        absl::StrCat("--error=", err_path),
+        absl::StrCat("--ntasks=", tasks),
+        absl::StrCat("--cpus-per-task=", CpusPerTask(launch, tasks))};
+    if (!memory_flag.empty()) sbatch.push_back(memory_flag);
+    if (launch.limits.gpus > 0) sbatch.push_back(absl::StrCat("--gres=gpu:", launch.limits.gpus));
+    if (!options_.partition.empty())
+      sbatch.push_back(absl::StrCat("--partition=", options_.partition));
+    if (!options_.account.empty()) sbatch.push_back(absl::StrCat("--account=", options_.account));
+    sbatch.insert(sbatch.end(), options_.extra_args.begin(), options_.extra_args.end());
+    if (!launch.work_dir.empty()) sbatch.push_back(absl::StrCat("--chdir=", launch.work_dir));
+    sbatch.push_back(script_path);
+    absl::StatusOr<std::string> job_id = Submit(sbatch);
+    if (!job_id.ok()) return job_id.status();
+    return std::unique_ptr<RunningTrial>(std::make_unique<SlurmTrial>(
+        *job_id, out_path, err_path, observer, options_, env_, launch.limits.memory_bytes,
+        memory_flag, /*reattached=*/false));
+  }
+
+  const SlurmRunnerOptions& options() const { return options_; }
+  SlurmRunnerOptions& mutable_options() { return options_; }
+  const std::map<std::string, std::string>& env() const { return env_; }
+
+ private:
+  static absl::Status CheckLaunch(const TrialLaunch& launch) {
     if (launch.argv.empty() || launch.argv[0].empty()) {
       return absl::InvalidArgumentError("argv: must name a program");
     }
@@ -391,14 +442,13 @@ class SlurmRunner : public TrialRunner {
         return absl::InvalidArgumentError(absl::StrCat("env: bad variable name \"", k, "\""));
       }
     }
-    const std::string base = absl::StrCat(options_.output_dir, "/",
-                                          absl::StrReplaceAll(launch.trial_name, {{"/", "_"}}));
-    const std::string out_path = absl::StrCat(base, ".out");
-    const std::string err_path = absl::StrCat(base, ".err");
+    return absl::OkStatus();
+  }
 
-    // A job of this name still queued or running (submitted before a restart): follow it.
+  // The id of the newest job named `name` that Slurm still has queued or running; -1: none.
+  absl::StatusOr<int64_t> NewestQueuedJob(const std::string& name) const {
     const std::vector<std::string> squeue = {"squeue", "--noheader", "--format=%i",
-                                             absl::StrCat("--name=", launch.trial_name)};
+                                             absl::StrCat("--name=", name)};
     absl::StatusOr<CommandResult> queued = RunCommand(squeue, env_, options_.command_timeout);
     if (!queued.ok()) return queued.status();
     if (queued->exit_code != 0) {
@@ -409,19 +459,12 @@ class SlurmRunner : public TrialRunner {
       int64_t n = 0;
       if (absl::SimpleAtoi(absl::StripAsciiWhitespace(id), &n)) newest = std::max(newest, n);
     }
-    if (newest >= 0) {
-      return std::unique_ptr<RunningTrial>(
-          std::make_unique<SlurmTrial>(absl::StrCat(newest), out_path, err_path, observer, options_,
-                                       env_, launch.limits.memory_bytes,
-                                       MemoryFlag(launch, std::max(1, launch.processes)),
-                                       /*reattached=*/true));
-    }
+    return newest;
+  }
 
-    // What an earlier run of the trial (before an OOM rerun) printed is not this run's.
-    std::remove(out_path.c_str());
-    std::remove(err_path.c_str());
-
-    // The batch script: the trial's environment, then its program in place of the shell.
+  // The batch script: the trial's environment, then its program in place of the shell.
+  static absl::Status WriteBatchScript(const TrialLaunch& launch, int tasks,
+                                       const std::string& script_path) {
     std::vector<std::string> script = {"#!/bin/sh",
                                        absl::StrCat("# evoscale trial ", launch.trial_name)};
     std::map<std::string, std::string> env = launch.env;
@@ -434,7 +477,6 @@ class SlurmRunner : public TrialRunner {
     }
     // With --gres Slurm sets CUDA_VISIBLE_DEVICES to the GPUs it gave; without, none.
     if (launch.limits.gpus == 0) env["CUDA_VISIBLE_DEVICES"] = "";
-    const int tasks = std::max(1, launch.processes);
     std::vector<std::string> argv = launch.argv;
     if (tasks > 1) {
       // A job of several tasks: Open MPI's mpirun, inside the allocation, starts them on the
@@ -449,32 +491,16 @@ class SlurmRunner : public TrialRunner {
     std::vector<std::string> quoted;
     for (const std::string& a : argv) quoted.push_back(ShellQuote(a));
     script.push_back(absl::StrCat("exec ", absl::StrJoin(quoted, " ")));
-    const std::string script_path = absl::StrCat(base, ".sbatch");
-    {
-      std::ofstream out(script_path, std::ios::trunc);
-      out << absl::StrJoin(script, "\n") << "\n";
-      if (!out.flush()) {
-        return absl::FailedPreconditionError(absl::StrCat("cannot write ", script_path));
-      }
+    std::ofstream out(script_path, std::ios::trunc);
+    out << absl::StrJoin(script, "\n") << "\n";
+    if (!out.flush()) {
+      return absl::FailedPreconditionError(absl::StrCat("cannot write ", script_path));
     }
+    return absl::OkStatus();
+  }
 
-    std::vector<std::string> sbatch = {
-        "sbatch",
-        "--parsable",
-        absl::StrCat("--job-name=", launch.trial_name),
-        absl::StrCat("--output=", out_path),
-        absl::StrCat("--error=", err_path),
-        absl::StrCat("--ntasks=", tasks),
-        absl::StrCat("--cpus-per-task=", CpusPerTask(launch, tasks))};
-    const std::string memory_flag = MemoryFlag(launch, tasks);
-    if (!memory_flag.empty()) sbatch.push_back(memory_flag);
-    if (launch.limits.gpus > 0) sbatch.push_back(absl::StrCat("--gres=gpu:", launch.limits.gpus));
-    if (!options_.partition.empty())
-      sbatch.push_back(absl::StrCat("--partition=", options_.partition));
-    if (!options_.account.empty()) sbatch.push_back(absl::StrCat("--account=", options_.account));
-    sbatch.insert(sbatch.end(), options_.extra_args.begin(), options_.extra_args.end());
-    if (!launch.work_dir.empty()) sbatch.push_back(absl::StrCat("--chdir=", launch.work_dir));
-    sbatch.push_back(script_path);
+  // Submits the job; its id.
+  absl::StatusOr<std::string> Submit(const std::vector<std::string>& sbatch) const {
     absl::StatusOr<CommandResult> submitted = RunCommand(sbatch, env_, options_.command_timeout);
     if (!submitted.ok()) return submitted.status();
     if (submitted->exit_code != 0) {
@@ -482,24 +508,16 @@ class SlurmRunner : public TrialRunner {
       return absl::FailedPreconditionError(DescribeFailure(sbatch, *submitted));
     }
     // --parsable prints "ID" or "ID;CLUSTER".
-    const std::string job_id(absl::StripAsciiWhitespace(
+    std::string job_id(absl::StripAsciiWhitespace(
         absl::string_view(submitted->out).substr(0, submitted->out.find(';'))));
     int64_t id = 0;
     if (!absl::SimpleAtoi(job_id, &id)) {
       return absl::InternalError(
           absl::StrCat("sbatch printed no job id: \"", submitted->out, "\""));
     }
-    return std::unique_ptr<RunningTrial>(
-        std::make_unique<SlurmTrial>(job_id, out_path, err_path, observer, options_, env_,
-                                     launch.limits.memory_bytes, memory_flag,
-                                     /*reattached=*/false));
+    return job_id;
   }
 
-  const SlurmRunnerOptions& options() const { return options_; }
-  SlurmRunnerOptions& mutable_options() { return options_; }
-  const std::map<std::string, std::string>& env() const { return env_; }
-
- private:
   SlurmRunnerOptions options_;              // constant once NewSlurmRunner returns
   std::map<std::string, std::string> env_;  // SLURM_CONF for the clients, when set
 };

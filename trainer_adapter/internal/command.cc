@@ -1,87 +1,33 @@
 #include "trainer_adapter/internal/command.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 
-extern char** environ;
-
 namespace evoscale::trainer_adapter::internal {
+namespace {
 
-std::map<std::string, std::string> ProcessEnvironment() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string kv = *e;
-    const size_t eq = kv.find('=');
-    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
-  return env;
-}
-
-ExecStrings::ExecStrings(const std::vector<std::string>& args,
-                         const std::map<std::string, std::string>& env)
-    : arg_strings(args) {
-  for (const auto& [k, v] : env) env_strings.push_back(absl::StrCat(k, "=", v));
-  for (std::string& a : arg_strings) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  for (std::string& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-}
-
-absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
-                                         const std::map<std::string, std::string>& env,
-                                         absl::Duration timeout) {
-  if (argv.empty() || argv[0].empty()) return absl::InvalidArgumentError("argv: empty");
-  std::map<std::string, std::string> merged = ProcessEnvironment();
-  for (const auto& [k, v] : env) merged[k] = v;
-  const ExecStrings exec(argv, merged);
-
-  int out[2], err[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return absl::InternalError("pipe");
-  if (pipe2(err, O_CLOEXEC) != 0) {
-    close(out[0]);
-    close(out[1]);
-    return absl::InternalError("pipe");
-  }
-  const pid_t pid = fork();
-  if (pid < 0) {
-    for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
-    return absl::ResourceExhaustedError(absl::StrCat("fork: ", std::strerror(errno)));
-  }
-  if (pid == 0) {
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    dup2(out[1], STDOUT_FILENO);
-    dup2(err[1], STDERR_FILENO);
-    const int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-    execvpe(exec.argv[0], exec.argv.data(), exec.envp.data());
-    _exit(127);
-  }
-  close(out[1]);
-  close(err[1]);
-
-  CommandResult result;
-  const absl::Time deadline = absl::Now() + timeout;
-  bool timed_out = false;
-  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
-  std::string* sinks[2] = {&result.out, &result.err};
+// Reads the child's stdout and stderr into `result` until both are at their end or poll fails
+// (true), or until `deadline` (false). Closes both pipes: a child still writing then gets
+// SIGPIPE rather than blocking on a full pipe that nobody reads.
+bool ReadOutputUntil(absl::Time deadline, Child* child, CommandResult* result) {
+  ScopedFd* pipes[2] = {&child->stdout_pipe(), &child->stderr_pipe()};
+  std::string* sinks[2] = {&result->out, &result->err};
+  pollfd fds[2] = {{pipes[0]->get(), POLLIN, 0}, {pipes[1]->get(), POLLIN, 0}};
+  bool finished = true;
   int open_fds = 2;
   while (open_fds > 0) {
     const int64_t left_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
     if (left_ms <= 0) {
-      timed_out = true;
+      finished = false;
       break;
     }
     const int ready = poll(fds, 2, static_cast<int>(std::min<int64_t>(left_ms, 1000)));
@@ -93,30 +39,49 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
       if (n > 0) {
         sinks[i]->append(buf, static_cast<size_t>(n));
       } else if (n == 0 || errno != EINTR) {
-        close(fds[i].fd);
+        pipes[i]->reset();
         fds[i].fd = -1;
         --open_fds;
       }
     }
   }
-  for (const pollfd& p : fds) {
-    if (p.fd >= 0) close(p.fd);
+  for (ScopedFd* pipe : pipes) pipe->reset();
+  return finished;
+}
+
+}  // namespace
+
+absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
+                                         const std::map<std::string, std::string>& env,
+                                         absl::Duration timeout) {
+  if (argv.empty() || argv[0].empty()) return absl::InvalidArgumentError("argv: empty");
+  SpawnOptions options;
+  options.argv = argv;
+  options.env = ProcessEnvironment();
+  for (const auto& [k, v] : env) options.env[k] = v;
+  options.stdout_source = StdioSource::Pipe();
+  options.stderr_source = StdioSource::Pipe();
+  const std::string cannot_run = absl::StrCat("\"", argv[0], "\": cannot be run (not in PATH?)");
+  absl::StatusOr<Child> child = Spawn(options);
+  if (absl::IsNotFound(child.status()) || absl::IsFailedPrecondition(child.status())) {
+    return absl::NotFoundError(cannot_run);  // not found, not executable, or exec refused it
   }
-  if (timed_out) kill(pid, SIGKILL);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out) {
+  if (!child.ok()) return child.status();
+
+  CommandResult result;
+  const bool finished = ReadOutputUntil(absl::Now() + timeout, &*child, &result);
+  if (!finished) child->Signal(SIGKILL);
+  const ChildExit exit = child->Wait();
+  if (!finished) {
     return absl::DeadlineExceededError(absl::StrCat(
         "\"", absl::StrJoin(argv, " "), "\" ran longer than ", absl::FormatDuration(timeout)));
   }
-  if (WIFEXITED(status)) {
-    result.exit_code = WEXITSTATUS(status);
-    if (result.exit_code == 127 && result.out.empty() && result.err.empty()) {
-      return absl::NotFoundError(absl::StrCat("\"", argv[0], "\": cannot be run (not in PATH?)"));
-    }
-  } else if (WIFSIGNALED(status)) {
-    result.signal = WTERMSIG(status);
+  result.exit_code = exit.exit_code;
+  result.signal = exit.signal;
+  // A shell's code for a command it could not run, printed by nothing: what the program's own
+  // exec failure used to look like before Spawn reported it, kept for a wrapper that exits so.
+  if (result.exit_code == 127 && result.out.empty() && result.err.empty()) {
+    return absl::NotFoundError(cannot_run);
   }
   return result;
 }

@@ -9,6 +9,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+// ProcessEnvironment and ExecStrings, declared here before there was a spawn.h: its users
+// (the tests' Slurm cluster) still find them through this header.
+#include "trainer_adapter/internal/spawn.h"
 
 namespace evoscale::trainer_adapter::internal {
 
@@ -19,30 +22,14 @@ struct CommandResult {
   std::string err;  // all of stderr
 };
 
-// Runs argv (argv[0] searched in PATH) with this process's environment plus `env`, stdin from
-// /dev/null, and waits for it. INVALID_ARGUMENT for an empty argv; NOT_FOUND when the program
-// cannot be run; DEADLINE_EXCEEDED (after killing it) when it runs longer than `timeout`.
-// A non-zero exit is not an error here: the caller reads exit_code. Thread-safe.
+// Runs argv with this process's environment plus `env`, stdin from /dev/null, and waits for
+// it (through Spawn, spawn.h: argv[0] is searched in the PATH of that environment, which is
+// this process's unless `env` sets one). INVALID_ARGUMENT for an empty argv; NOT_FOUND when
+// the program cannot be run; DEADLINE_EXCEEDED (after killing it) when it runs longer than
+// `timeout`. A non-zero exit is not an error here: the caller reads exit_code. Thread-safe.
 absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
                                          const std::map<std::string, std::string>& env = {},
                                          absl::Duration timeout = absl::Seconds(30));
-
-// This process's environment, NAME -> value.
-std::map<std::string, std::string> ProcessEnvironment();
-
-// What execve takes for `argv` and `env`, built before fork (after it the child makes only
-// async-signal-safe calls). The pointer arrays end with nullptr and point into the strings,
-// so the object is neither copied nor moved.
-struct ExecStrings {
-  ExecStrings(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env);
-  ExecStrings(const ExecStrings&) = delete;
-  ExecStrings& operator=(const ExecStrings&) = delete;
-
-  std::vector<std::string> arg_strings;  // argv, as given
-  std::vector<std::string> env_strings;  // "NAME=value"
-  std::vector<char*> argv;
-  std::vector<char*> envp;
-};
 
 // "sbatch --parsable ... (exit 1): sbatch: error: ..." for error messages.
 std::string DescribeFailure(const std::vector<std::string>& argv, const CommandResult& result);
