@@ -13,32 +13,27 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
+#include <type_traits>
 #include <utility>
-#include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/types/span.h"
 #include "evoscale/v1/study.pb.h"
-#include "search/designer.h"
-#include "search/types.h"
 #include "service/common/clock.h"
 #include "service/store/store.h"
+#include "service/study/study_limits.h"
 
 namespace evoscale::service {
 
-inline constexpr int kMaxSuggestionCount = 1000;
-inline constexpr int kMaxPageSize = 1000;
-inline constexpr int kDefaultPageSize = 100;
-inline constexpr double kDefaultHeartbeatTimeoutSeconds = 600;
-inline constexpr int kDefaultMaxTrialRetries = 3;
-inline constexpr int kMaxMeasurementsPerTrial = 100000;
+namespace internal {
+struct StudyState;
+}  // namespace internal
 
 // Trial counts by state, for metrics.
 struct TrialCounts {
@@ -80,83 +75,172 @@ struct ReadStudyRequest {
 // Thread-safe. Calls on different studies run in parallel (one mutex per study); the store
 // serialises their writes and commits concurrent ones together (group commit).
 class StudyCore {
- private:
-  // The calls of the study API, one overload per request type. What they wrote may not yet be
-  // durable: the public Call and CallAsync wait for that.
-  absl::StatusOr<v1::Study> Apply(const v1::CreateStudyRequest& req);
-  absl::StatusOr<v1::Study> Apply(const v1::GetStudyRequest& req);
-  absl::StatusOr<v1::ListStudiesResponse> Apply(const v1::ListStudiesRequest& req);
-  absl::Status Apply(const v1::DeleteStudyRequest& req);
-  absl::StatusOr<v1::Study> Apply(const v1::SetStudyStateRequest& req);
-  absl::StatusOr<v1::SuggestTrialsResponse> Apply(const v1::SuggestTrialsRequest& req);
-  absl::StatusOr<v1::Trial> Apply(const v1::CreateTrialRequest& req);
-  absl::StatusOr<v1::Trial> Apply(const v1::GetTrialRequest& req);
-  absl::StatusOr<v1::ListTrialsResponse> Apply(const v1::ListTrialsRequest& req);
-  absl::StatusOr<v1::Trial> Apply(const v1::AddTrialMeasurementRequest& req);
-  absl::StatusOr<v1::Trial> Apply(const v1::CompleteTrialRequest& req);
-  absl::StatusOr<v1::CheckTrialEarlyStoppingStateResponse> Apply(
-      const v1::CheckTrialEarlyStoppingStateRequest& req);
-  absl::StatusOr<v1::Trial> Apply(const v1::StopTrialRequest& req);
-  absl::StatusOr<v1::ListOptimalTrialsResponse> Apply(const v1::ListOptimalTrialsRequest& req);
-  absl::Status Apply(const v1::DeleteTrialRequest& req);
-  absl::StatusOr<v1::UpdateMetadataResponse> Apply(const v1::UpdateMetadataRequest& req);
-  absl::StatusOr<v1::GetParameterImportanceResponse> Apply(
-      const v1::GetParameterImportanceRequest& req);
-  absl::StatusOr<v1::Trial> Apply(const RerunTrialRequest& req);
-  absl::StatusOr<std::string> Apply(const ReadStudyRequest& req);
-
  public:
   // Loads every study from `store` and rebuilds the designers. `store` and `clock` must
-  // outlive the core.
+  // outlive the core. DATA_LOSS when a stored study no longer validates or its trials are not
+  // dense; the store's error when it cannot be read.
   static absl::StatusOr<std::unique_ptr<StudyCore>> Create(Store* store, Clock* clock);
 
   // Every call of the study API is Call(request) (or CallAsync): the request's type names the
   // RPC (a v1::SuggestTrialsRequest is SuggestTrials) and the result is its response (or
-  // Status), as Apply's overload for that type answers it. Call returns once what the call
-  // wrote (or, for a read, every write it may have seen) is durable. CallAsync hands the same
-  // result to `done` once it is durable: with kProcessCrash before it returns; with kPowerLoss
-  // perhaps later, from the store's committer thread (with no lock held), so that a gRPC
-  // handler holds no thread while the fsync runs.
+  // Status), as Apply's overload for that type answers it (the Result of its Applied<Result>,
+  // below). Call returns once what the call wrote (or, for a read, every write it may have
+  // seen) is durable. CallAsync hands the same result to `done` once it is durable: with
+  // kProcessCrash before it returns; with kPowerLoss perhaps later, from the store's committer
+  // thread (with no lock held), so that a gRPC handler holds no thread while the fsync runs.
   template <typename Request>
   auto Call(const Request& req);
   template <typename Request, typename Done>
   void CallAsync(const Request& req, Done done);
 
+  // Studies and trials by state, and the store's counters. Locks each study in turn: O(trials
+  // of every study).
   TrialCounts Counts();
 
  private:
-  struct StudyState;
+  // What a call waits for before it answers (durability "power"): the store's ticket of the
+  // batch it queued, or none (0) when it queued nothing: a read, an error, or any call with
+  // durability "process" (Commit has written already). None waits for the last batch queued,
+  // which a read may have seen.
+  struct WriteTicket {
+    uint64_t store_ticket = 0;
+  };
+
+  // What an Apply overload answers: the RPC's result, and the write to wait for before handing
+  // it out.
+  template <typename Result>
+  struct Applied {
+    // The result of a call that queued no write (a read, or an error).
+    template <typename T, typename = std::enable_if_t<std::is_constructible_v<Result, T&&>>>
+    Applied(T&& result) : result(std::forward<T>(result)) {}  // NOLINT: implicit, as StatusOr
+    Applied(Result result, WriteTicket written) : result(std::move(result)), written(written) {}
+
+    Result result;
+    WriteTicket written;
+  };
+
+  // ---- The study API: what Call(request) runs, one overload per request type -------------
+  // The fields that need no study are checked first; then the study (and trial) are found and
+  // the study's mutex is held for the rest of the call. A call that fails changes nothing.
+  // On a miss every call answers alike: a name that does not parse is INVALID_ARGUMENT naming
+  // its field (`name: malformed study name "x"; want studies/{id}`, or `... want
+  // studies/{id}/trials/{id}`); a study that does not exist or was deleted is NOT_FOUND
+  // `study "studies/7" not found`; a trial that does not exist or was deleted is NOT_FOUND
+  // `trial "studies/7/trials/3" not found`. Costs are O(1) in the study's size unless said.
+
+  // CreateStudy: validates `study` (INVALID_ARGUMENT with its "study." path) and creates it
+  // ACTIVE. Get-or-create by display_name: a live study of that name and an equal spec is
+  // answered as it is; one whose spec differs is ALREADY_EXISTS naming the first difference.
+  // Holds the core's mutex, so creators serialise; O(studies) with a display_name.
+  Applied<absl::StatusOr<v1::Study>> Apply(const v1::CreateStudyRequest& req);
+  // GetStudy: the study with its counters (trial_count, completed_trial_count).
+  Applied<absl::StatusOr<v1::Study>> Apply(const v1::GetStudyRequest& req);
+  // ListStudies: studies in id order, those of `display_name` when given; page_size 0 is
+  // kDefaultPageSize, beyond [0, kMaxPageSize] INVALID_ARGUMENT, as is a malformed page_token.
+  // A study deleted while its page is read is left out (the page is shorter). O(page), or
+  // O(studies after the page's start) with a display_name.
+  Applied<absl::StatusOr<v1::ListStudiesResponse>> Apply(const v1::ListStudiesRequest& req);
+  // DeleteStudy: deletes the study and its trials.
+  Applied<absl::Status> Apply(const v1::DeleteStudyRequest& req);
+  // SetStudyState: ACTIVE, INACTIVE or COMPLETED (else INVALID_ARGUMENT, before the lookup).
+  Applied<absl::StatusOr<v1::Study>> Apply(const v1::SetStudyStateRequest& req);
+  // SuggestTrials: up to suggestion_count ([1, kMaxSuggestionCount]) trials for client_id
+  // (non-empty, at most kMaxNameLength bytes): the client's own ACTIVE trials again (a retry
+  // is idempotent), stale trials of clients whose heartbeat expired (FAILED once out of
+  // retries), REQUESTED trials, then new ones from the designer within max_trials. An INACTIVE
+  // study is FAILED_PRECONDITION; a COMPLETED one gets no new trials; a study whose budget or
+  // space is spent, with nothing left to hand out, becomes COMPLETED (study_state says so).
+  // Cost: the designer's update and suggestion, under the study's lock.
+  Applied<absl::StatusOr<v1::SuggestTrialsResponse>> Apply(const v1::SuggestTrialsRequest& req);
+  // CreateTrial: adds a trial with the given parameters (checked against the space),
+  // REQUESTED, or ended as its state and measurements say (EndedTrial's rules);
+  // FAILED_PRECONDITION once the study holds max_trials live trials.
+  Applied<absl::StatusOr<v1::Trial>> Apply(const v1::CreateTrialRequest& req);
+  // GetTrial: the trial.
+  Applied<absl::StatusOr<v1::Trial>> Apply(const v1::GetTrialRequest& req);
+  // ListTrials: live trials in id order, those in `state` when set (an unknown state is
+  // INVALID_ARGUMENT); pages as ListStudies. O(trials after the page's start).
+  Applied<absl::StatusOr<v1::ListTrialsResponse>> Apply(const v1::ListTrialsRequest& req);
+  // AddTrialMeasurement: appends a valid measurement naming at least one of the study's
+  // metrics, and refreshes the heartbeat. FAILED_PRECONDITION unless the trial is ACTIVE or
+  // STOPPING; RESOURCE_EXHAUSTED once it holds kMaxMeasurementsPerTrial.
+  Applied<absl::StatusOr<v1::Trial>> Apply(const v1::AddTrialMeasurementRequest& req);
+  // CompleteTrial: ends the trial INFEASIBLE (trial_infeasible), else SUCCEEDED (STOPPED when
+  // it was STOPPING) with the final measurement, or without one the last intermediate
+  // measurement, carrying every metric. FAILED_PRECONDITION when it has already ended.
+  Applied<absl::StatusOr<v1::Trial>> Apply(const v1::CompleteTrialRequest& req);
+  // CheckTrialEarlyStoppingState: whether the trial should stop: true once STOPPING; for an
+  // ACTIVE trial the study's rule decides, and a trial it stops is written STOPPING. Cost:
+  // O(measurements of the study) when the study has a rule.
+  Applied<absl::StatusOr<v1::CheckTrialEarlyStoppingStateResponse>> Apply(
+      const v1::CheckTrialEarlyStoppingStateRequest& req);
+  // StopTrial: an ACTIVE trial becomes STOPPING (a STOPPING one is answered as it is); any
+  // other state is FAILED_PRECONDITION.
+  Applied<absl::StatusOr<v1::Trial>> Apply(const v1::StopTrialRequest& req);
+  // ListOptimalTrials: the SUCCEEDED trials tied for the best objective, or the Pareto front
+  // of several. O(trials).
+  Applied<absl::StatusOr<v1::ListOptimalTrialsResponse>> Apply(
+      const v1::ListOptimalTrialsRequest& req);
+  // DeleteTrial: the trial becomes a tombstone (its id is never reused). A completed trial
+  // leaves the designer's history: the next suggestion feeds it every completed trial again.
+  Applied<absl::Status> Apply(const v1::DeleteTrialRequest& req);
+  // UpdateMetadata: removes and then sets keys of the study's metadata, or of a trial's when
+  // `name` is a trial's; INVALID_ARGUMENT when a key or the result breaks the limits.
+  Applied<absl::StatusOr<v1::UpdateMetadataResponse>> Apply(const v1::UpdateMetadataRequest& req);
+  // GetParameterImportance: each parameter's main effect on `metric` (the first objective when
+  // empty; INVALID_ARGUMENT when not the study's) over the SUCCEEDED trials. Kept per metric
+  // until a trial changes; recomputing costs about 100 ms at 10,000 trials.
+  Applied<absl::StatusOr<v1::GetParameterImportanceResponse>> Apply(
+      const v1::GetParameterImportanceRequest& req);
+  // RerunTrial (not an RPC; see RerunTrialRequest): FAILED_PRECONDITION unless ACTIVE.
+  Applied<absl::StatusOr<v1::Trial>> Apply(const RerunTrialRequest& req);
+  // ReadStudy (not an RPC; see ReadStudyRequest): `fn`'s answer.
+  Applied<absl::StatusOr<std::string>> Apply(const ReadStudyRequest& req);
+
+  class LockedStudy;  // a study found by name, its mutex held
+  class LockedTrial;  // a trial found by name, its study's mutex held
 
   StudyCore(Store* store, Clock* clock) : store_(store), clock_(clock) {}
   absl::Status Load();
 
-  // Writes `batch` (deferred sync: queues it; CallAsync waits for it).
-  absl::Status Commit(WriteBatch batch);
-  // Calls `then` once the write queued by this thread's current call, or for a read the last
-  // write queued, is durable (at once, with OK, when the store does not defer syncs).
-  void WhenDurable(std::function<void(absl::Status)> then);
-  absl::StatusOr<std::shared_ptr<StudyState>> FindStudy(absl::string_view name,
-                                                        absl::string_view field);
-  absl::StatusOr<std::pair<std::shared_ptr<StudyState>, int64_t>> FindTrial(
-      absl::string_view name, absl::string_view field);
-  // Writes trial `t` of `state` (whose mutex the caller holds) as STOPPING; the trial as
+  // Writes `batch`: with durability "process" at once; with "power" it queues it, and the
+  // ticket is what the call waits for.
+  absl::StatusOr<WriteTicket> Commit(WriteBatch batch);
+  // Writes trial `t` of `study` (whose mutex the caller holds) with completion `seq` (0 = none,
+  // or the trial's own, unchanged) and, once written, applies it to the cache.
+  absl::StatusOr<WriteTicket> CommitTrial(internal::StudyState& study, const v1::Trial& t,
+                                          int64_t seq);
+  // Writes `next` as `study`'s own fields (spec, state, metadata) and, once written, keeps it.
+  absl::StatusOr<WriteTicket> CommitStudy(internal::StudyState& study, v1::Study next);
+  // Writes trial `t` of `study` (whose mutex the caller holds) as STOPPING; the trial as
   // stored.
-  absl::StatusOr<v1::Trial> MarkStopping(StudyState& state, const v1::Trial& t);
+  Applied<absl::StatusOr<v1::Trial>> MarkStopping(internal::StudyState& study, const v1::Trial& t);
+  // Calls `then` once `written`, or with none the last write queued, is durable (at once,
+  // with OK, when the store does not defer syncs).
+  void WhenDurable(WriteTicket written, std::function<void(absl::Status)> then);
 
+  // The study or (study, trial id) of a name, not locked (the trial may not exist): errors as
+  // the API's list above says.
+  absl::StatusOr<std::shared_ptr<internal::StudyState>> FindStudy(absl::string_view name,
+                                                                  absl::string_view field);
+  absl::StatusOr<std::pair<std::shared_ptr<internal::StudyState>, int64_t>> FindTrial(
+      absl::string_view name, absl::string_view field);
+
+  // Constant after construction.
   Store* const store_;
   Clock* const clock_;
 
   absl::Mutex mu_;
-  std::map<int64_t, std::shared_ptr<StudyState>> studies_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, std::shared_ptr<internal::StudyState>> studies_ ABSL_GUARDED_BY(mu_);
   int64_t next_study_id_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
 template <typename Request>
 auto StudyCore::Call(const Request& req) {
-  if (!store_->defers_sync()) return Apply(req);
-  std::optional<decltype(Apply(req))> out;
+  if (!store_->defers_sync()) return Apply(req).result;
+  std::optional<decltype(Apply(req).result)> out;
   absl::Notification durable;
-  CallAsync(req, [&](decltype(Apply(req)) result) {
+  CallAsync(req, [&](decltype(Apply(req).result) result) {
     out.emplace(std::move(result));
     durable.Notify();
   });
@@ -166,7 +250,9 @@ auto StudyCore::Call(const Request& req) {
 
 template <typename Request, typename Done>
 void StudyCore::CallAsync(const Request& req, Done done) {
-  WhenDurable([result = Apply(req), done = std::move(done)](absl::Status st) mutable {
+  auto applied = Apply(req);
+  WhenDurable(applied.written, [result = std::move(applied.result),
+                                done = std::move(done)](absl::Status st) mutable {
     if (st.ok()) {
       done(std::move(result));
     } else {

@@ -1,0 +1,112 @@
+#include "service/study/internal/study_state.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "search/designers.h"
+#include "service/study/study_converter.h"
+#include "service/study/study_limits.h"
+
+namespace evoscale::service::internal {
+
+absl::StatusOr<std::shared_ptr<StudyState>> StudyState::Replay(StoredStudy stored) {
+  auto state = std::make_shared<StudyState>(stored.id, stored.study.display_name());
+  absl::MutexLock lock(&state->mu);
+  absl::StatusOr<search::ProblemStatement> problem = ToProblem(stored.study.spec());
+  if (!problem.ok()) {
+    return absl::DataLossError(absl::StrCat("stored study ", stored.study.name(),
+                                            " is invalid: ", problem.status().message()));
+  }
+  state->Configure(stored.study.spec(), *std::move(problem));
+  state->study = std::move(stored.study);
+  std::vector<std::pair<int64_t, int64_t>> order;  // (seq, id) of the completed trials
+  for (StoredTrial& t : stored.trials) {
+    if (t.trial.id() != static_cast<int64_t>(state->trials.size()) + 1) {
+      return absl::DataLossError(absl::StrCat("study ", state->study.name(), ": trial ",
+                                              t.trial.id(), " out of sequence"));
+    }
+    if (t.completion_seq != 0) order.emplace_back(t.completion_seq, t.trial.id());
+    state->Apply(t.trial, 0);
+    state->completion_seq.back() = t.completion_seq;
+  }
+  std::sort(order.begin(), order.end());
+  for (const auto& [seq, id] : order) state->completed_order.push_back(id);
+  if (absl::Status st = state->RebuildDesigner(); !st.ok()) return st;
+  return state;
+}
+
+void StudyState::Configure(const v1::StudySpec& spec, search::ProblemStatement converted) {
+  problem = std::move(converted);
+  early_stopping = ToEarlyStopping(spec.early_stopping());
+  heartbeat_timeout =
+      absl::Seconds(spec.heartbeat_timeout_seconds() > 0 ? spec.heartbeat_timeout_seconds()
+                                                         : kDefaultHeartbeatTimeoutSeconds);
+  max_retries = spec.max_trial_retries() > 0 ? spec.max_trial_retries() : kDefaultMaxTrialRetries;
+}
+
+v1::Study StudyState::StudyWithCounts() {
+  v1::Study s = study;
+  s.set_trial_count(live_trials());
+  s.set_completed_trial_count(static_cast<int64_t>(completed_order.size()));
+  return s;
+}
+
+void StudyState::Apply(const v1::Trial& t, int64_t seq) {
+  ++version;
+  const int64_t id = t.id();
+  if (id == static_cast<int64_t>(trials.size()) + 1) {
+    trials.push_back(t);
+    completion_seq.push_back(0);
+    if (IsTombstone(t)) ++deleted_trials;
+  } else {
+    if (IsTombstone(t) && !IsTombstone(trials[id - 1])) ++deleted_trials;
+    trials[id - 1] = t;
+  }
+  active.erase(id);
+  requested.erase(id);
+  if (IsTombstone(t)) {
+    // A deleted trial leaves the designer's history: it is rebuilt without it.
+    if (completion_seq[id - 1] != 0) {
+      completion_seq[id - 1] = 0;
+      std::erase(completed_order, id);
+      RebuildDesigner().IgnoreError();  // the spec was valid when the study was made
+    }
+    return;
+  }
+  switch (t.state()) {
+    case v1::Trial::ACTIVE:
+    case v1::Trial::STOPPING:
+      active.insert(id);
+      break;
+    case v1::Trial::REQUESTED:
+      requested.insert(id);
+      break;
+    default:
+      break;
+  }
+  if (seq != 0 && completion_seq[id - 1] == 0) {
+    completion_seq[id - 1] = seq;
+    completed_order.push_back(id);
+  }
+}
+
+void StudyState::SyncDesigner() {
+  std::vector<search::Trial> completed;
+  for (; fed_to_designer < completed_order.size(); ++fed_to_designer) {
+    completed.push_back(ToSearchTrial(trial(completed_order[fed_to_designer])));
+  }
+  std::vector<search::Trial> pending;
+  for (int64_t id : active) pending.push_back(ToSearchTrial(trial(id)));
+  for (int64_t id : requested) pending.push_back(ToSearchTrial(trial(id)));
+  designer->Update(completed, pending);
+}
+
+absl::Status StudyState::RebuildDesigner() {
+  absl::StatusOr<std::unique_ptr<search::Designer>> d = search::CreateDesigner(problem);
+  if (!d.ok()) return d.status();
+  designer = *std::move(d);
+  fed_to_designer = 0;
+  return absl::OkStatus();
+}
+
+}  // namespace evoscale::service::internal
