@@ -14,14 +14,9 @@ import re
 import sys
 
 CODE_DIRS = ["search", "load_model", "trainer", "trainer_adapter", "service"]
-# Breaches not yet mended (issue 27's open slices): reported, not failed. Remove a file from here
-# once it keeps the limits; never add one.
-KNOWN = {
-    "trainer_adapter/local_runner.cc",
-    "trainer_adapter/slurm_runner.cc",
-    "trainer_adapter/internal/command.cc",
-    "service/study/study_core.cc",
-}
+# Breaches not yet mended: reported, not failed. Empty since issue 27's slices landed; a file
+# may be listed here only while its mend is under way, never to let new code through.
+KNOWN = set()
 MAX_FILE_LINES = 900
 MAX_FUNCTION_LINES = 80
 NOT_FUNCTIONS = re.compile(
