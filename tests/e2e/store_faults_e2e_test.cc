@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "evoscale/v1/study.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -404,10 +406,12 @@ long HoldInProgress(const std::string& holds) {
   return open.empty() ? 0 : *open.rbegin();
 }
 
-// A slow disk (every fsync of the study database held 2 s, durability "power") while a managed
-// trial finishes: its completion waits for the fsync, and so may the scheduler's calls of the
-// study core, but the scheduler never holds its lock across them, so /metrics (which reads the
-// scheduler's gauges) answers while the fsync is still held.
+// A stalled disk (every fsync of the study database held until the test releases it,
+// durability "power") while a managed trial finishes: its completion waits for the fsync, and so
+// do the scheduler's calls of the study core, but the scheduler never holds its lock across
+// them, so /metrics (which reads the scheduler's gauges) answers throughout the hold. (With
+// the scheduler of 1316ab8, which held its lock across those calls, a scrape waits until the
+// release.)
 TEST_F(StoreFaultTest, MetricsAnswerWhileAFinishingManagedTrialWaitsForItsFsync) {
   const std::string go = dir_.path() + "/go";
   ASSERT_NO_FATAL_FAILURE(StartWithFaults({"--durability", "power"}));
@@ -428,20 +432,39 @@ TEST_F(StoreFaultTest, MetricsAnswerWhileAFinishingManagedTrialWaitsForItsFsync)
   get.set_name(study.name() + "/trials/1");
   v1::Trial trial;
   ASSERT_TRUE(testing::AwaitCondition([&] { return std::filesystem::exists(go + ".started"); }));
-  SetFaults(absl::StrCat("fsync HOLD2000 ", dir_.path(), "/evoscale.db\n"));
+  // Held until the test releases it (30 s at most): a scrape that waits behind the disk waits
+  // until then.
+  SetFaults(absl::StrCat("fsync HOLD30000 ", dir_.path(), "/evoscale.db\n"));
   std::ofstream(go) << "go";  // the trial prints its final event and exits: it completes
   long held = 0;
   ASSERT_TRUE(testing::AwaitCondition([&] {
     held = HoldInProgress(ReadFile(rules_ + ".holds"));
     return held > 0;
   }));
-  const testing::HttpResult metrics = testing::HttpGet(server_->http_address(), "/metrics");
+  // Scrapes back to back through a second of the hold: the scheduler passes every 250 ms, so
+  // its calls of the core meet the held fsync meanwhile. Each scrape gets 10 s; one still
+  // waiting then waits behind the disk (it ends once the hold is released, below).
+  std::vector<std::future<testing::HttpResult>> scrapes;
+  int answered = 0;
+  const absl::Time until = absl::Now() + absl::Seconds(1);
+  while (scrapes.size() < 200 && (scrapes.empty() || absl::Now() < until)) {
+    scrapes.push_back(std::async(std::launch::async, [&] {
+      return testing::HttpGet(server_->http_address(), "/metrics");
+    }));
+    if (scrapes.back().wait_for(std::chrono::seconds(10)) != std::future_status::ready) break;
+    const testing::HttpResult metrics = scrapes.back().get();
+    EXPECT_EQ(metrics.status, 200);
+    if (answered++ == 0) {
+      EXPECT_THAT(metrics.body, HasSubstr("evoscale_capacity_requested_cpu_cores"));
+    }
+  }
   const std::string holds = ReadFile(rules_ + ".holds");
-  EXPECT_EQ(metrics.status, 200);
-  EXPECT_THAT(metrics.body, HasSubstr("evoscale_capacity_requested_cpu_cores"));
-  EXPECT_THAT(holds, ::testing::Not(HasSubstr(absl::StrCat("end ", held, "\n"))))
-      << "/metrics answered only after fsync hold " << held << " ended:\n" << holds;
+  std::ofstream(rules_ + ".release") << "go";  // ends the hold, and lets later fsyncs through
   SetFaults("");
+  EXPECT_EQ(answered, static_cast<int>(scrapes.size()))
+      << "a /metrics scrape waited behind fsync hold " << held << ":\n" << holds;
+  EXPECT_THAT(holds, ::testing::Not(HasSubstr(absl::StrCat("end ", held, "\n"))))
+      << "fsync hold " << held << " ended before the test released it:\n" << holds;
   ASSERT_TRUE(testing::AwaitCondition([&] {
     return stub_->GetTrial(Ctx().get(), get, &trial).ok() &&
            trial.state() == v1::Trial::SUCCEEDED;

@@ -9,7 +9,8 @@
 //   fsync EIO evoscale.db     fsync and fdatasync of evoscale.db* fail with EIO
 //   fsync EIO /evoscale.db$   a trailing $: only paths ending so (the database, not its -wal)
 //   fsync HOLD2000 /evoscale.db   fsync and fdatasync of such a path wait 2000 ms, then succeed
-//                                 (a slow disk); each hold appends "start N" before it and "end N"
+//                                 (a slow disk), or sooner once the file EVOSCALE_FAULTS.release
+//                                 exists; each hold appends "start N" before it and "end N"
 //                                 after it to the file EVOSCALE_FAULTS.holds, N counting holds
 // Known errnos: ENOSPC, EROFS, EIO, EDQUOT. An empty or missing file injects nothing.
 #include <dlfcn.h>
@@ -92,8 +93,14 @@ void Hold(const char* call, const char* path) {
   static std::atomic<long> holds{0};
   const long n = ++holds;
   NoteHold("start", n);
-  const struct timespec wait = {hold_ms / 1000, (hold_ms % 1000) * 1000000};
-  nanosleep(&wait, nullptr);
+  char release[PATH_MAX];
+  std::snprintf(release, sizeof release, "%s.release", std::getenv("EVOSCALE_FAULTS"));
+  const struct timespec tick = {0, 10 * 1000000};
+  const int saved = errno;
+  for (long waited = 0; waited < hold_ms && access(release, F_OK) != 0; waited += 10) {
+    nanosleep(&tick, nullptr);
+  }
+  errno = saved;
   NoteHold("end", n);
 }
 
