@@ -441,12 +441,12 @@ TEST_F(StoreFaultTest, MetricsAnswerWhileAFinishingManagedTrialWaitsForItsFsync)
     held = HoldInProgress(ReadFile(rules_ + ".holds"));
     return held > 0;
   }));
-  // Scrapes back to back through a second of the hold: the scheduler passes every 250 ms, so
+  // Scrapes back to back through 2 s of the hold: the scheduler passes every 250 ms, so
   // its calls of the core meet the held fsync meanwhile. Each scrape gets 10 s; one still
   // waiting then waits behind the disk (it ends once the hold is released, below).
   std::vector<std::future<testing::HttpResult>> scrapes;
   int answered = 0;
-  const absl::Time until = absl::Now() + absl::Seconds(1);
+  const absl::Time until = absl::Now() + absl::Seconds(2);
   while (scrapes.size() < 200 && (scrapes.empty() || absl::Now() < until)) {
     scrapes.push_back(std::async(std::launch::async, [&] {
       return testing::HttpGet(server_->http_address(), "/metrics");
