@@ -21,17 +21,13 @@ namespace evoscale::service {
 
 using LogField = std::pair<const char*, std::string>;
 
-// The line LogEvent writes, without its newline (for tests).
-inline std::string LogLine(absl::string_view event, std::initializer_list<LogField> fields) {
+inline void LogEvent(absl::string_view event, std::initializer_list<LogField> fields) {
   nlohmann::ordered_json line;
   line["event"] = std::string(event);
   for (const auto& [name, value] : fields) line[name] = value;
-  return line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-inline void LogEvent(absl::string_view event, std::initializer_list<LogField> fields) {
-  const std::string line = LogLine(event, fields) + "\n";
-  std::fwrite(line.data(), 1, line.size(), stderr);
+  const std::string text =
+      line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  std::fwrite(text.data(), 1, text.size(), stderr);
 }
 
 }  // namespace evoscale::service

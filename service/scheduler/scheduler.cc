@@ -154,8 +154,9 @@ int64_t DefaultMemoryCapacity() {
 // The client id of slot `i` of a study: asking with it hands back the slot's unfinished trial.
 std::string SlotClientId(int i) { return absl::StrCat("evoscaled/slot-", i); }
 
-std::pair<int64_t, int32_t> CreateTime(const v1::Study& s) {
-  return {s.create_time().seconds(), s.create_time().nanos()};
+absl::Time CreatedAt(const v1::Study& s) {
+  return absl::FromUnixSeconds(s.create_time().seconds()) +
+         absl::Nanoseconds(s.create_time().nanos());
 }
 
 }  // namespace
@@ -471,7 +472,7 @@ std::vector<v1::Study> Scheduler::SchedulableStudies() {
     const int pa = a.spec().trial_template().priority();
     const int pb = b.spec().trial_template().priority();
     if (pa != pb) return pa > pb;
-    return CreateTime(a) < CreateTime(b);
+    return CreatedAt(a) < CreatedAt(b);
   });
   return managed;
 }
@@ -516,8 +517,7 @@ void Scheduler::Admit(const std::vector<std::pair<Ask, std::optional<v1::Trial>>
     const v1::ResourceRequest r = sizer_.RequestFor(p.study, p.trial);
     waiting.push_back({.id = static_cast<int>(keys.size()),
                        .priority = p.study.spec().trial_template().priority(),
-                       .study_created = absl::FromUnixSeconds(p.study.create_time().seconds()) +
-                                        absl::Nanoseconds(p.study.create_time().nanos()),
+                       .study_created = CreatedAt(p.study),
                        .study = key.study,
                        .trial_id = p.trial.id(),
                        .request = {r.cpu_cores(), r.memory_bytes(), r.gpus()}});

@@ -84,12 +84,8 @@ void NoteHold(const char* what, long n) {
   errno = saved;
 }
 
-// A HOLD rule for fd's file: waits as long as it says, noting the hold.
-void Hold(const char* call, const char* path) {
-  int error = 0;
-  long hold_ms = 0;
-  InjectPath(call, path, &error, &hold_ms);
-  if (hold_ms <= 0) return;
+// A HOLD rule's wait: `hold_ms`, or less once EVOSCALE_FAULTS.release exists; noted.
+void Hold(long hold_ms) {
   static std::atomic<long> holds{0};
   const long n = ++holds;
   NoteHold("start", n);
@@ -111,8 +107,12 @@ bool Inject(const char* call, int fd, int* error) {
   const ssize_t n = readlink(link, path, sizeof path - 1);
   if (n <= 0) return false;
   path[n] = '\0';
-  if (std::strcmp(call, "fsync") == 0) Hold(call, path);
-  return InjectPath(call, path, error);
+  // One read of the rules decides both the hold and the failure.
+  long hold_ms = 0;
+  const bool hit =
+      InjectPath(call, path, error, std::strcmp(call, "fsync") == 0 ? &hold_ms : nullptr);
+  if (hold_ms > 0) Hold(hold_ms);
+  return hit;
 }
 
 // What statvfs of a faulty path shows.
