@@ -179,8 +179,9 @@ class Client:
 
 
 class Study(_MetadataMethods):
-    """A study on the server. `name`, `display_name` and `spec` are fixed; `state` and
-    `metadata` ask the server each time they are read."""
+    """A study on the server. `name`, `display_name` and `spec` are fixed; `state`,
+    `metadata`, `spent_core_seconds` and `remaining_core_seconds` ask the server each time they
+    are read."""
 
     def __init__(self, client: Client, proto: study_pb2.Study) -> None:
         self.client = client
@@ -230,6 +231,22 @@ class Study(_MetadataMethods):
     def metadata(self) -> dict[str, str]:
         """The study's metadata, read from the server."""
         return dict(self.refresh().proto.metadata)
+
+    @property
+    def spent_core_seconds(self) -> float:
+        """What the study's trials have spent, in core-seconds (each trial: the cores it held x
+        its wall seconds; an ask/tell trial: resources.cpu_cores, 1 when unset, x its latest
+        measurement's elapsed_seconds), read from the server."""
+        return self.refresh().proto.spent_core_seconds
+
+    @property
+    def remaining_core_seconds(self) -> float | None:
+        """What is left of spec.budget_core_seconds (never below 0), read from the server;
+        None when the study has no budget."""
+        proto = self.refresh().proto
+        if proto.spec.budget_core_seconds <= 0:
+            return None
+        return proto.remaining_core_seconds
 
     def update_metadata(
         self, set: Mapping[str, str] | None = None, remove: Iterable[str] = ()
@@ -296,13 +313,20 @@ class Study(_MetadataMethods):
         stopped: bool = False,
         infeasible: str | None = None,
         measurements: Iterable[tuple[int, Metrics]] = (),
+        active: bool = False,
+        client_id: str | None = None,
     ) -> Trial:
         """Adds a trial with these parameters (CreateTrial). Without a result, a REQUESTED one
         that the next ask hands out. With a result known from elsewhere: `metrics` makes it
         SUCCEEDED; `stopped=True` STOPPED (a run stopped early: `metrics`, else its last
-        measurement, is final); `infeasible="why"` INFEASIBLE. `measurements` are its
-        intermediate (step, metrics) pairs."""
-        trial = study_pb2.Trial(client_id=self.client.client_id)
+        measurement, is final); `infeasible="why"` INFEASIBLE. `active=True` makes it ACTIVE
+        instead: parameters chosen elsewhere, run by this client from now (report, should_stop,
+        tell as an asked trial; no result yet; once a budget_core_seconds is spent, the server
+        answers FailedPreconditionError). `measurements` are its intermediate (step, metrics)
+        pairs; `client_id` the client running it (default: the Client's)."""
+        if active and (metrics is not None or stopped or infeasible is not None):
+            raise ValueError("active: an ACTIVE trial is still running; it has no result yet")
+        trial = study_pb2.Trial(client_id=client_id or self.client.client_id)
         for key, value in params.items():
             trial.parameters.append(_parameter(key, value))
         for step, values in measurements:
@@ -317,6 +341,8 @@ class Study(_MetadataMethods):
             trial.state = study_pb2.Trial.STOPPED
         elif metrics is not None:
             trial.state = study_pb2.Trial.SUCCEEDED
+        elif active:
+            trial.state = study_pb2.Trial.ACTIVE
         created = self.client.call(
             "CreateTrial", study_pb2.CreateTrialRequest(parent=self.name, trial=trial)
         )
