@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "search/internal/cost_aware.h"
 #include "search/types.h"
 
 namespace evoscale::search {
@@ -99,7 +100,7 @@ bool AshaStop(const EarlyStoppingConfig& config, const MetricConfig& metric, con
 }  // namespace
 
 bool ShouldStop(const EarlyStoppingConfig& config, const MetricConfig& metric, const Trial& trial,
-                absl::Span<const Trial> others) {
+                absl::Span<const Trial> others, const BudgetView& budget) {
   if (config.policy == EarlyStoppingPolicy::kNone) return false;
   const std::optional<int64_t> step = LatestStep(trial, metric);
   if (!step.has_value() || *step < config.min_steps) return false;
@@ -110,6 +111,15 @@ bool ShouldStop(const EarlyStoppingConfig& config, const MetricConfig& metric, c
       return MedianStop(config, metric, trial, others, *step);
     case EarlyStoppingPolicy::kAsha:
       return AshaStop(config, metric, trial, others, *step);
+    case EarlyStoppingPolicy::kCostAware:
+      return internal::CostAwareStop(
+          {.max_step = config.max_step,
+           .min_resource = config.min_resource,
+           .reduction_factor = config.reduction_factor,
+           .min_trials = config.min_trials,
+           .budget_core_seconds = budget.budget_core_seconds,
+           .spent_core_seconds = budget.spent_core_seconds},
+          metric, trial, others);
   }
   return false;
 }

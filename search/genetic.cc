@@ -27,8 +27,15 @@
 //   redrawn, and on stagnation (the model's step collapses or the best stops improving) the
 //   model restarts around another member of the elite with its initial step.
 //
+// - Cost-aware, when the study has a budget in core-seconds and a max_step: a second Gaussian
+//   process learns the log core-seconds of a full run from every completed trial (a full run
+//   as measured; a stopped one extrapolated from its elapsed time at the step it reached, by
+//   the study's median exponent of time in steps), and screening ranks candidates by quality
+//   rank + alpha x cost rank, alpha = kCostWeight x the share of the budget still unspent: the
+//   search starts cheap and ends on quality alone.
+//
 // Cost per suggestion: a move, plus for a screened one `candidates` draws and GP predictions
-// (O(candidates m d), m <= 80 points); per Update the two surrogates' fits (gp.h, parzen.h).
+// (O(candidates m d), m <= 80 points); per Update the surrogates' fits (gp.h, parzen.h).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -97,6 +104,38 @@ constexpr double kMinMutationStep = 0.01;
 constexpr double kMaxMutationStep = 0.2;
 // Pending points repel candidates within this share of the model's typical sample distance.
 constexpr double kSpread = 0.3;
+// Cost-aware screening: the weight of a candidate's predicted cost rank against its predicted
+// quality rank at the start of a budget (it falls to 0 as the budget is spent).
+constexpr double kCostWeight = 1.0;
+
+// What a completed trial tells of the cost of a full run of its parameters.
+struct CostPoint {
+  Genome genome;
+  double core_seconds = 0;  // what it spent: cores x its latest elapsed seconds
+  int64_t step = 0;         // the furthest step it reported
+  double exponent = std::numeric_limits<double>::quiet_NaN();  // its elapsed ~ step^exponent
+};
+
+// The cost point of `trial`, or nullopt when it reported no elapsed time.
+std::optional<CostPoint> CostOf(const Genome& genome, const Trial& trial) {
+  CostPoint point{.genome = genome};
+  const Measurement* first = nullptr;  // the first report with elapsed time and a step
+  double elapsed = 0;
+  for (const Measurement& m : trial.measurements) {
+    point.step = std::max(point.step, m.step);
+    elapsed = std::max(elapsed, m.elapsed_seconds);
+    if (first == nullptr && m.elapsed_seconds > 0 && m.step > 0) first = &m;
+  }
+  point.step = std::max(point.step, trial.final_measurement.step);
+  elapsed = std::max(elapsed, trial.final_measurement.elapsed_seconds);
+  if (!(elapsed > 0)) return std::nullopt;
+  point.core_seconds = elapsed * (trial.cpu_cores > 0 ? trial.cpu_cores : 1);
+  if (first != nullptr && point.step > first->step && elapsed > first->elapsed_seconds) {
+    point.exponent = std::log(elapsed / first->elapsed_seconds) /
+                     std::log(static_cast<double>(point.step) / static_cast<double>(first->step));
+  }
+  return point;
+}
 
 // The moves an offspring can come from.
 enum Move : int { kCma, kCmaScreened, kGa, kGaScreened, kParzen, kMoves };
@@ -108,7 +147,10 @@ class GeneticDesigner final : public EvolutionaryDesigner {
         options_(options),
         seed_(problem.seed),
         parzen_(codec()),
-        gp_(codec()) {
+        gp_(codec()),
+        cost_gp_(codec()),
+        budget_(problem.budget_core_seconds),
+        max_step_(problem.max_step) {
     // Starting shares: local_search_rate for the two CMA-ES moves, the rest for the others.
     const double cma = options_.local_search_rate / 2, other = (1 - options_.local_search_rate) / 3;
     prior_ = {cma, cma, other, other, other};
@@ -191,12 +233,57 @@ class GeneticDesigner final : public EvolutionaryDesigner {
     }
   }
 
+  void ObserveTrial(const Genome& genome, const Trial& trial) override {
+    if (!CostAware()) return;
+    if (std::optional<CostPoint> point = CostOf(genome, trial)) {
+      spent_completed_ += point->core_seconds;
+      costs_.push_back(*std::move(point));
+    }
+  }
+
+  void ObservePending(absl::Span<const Trial> pending) override {
+    if (!CostAware()) return;
+    spent_pending_ = 0;
+    for (const Trial& t : pending) {
+      if (std::optional<CostPoint> point = CostOf(Genome(), t)) spent_pending_ += point->core_seconds;
+    }
+  }
+
   void AfterUpdate() override {
     if (history_.size() != fitted_on_) {
       parzen_.Fit(history_, history_fitness_);
       gp_.Fit(history_, history_fitness_);
       fitted_on_ = history_.size();
     }
+    if (CostAware() && costs_.size() != cost_fitted_on_) FitCostModel();
+    const double unspent = CostAware() ? 1 - (spent_completed_ + spent_pending_) / budget_ : 0;
+    cost_weight_ = cost_gp_.fitted() ? kCostWeight * std::clamp(unspent, 0.0, 1.0) : 0;
+  }
+
+  bool CostAware() const { return budget_ > 0 && max_step_ > 0; }
+
+  // Fits cost_gp_ on the log core-seconds of a full run of each costed trial.
+  void FitCostModel() {
+    std::vector<double> exponents;
+    for (const CostPoint& p : costs_) {
+      if (std::isfinite(p.exponent)) exponents.push_back(p.exponent);
+    }
+    double exponent = 1;
+    if (!exponents.empty()) {
+      std::nth_element(exponents.begin(), exponents.begin() + exponents.size() / 2, exponents.end());
+      exponent = std::clamp(exponents[exponents.size() / 2], 0.05, 2.0);
+    }
+    std::vector<Genome> genomes;
+    std::vector<Fitness> log_costs;
+    for (const CostPoint& p : costs_) {
+      const double steps = static_cast<double>(std::max<int64_t>(1, p.step));
+      const double full = p.step >= max_step_ ? p.core_seconds
+                          : p.core_seconds * std::pow(static_cast<double>(max_step_) / steps, exponent);
+      genomes.push_back(p.genome);
+      log_costs.push_back(Fitness{.failed = false, .losses = {std::log(full)}});
+    }
+    cost_gp_.Fit(genomes, log_costs);
+    cost_fitted_on_ = costs_.size();
   }
 
   // The move of a suggestion whose stream starts with `u`: the shares' interval `u` falls
@@ -241,7 +328,8 @@ class GeneticDesigner final : public EvolutionaryDesigner {
                          : move == kParzen && parzen_.fitted() ? parzen_.Sample(rng)
                                                                : GaChild(rng);
       if (draws == 1) return candidate;
-      const double predicted = gp_.Predict(candidate);
+      double predicted = gp_.Predict(candidate);
+      if (cost_weight_ > 0) predicted += cost_weight_ * cost_gp_.Predict(candidate);
       if (predicted < best_predicted) {
         best_predicted = predicted;
         best = std::move(candidate);
@@ -357,6 +445,16 @@ class GeneticDesigner final : public EvolutionaryDesigner {
   ParzenDensity parzen_;
   GpSurrogate gp_;
   size_t fitted_on_ = 0;  // history_.size() at the last fit
+  // Cost-aware screening (CostAware()): constant after construction, then a function of the
+  // completed trials in order, and of the pending ones of the last Update.
+  GpSurrogate cost_gp_;
+  const double budget_;
+  const int64_t max_step_;
+  std::vector<CostPoint> costs_;
+  size_t cost_fitted_on_ = 0;
+  double spent_completed_ = 0;
+  double spent_pending_ = 0;
+  double cost_weight_ = 0;  // alpha: set by AfterUpdate
 };
 
 }  // namespace

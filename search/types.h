@@ -63,7 +63,8 @@ struct Measurement {
   std::map<std::string, double> metrics;
 };
 
-enum class TrialStatus { kPending, kSucceeded, kInfeasible, kFailed };
+// kStopped: stopped early (a shortened run); its final measurement is its last intermediate one.
+enum class TrialStatus { kPending, kSucceeded, kInfeasible, kFailed, kStopped };
 
 // A trial as the designers see it.
 struct Trial {
@@ -72,6 +73,7 @@ struct Trial {
   TrialStatus status = TrialStatus::kPending;
   std::vector<Measurement> measurements;  // intermediate, in order of arrival
   Measurement final_measurement;          // meaningful when status == kSucceeded
+  double cpu_cores = 1;                   // the cores it holds (what a core-second costs it)
 };
 
 struct ProblemStatement {
@@ -80,6 +82,10 @@ struct ProblemStatement {
   Algorithm algorithm = Algorithm::kGenetic;
   std::map<std::string, std::string> settings;
   uint64_t seed = 0;
+  // Cost-aware search: the study's budget in core-seconds (0 = none) and the step of a full
+  // run (0 = unknown). Designers that weigh cost read them; others ignore them.
+  double budget_core_seconds = 0;
+  int64_t max_step = 0;
 };
 
 }  // namespace evoscale::search

@@ -59,8 +59,11 @@ void EvolutionaryDesigner::Update(absl::Span<const Trial> newly_completed,
   for (const Trial& trial : newly_completed) {
     tried_.insert(Fingerprint(trial.parameters));
     ++observed_;
-    Observe(codec_.Encode(trial.parameters), fitness_.Evaluate(trial), trial.id - 1);
+    const Genome genome = codec_.Encode(trial.parameters);
+    Observe(genome, fitness_.Evaluate(trial), trial.id - 1);
+    ObserveTrial(genome, trial);
   }
+  ObservePending(pending);
   pending_keys_.clear();
   pending_genomes_.clear();
   for (const Trial& trial : pending) {

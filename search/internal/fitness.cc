@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -30,7 +31,15 @@ FitnessFunction::FitnessFunction(absl::Span<const MetricConfig> metrics, bool si
 
 Fitness FitnessFunction::Evaluate(const Trial& trial) const {
   Fitness fitness;
-  if (trial.status != TrialStatus::kSucceeded) return fitness;
+  if (trial.status != TrialStatus::kSucceeded && trial.status != TrialStatus::kStopped) {
+    return fitness;
+  }
+  if (trial.status == TrialStatus::kStopped) {
+    fitness.stopped_at = std::max<int64_t>(1, trial.final_measurement.step);
+    for (const Measurement& m : trial.measurements) {
+      fitness.stopped_at = std::max(fitness.stopped_at, m.step);
+    }
+  }
   const auto& metrics = trial.final_measurement.metrics;
   fitness.losses.reserve(objectives_.size());
   for (const MetricConfig& objective : objectives_) {
@@ -54,15 +63,28 @@ Fitness FitnessFunction::Evaluate(const Trial& trial) const {
   return fitness;
 }
 
+namespace {
+
+// True when `a` went further than `b` (a full run is furthest).
+bool Further(const Fitness& a, const Fitness& b) {
+  if (a.stopped_at == b.stopped_at) return false;
+  if (a.stopped_at == 0 || b.stopped_at == 0) return a.stopped_at == 0;
+  return a.stopped_at > b.stopped_at;
+}
+
+}  // namespace
+
 bool Better(const Fitness& a, const Fitness& b) {
   if (a.failed || b.failed) return !a.failed && b.failed;
   if (a.violation != b.violation) return a.violation < b.violation;
+  if (a.stopped_at != b.stopped_at) return Further(a, b);
   return !a.losses.empty() && !b.losses.empty() && a.losses[0] < b.losses[0];
 }
 
 bool Dominates(const Fitness& a, const Fitness& b) {
   if (a.failed || b.failed) return !a.failed && b.failed;
   if (a.violation != b.violation) return a.violation < b.violation;
+  if (a.stopped_at != b.stopped_at) return Further(a, b);
   bool better_somewhere = false;
   for (size_t k = 0; k < a.losses.size() && k < b.losses.size(); ++k) {
     if (a.losses[k] > b.losses[k]) return false;

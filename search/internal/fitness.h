@@ -4,6 +4,7 @@
 #ifndef EVOSCALE_SEARCH_INTERNAL_FITNESS_H_
 #define EVOSCALE_SEARCH_INTERNAL_FITNESS_H_
 
+#include <cstdint>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -12,11 +13,13 @@
 namespace evoscale::search::internal {
 
 // Lower is better, compared lexicographically: first the total constraint violation (0 when
-// feasible), then the losses. A trial that cannot be ranked has `failed` set and compares
-// worse than every other.
+// feasible), then how far the run went (a full run before any stopped one, and a run stopped
+// later before one stopped earlier: it was promoted further), then the losses. A trial that
+// cannot be ranked has `failed` set and compares worse than every other.
 struct Fitness {
   bool failed = true;
   double violation = 0;         // sum of threshold violations, each relative to the threshold
+  int64_t stopped_at = 0;       // 0: a full run; else the last step of a run stopped early
   std::vector<double> losses;   // one per objective: the value, negated for MAXIMIZE
 };
 
@@ -29,8 +32,9 @@ class FitnessFunction {
 
   int num_objectives() const { return static_cast<int>(objectives_.size()); }
 
-  // Never fails: a trial that is not kSucceeded, or lacks an objective, comes back failed; a
-  // missing or NaN constraint metric counts as a large violation.
+  // Never fails: a trial that is neither kSucceeded nor kStopped, or lacks an objective, comes
+  // back failed; a missing or NaN constraint metric counts as a large violation. A kStopped
+  // trial is ranked by its final measurement (its last value) at the step it stopped at.
   Fitness Evaluate(const Trial& trial) const;
 
  private:
@@ -40,12 +44,12 @@ class FitnessFunction {
 };
 
 // Single-objective order: true when `a` ranks strictly before `b` (failed last, then less
-// violation, then a lower first loss).
+// violation, then the further run, then a lower first loss).
 bool Better(const Fitness& a, const Fitness& b);
 
 // Constrained Pareto dominance (Deb's feasibility-first rule): a non-failed trial dominates a
-// failed one; less violation dominates more; between equally feasible trials, ordinary
-// dominance of the losses.
+// failed one; less violation dominates more; a further run dominates a shorter one; between
+// equally feasible runs as long, ordinary dominance of the losses.
 bool Dominates(const Fitness& a, const Fitness& b);
 
 }  // namespace evoscale::search::internal

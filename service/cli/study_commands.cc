@@ -79,6 +79,15 @@ Rows StudyRows(const v1::Study& study) {
                          ? "GENETIC (default)"
                          : v1::AlgorithmSpec::Algorithm_Name(spec.algorithm().algorithm())},
   };
+  if (spec.budget_core_seconds() > 0) {
+    rows.push_back({"budget:", absl::StrCat(FormatNumber(spec.budget_core_seconds()),
+                                            " core-seconds: spent ",
+                                            FormatNumber(study.spent_core_seconds()), ", left ",
+                                            FormatNumber(study.remaining_core_seconds()))});
+  } else if (study.spent_core_seconds() > 0) {
+    rows.push_back({"spent:", absl::StrCat(FormatNumber(study.spent_core_seconds()),
+                                           " core-seconds (no budget)")});
+  }
   for (const v1::MetricSpec& metric : spec.metrics()) {
     std::string text = absl::StrCat(metric.name(), " ", v1::MetricSpec::Goal_Name(metric.goal()));
     if (metric.has_safety_threshold()) {
@@ -138,12 +147,16 @@ void AddParameterRows(const v1::ParameterSpec& parameter, const std::string& ind
 }
 
 void AddEarlyStoppingRow(const v1::StudySpec& spec, Rows& rows) {
+  const v1::EarlyStoppingSpec& es = spec.early_stopping();
+  const bool cost_aware_default = es.policy() == v1::EarlyStoppingSpec::POLICY_UNSPECIFIED &&
+                                  spec.budget_core_seconds() > 0 && es.max_step() >= 1;
   if (!spec.has_early_stopping() ||
-      spec.early_stopping().policy() == v1::EarlyStoppingSpec::POLICY_UNSPECIFIED) {
+      (es.policy() == v1::EarlyStoppingSpec::POLICY_UNSPECIFIED && !cost_aware_default)) {
     return;
   }
-  const v1::EarlyStoppingSpec& es = spec.early_stopping();
-  std::string text = v1::EarlyStoppingSpec::Policy_Name(es.policy());
+  std::string text = cost_aware_default ? std::string("COST_AWARE (default with a budget)")
+                                        : v1::EarlyStoppingSpec::Policy_Name(es.policy());
+  if (es.max_step() > 0) absl::StrAppend(&text, ", max_step ", es.max_step());
   if (es.min_steps() > 0) absl::StrAppend(&text, ", min_steps ", es.min_steps());
   if (es.min_trials() > 0) absl::StrAppend(&text, ", min_trials ", es.min_trials());
   if (es.policy() == v1::EarlyStoppingSpec::ASHA) {

@@ -76,13 +76,16 @@ void Log(const std::string& what, const std::string& trial, const std::string& d
 // Turns a trial's events into measurements and early-stopping checks.
 class Reporter : public ta::TrialObserver {
  public:
-  // `first_step`: the step after the trial's last recorded measurement (1 for a fresh run).
+  // `first_step`: the step after the trial's last recorded measurement (1 for a fresh run);
+  // `first_elapsed`: that measurement's elapsed_seconds (0 for a fresh run), from which a
+  // resumed run's clock goes on, so that the trial's elapsed time never goes backwards.
   Reporter(StudyCore* core, Clock* clock, std::string study, std::string trial_name,
-           int64_t first_step, absl::Duration grace, std::function<void(absl::Duration)> stop,
+           int64_t first_step, double first_elapsed, absl::Duration grace,
+           std::function<void(absl::Duration)> stop,
            const std::function<void(const v1::TelemetrySample&)>* usage_sink)
       : core_(core), clock_(clock), study_(std::move(study)), trial_(std::move(trial_name)),
         grace_(grace), stop_(std::move(stop)), usage_sink_(usage_sink), start_(clock->Now()),
-        next_step_(first_step) {}
+        next_step_(first_step), first_elapsed_(first_elapsed) {}
 
   // One sample a second into the telemetry store.
   void OnUsage(const ta::UsageSample& u) override {
@@ -109,8 +112,9 @@ class Reporter : public ta::TrialObserver {
     // the history keeps the first report of each step and stays in order.
     if (m->step() < next_step_) return;
     next_step_ = m->step() + 1;
-    m->set_elapsed_seconds(e.elapsed_s >= 0 ? e.elapsed_s
-                                            : absl::ToDoubleSeconds(clock_->Now() - start_));
+    m->set_elapsed_seconds(first_elapsed_ +
+                           (e.elapsed_s >= 0 ? e.elapsed_s
+                                             : absl::ToDoubleSeconds(clock_->Now() - start_)));
     for (const auto& [name, value] : e.metrics) (*m->mutable_metrics())[name] = value;
     absl::StatusOr<v1::Trial> added = core_->Call(req);
     if (!added.ok()) {
@@ -136,8 +140,16 @@ class Reporter : public ta::TrialObserver {
   const absl::Time start_;
   absl::Time last_usage_ = absl::InfinitePast();
   int64_t next_step_;
+  const double first_elapsed_;
   bool warned_ = false;
 };
+
+// The elapsed seconds of a trial's latest measurement (0 with none).
+double LatestElapsed(const v1::Trial& trial) {
+  double latest = 0;
+  for (const v1::Measurement& m : trial.measurements()) latest = std::max(latest, m.elapsed_seconds());
+  return latest;
+}
 
 // 80% of this machine's memory (MemTotal in /proc/meminfo).
 int64_t DefaultMemoryCapacity() {
@@ -669,7 +681,8 @@ void Scheduler::Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial wai
       trial.measurements_size() > 0
           ? trial.measurements(trial.measurements_size() - 1).step() + 1
           : 1;
-  Reporter reporter(core_, clock_, study.name(), trial.name(), first_step, options_.stop_grace,
+  Reporter reporter(core_, clock_, study.name(), trial.name(), first_step, LatestElapsed(trial),
+                    options_.stop_grace,
                     [slot](absl::Duration grace) { slot->RequestStop(grace); },
                     &options_.usage_sink);
   absl::StatusOr<ta::TrialRunner*> runner = runners_->RunnerFor(study);

@@ -408,10 +408,19 @@ absl::Status ValidateEarlyStopping(const v1::EarlyStoppingSpec& es) {
     case v1::EarlyStoppingSpec::NONE:
     case v1::EarlyStoppingSpec::MEDIAN:
     case v1::EarlyStoppingSpec::ASHA:
+    case v1::EarlyStoppingSpec::COST_AWARE:
       break;
     default:
       return InvalidArgumentError(
           StrCat("spec.early_stopping.policy: unknown policy ", es.policy()));
+  }
+  if (es.max_step() < 0) {
+    return InvalidArgumentError(StrCat("spec.early_stopping.max_step: ", es.max_step(),
+                                       " must be >= 1 (the step of a full run; 0 = unknown)"));
+  }
+  if (es.policy() == v1::EarlyStoppingSpec::COST_AWARE && es.max_step() < 1) {
+    return InvalidArgumentError(
+        "spec.early_stopping.max_step: 0 must be >= 1: COST_AWARE needs the step of a full run");
   }
   if (es.min_steps() < 0) return InvalidArgumentError("spec.early_stopping.min_steps: must be >= 0");
   if (es.min_trials() < 0) return InvalidArgumentError("spec.early_stopping.min_trials: must be >= 0");
@@ -432,6 +441,11 @@ absl::Status ValidateBudgetAndTemplate(const v1::StudySpec& spec) {
   if (spec.max_trials() < 0) {
     return InvalidArgumentError(
         StrCat("spec.max_trials: ", spec.max_trials(), " must be >= 0 (0 = unlimited)"));
+  }
+  if (!(spec.budget_core_seconds() >= 0) || !std::isfinite(spec.budget_core_seconds())) {
+    return InvalidArgumentError(StrFormat(
+        "spec.budget_core_seconds: %g must be a finite number >= 0 (0 = no budget)",
+        spec.budget_core_seconds()));
   }
   if (!(spec.heartbeat_timeout_seconds() >= 0) || !std::isfinite(spec.heartbeat_timeout_seconds())) {
     return InvalidArgumentError(StrFormat(
@@ -461,18 +475,49 @@ absl::StatusOr<search::ProblemStatement> ToProblem(const v1::StudySpec& spec) {
   problem.space.parameters = *std::move(parameters);
   if (absl::Status st = SetAlgorithm(spec.algorithm(), &problem); !st.ok()) return st;
   if (absl::Status st = ValidateEarlyStopping(spec.early_stopping()); !st.ok()) return st;
+  if (ToEarlyStopping(spec).policy == search::EarlyStoppingPolicy::kCostAware) {
+    int objectives = 0;
+    for (const search::MetricConfig& m : problem.metrics) objectives += m.safety_threshold ? 0 : 1;
+    if (objectives != 1) {
+      return InvalidArgumentError(StrCat(
+          "spec.early_stopping.policy: COST_AWARE needs exactly one objective metric (the study "
+          "has ", objectives, ")"));
+    }
+  }
   if (absl::Status st = ValidateBudgetAndTemplate(spec); !st.ok()) return st;
+  problem.budget_core_seconds = spec.budget_core_seconds();
+  problem.max_step = spec.early_stopping().max_step();
   return problem;
 }
 
-search::EarlyStoppingConfig ToEarlyStopping(const v1::EarlyStoppingSpec& spec) {
+double TrialCoreSeconds(const v1::Trial& trial) {
+  const double cores = trial.resources().cpu_cores() > 0 ? trial.resources().cpu_cores() : 1.0;
+  double seconds = trial.usage().wall_seconds();
+  for (const v1::Measurement& m : trial.measurements()) {
+    seconds = std::max(seconds, m.elapsed_seconds());
+  }
+  seconds = std::max(seconds, trial.final_measurement().elapsed_seconds());
+  return cores * seconds;
+}
+
+search::EarlyStoppingConfig ToEarlyStopping(const v1::StudySpec& study) {
+  const v1::EarlyStoppingSpec& spec = study.early_stopping();
   search::EarlyStoppingConfig c;
-  switch (spec.policy()) {
+  v1::EarlyStoppingSpec::Policy policy = spec.policy();
+  // A budget makes COST_AWARE the default, once the study says what a full run is.
+  if (policy == v1::EarlyStoppingSpec::POLICY_UNSPECIFIED && study.budget_core_seconds() > 0 &&
+      spec.max_step() >= 1) {
+    policy = v1::EarlyStoppingSpec::COST_AWARE;
+  }
+  switch (policy) {
     case v1::EarlyStoppingSpec::MEDIAN:
       c.policy = search::EarlyStoppingPolicy::kMedian;
       break;
     case v1::EarlyStoppingSpec::ASHA:
       c.policy = search::EarlyStoppingPolicy::kAsha;
+      break;
+    case v1::EarlyStoppingSpec::COST_AWARE:
+      c.policy = search::EarlyStoppingPolicy::kCostAware;
       break;
     default:
       c.policy = search::EarlyStoppingPolicy::kNone;
@@ -482,6 +527,7 @@ search::EarlyStoppingConfig ToEarlyStopping(const v1::EarlyStoppingSpec& spec) {
   if (spec.min_trials() > 0) c.min_trials = spec.min_trials();
   if (spec.min_resource() > 0) c.min_resource = spec.min_resource();
   if (spec.reduction_factor() > 1) c.reduction_factor = spec.reduction_factor();
+  c.max_step = spec.max_step();
   return c;
 }
 
@@ -735,8 +781,10 @@ search::Trial ToSearchTrial(const v1::Trial& trial) {
       t.status = search::TrialStatus::kInfeasible;
       break;
     case v1::Trial::FAILED:
-    case v1::Trial::STOPPED:  // a shortened run: never the best, ranked with the failures
       t.status = search::TrialStatus::kFailed;
+      break;
+    case v1::Trial::STOPPED:  // a shortened run: never the best, ranked below every full one
+      t.status = search::TrialStatus::kStopped;
       break;
     default:
       t.status = search::TrialStatus::kPending;
@@ -745,6 +793,7 @@ search::Trial ToSearchTrial(const v1::Trial& trial) {
   t.measurements.reserve(trial.measurements_size());
   for (const auto& m : trial.measurements()) t.measurements.push_back(ToSearchMeasurement(m));
   t.final_measurement = ToSearchMeasurement(trial.final_measurement());
+  if (trial.resources().cpu_cores() > 0) t.cpu_cores = trial.resources().cpu_cores();
   return t;
 }
 

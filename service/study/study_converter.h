@@ -28,7 +28,14 @@ inline constexpr int kMaxConditionDepth = 8;
 // Validates the whole spec and converts it. Field paths start with "spec.".
 absl::StatusOr<search::ProblemStatement> ToProblem(const v1::StudySpec& spec);
 
-search::EarlyStoppingConfig ToEarlyStopping(const v1::EarlyStoppingSpec& spec);
+// The early-stopping rule of a valid spec: its policy (COST_AWARE when none is set and the
+// study has a budget and a max_step) and settings.
+search::EarlyStoppingConfig ToEarlyStopping(const v1::StudySpec& spec);
+
+// What a trial has cost in core-seconds: the cores it held (resources.cpu_cores, 1 when unset)
+// x its wall seconds (its usage's, else its latest measurement's elapsed_seconds). A deleted
+// trial (a tombstone) costs nothing.
+double TrialCoreSeconds(const v1::Trial& trial);
 
 // Checks that `params` assign exactly the active parameters of `space`, each of the right
 // type and within its bounds, and converts them. Paths start with `path` ("trial.parameters").

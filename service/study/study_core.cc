@@ -333,6 +333,11 @@ StudyCore::Applied<absl::StatusOr<v1::Trial>> StudyCore::Apply(const v1::CreateT
     return absl::FailedPreconditionError(absl::StrFormat(
         "study \"%s\" already holds max_trials=%d trials", s.study.name(), max_trials));
   }
+  if (ended->state() == v1::Trial::ACTIVE && s.budget_spent()) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("study \"%s\" has spent its budget_core_seconds=%g", s.study.name(),
+                        s.budget_core_seconds));
+  }
   const google::protobuf::Timestamp now = ToProto(clock_->Now());
   v1::Trial t;
   t.set_id(static_cast<int64_t>(s.trials.size()) + 1);
@@ -344,7 +349,10 @@ StudyCore::Applied<absl::StatusOr<v1::Trial>> StudyCore::Apply(const v1::CreateT
   t.set_state(ended->state());
   *t.mutable_measurements() = ended->measurements();
   int64_t seq = 0;
-  if (ended->state() != v1::Trial::REQUESTED) {  // it ended elsewhere
+  if (ended->state() == v1::Trial::ACTIVE) {  // its client runs it from now
+    *t.mutable_start_time() = now;
+    *t.mutable_heartbeat_time() = now;
+  } else if (ended->state() != v1::Trial::REQUESTED) {  // it ended elsewhere
     if (ended->has_final_measurement()) *t.mutable_final_measurement() = ended->final_measurement();
     t.set_infeasible_reason(ended->infeasible_reason());
     *t.mutable_start_time() = now;
@@ -412,6 +420,10 @@ StudyCore::Applied<absl::StatusOr<v1::Trial>> StudyCore::Apply(
   if (t.measurements_size() >= kMaxMeasurementsPerTrial) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "trial \"%s\" already holds %d measurements", t.name(), kMaxMeasurementsPerTrial));
+  }
+  if (absl::Status st = internal::RequireElapsedForward(t, req.measurement(), "measurement");
+      !st.ok()) {
+    return st;
   }
   v1::Trial n = t;
   *n.add_measurements() = req.measurement();
@@ -513,8 +525,10 @@ StudyCore::Applied<absl::StatusOr<v1::CheckTrialEarlyStoppingStateResponse>> Stu
   for (const v1::Trial& o : trial->trials) {
     if (o.id() != t.id() && o.measurements_size() > 0) others.push_back(ToSearchTrial(o));
   }
+  const search::BudgetView budget{.budget_core_seconds = trial->budget_core_seconds,
+                                  .spent_core_seconds = trial->spent_core_seconds};
   resp.set_should_stop(search::ShouldStop(trial->early_stopping, PrimaryMetric(trial->problem),
-                                          ToSearchTrial(t), others));
+                                          ToSearchTrial(t), others, budget));
   if (!resp.should_stop()) return resp;
   // As Vizier: the decision is kept (the trial is STOPPING), so the client's CompleteTrial
   // ends it STOPPED and later checks answer the same.

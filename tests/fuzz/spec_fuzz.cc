@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!spec.ParseFromArray(data, static_cast<int>(size))) return -1;  // not a StudySpec
   absl::StatusOr<evoscale::search::ProblemStatement> problem = evoscale::service::ToProblem(spec);
   if (!problem.ok()) return 0;
-  evoscale::service::ToEarlyStopping(spec.early_stopping());
+  evoscale::service::ToEarlyStopping(spec);
   absl::StatusOr<std::unique_ptr<evoscale::search::Designer>> designer =
       evoscale::search::CreateDesigner(*problem);
   if (!designer.ok()) return 0;  // e.g. an unknown setting: the service rejects the study

@@ -1376,9 +1376,10 @@ TEST_F(StudyServiceTest, CreateTrialRecordsResultsFromElsewhereInTheirOwnState) 
 
 TEST_F(StudyServiceTest, CreateTrialWithAnImpossibleEndingIsInvalidArgument) {
   v1::Trial t = AdamTrial(0.5, 3);
-  t.set_state(v1::Trial::ACTIVE);
-  ExpectCreateTrialRejected(
-      t, "trial.state: a trial is created REQUESTED, SUCCEEDED, STOPPED or INFEASIBLE, not ACTIVE");
+  t.set_state(v1::Trial::STOPPING);
+  ExpectCreateTrialRejected(t,
+                            "trial.state: a trial is created REQUESTED, ACTIVE, SUCCEEDED, STOPPED "
+                            "or INFEASIBLE, not STOPPING");
   t.set_state(v1::Trial::SUCCEEDED);
   ExpectCreateTrialRejected(
       t, "trial.final_measurement: a SUCCEEDED trial needs one (or, STOPPED, a measurement)");
@@ -2453,6 +2454,247 @@ TEST_F(StudyServicePowerTest, AWriteTheDatabaseRefusesStopsTheServiceUntilRestar
   EXPECT_EQ(study.trial_count(), 3);
   EXPECT_EQ(client_->MustGetTrial(seed_trials_[1]).measurements_size(), 1);
   EXPECT_EQ(client_->MustSuggest(seed_study_, 1, "other-worker").trials(0).id(), 4);
+}
+
+// ---- Budgets in core-seconds, COST_AWARE --------------------------------------------------
+
+TEST_F(StudyServiceTest, CreateStudyRejectsNegativeBudget) {
+  v1::StudySpec spec = ValidSpec();
+  spec.set_budget_core_seconds(-1);
+  ExpectCreateStudyRejected(
+      spec, "study.spec.budget_core_seconds: -1 must be a finite number >= 0 (0 = no budget)");
+}
+
+TEST_F(StudyServiceTest, CreateStudyRejectsNaNBudget) {
+  v1::StudySpec spec = ValidSpec();
+  spec.set_budget_core_seconds(kNaN);
+  ExpectCreateStudyRejected(
+      spec, "study.spec.budget_core_seconds: nan must be a finite number >= 0 (0 = no budget)");
+}
+
+TEST_F(StudyServiceTest, CreateStudyRejectsNegativeMaxStep) {
+  v1::StudySpec spec = ValidSpec();
+  spec.mutable_early_stopping()->set_max_step(-5);
+  ExpectCreateStudyRejected(spec, "study.spec.early_stopping.max_step: -5 must be >= 1");
+}
+
+TEST_F(StudyServiceTest, CreateStudyRejectsCostAwareWithoutMaxStep) {
+  v1::StudySpec spec = ValidSpec();
+  spec.mutable_early_stopping()->set_policy(v1::EarlyStoppingSpec::COST_AWARE);
+  ExpectCreateStudyRejected(
+      spec, "study.spec.early_stopping.max_step: 0 must be >= 1: COST_AWARE needs the step of a full run");
+}
+
+TEST_F(StudyServiceTest, CreateStudyRejectsCostAwareWithoutASingleObjective) {
+  v1::StudySpec spec = ValidSpec();
+  spec.mutable_early_stopping()->set_policy(v1::EarlyStoppingSpec::COST_AWARE);
+  spec.mutable_early_stopping()->set_max_step(10);
+  v1::MetricSpec* second = spec.add_metrics();
+  second->set_name("latency");
+  second->set_goal(v1::MetricSpec::MINIMIZE);
+  ExpectCreateStudyRejected(spec,
+                            "study.spec.early_stopping.policy: COST_AWARE needs exactly one "
+                            "objective metric (the study has 2)");
+}
+
+TEST_F(StudyServiceTest, AddTrialMeasurementRejectsElapsedSecondsGoingBackwards) {
+  ASSERT_NO_FATAL_FAILURE(Seed());
+  v1::Measurement later = Loss(0.6, 2);
+  later.set_elapsed_seconds(30);
+  ASSERT_THAT(client_->AddMeasurement(seed_trials_[1], later), GrpcOk());
+  const std::string before = Dump();
+  v1::Measurement earlier = Loss(0.5, 3);
+  earlier.set_elapsed_seconds(12.5);
+  EXPECT_THAT(client_->AddMeasurement(seed_trials_[1], earlier),
+              GrpcStatusIs(StatusCode::INVALID_ARGUMENT,
+                           HasSubstr("measurement.elapsed_seconds: 12.5 goes backwards: the "
+                                     "trial's measurement at step 2 has 30")));
+  EXPECT_EQ(Dump(), before);
+  // Not reported (0) is no claim about time, and an equal one does not go back.
+  EXPECT_THAT(client_->AddMeasurement(seed_trials_[1], Loss(0.5, 3)), GrpcOk());
+  later.set_step(4);
+  EXPECT_THAT(client_->AddMeasurement(seed_trials_[1], later), GrpcOk());
+}
+
+// A study of ValidSpec() with a budget, whose trials each hold `cores` cores.
+v1::StudySpec BudgetSpec(double budget, double cores) {
+  v1::StudySpec spec = ValidSpec();
+  spec.set_budget_core_seconds(budget);
+  spec.mutable_trial_template()->mutable_resources()->set_cpu_cores(cores);
+  return spec;
+}
+
+v1::Measurement LossAt(double loss, int64_t step, double elapsed) {
+  v1::Measurement m = Loss(loss, step);
+  m.set_elapsed_seconds(elapsed);
+  return m;
+}
+
+TEST_F(StudyServiceTest, StudyShowsSpentCoreSecondsAndStopsHandingOutTrialsOnceTheBudgetIsSpent) {
+  const std::string study = client_->MustCreateStudy(BudgetSpec(100, 2)).name();
+  v1::SuggestTrialsResponse r = client_->MustSuggest(study, 2, "w");
+  ASSERT_EQ(r.trials_size(), 2);
+  // A trial costs its cores x its latest elapsed_seconds.
+  ASSERT_THAT(client_->AddMeasurement(r.trials(0).name(), LossAt(0.5, 1, 10)), GrpcOk());
+  ASSERT_THAT(client_->AddMeasurement(r.trials(0).name(), LossAt(0.4, 2, 20)), GrpcOk());
+  v1::Study s = client_->MustGetStudy(study);
+  EXPECT_DOUBLE_EQ(s.spent_core_seconds(), 40);
+  EXPECT_DOUBLE_EQ(s.remaining_core_seconds(), 60);
+  ASSERT_THAT(client_->AddMeasurement(r.trials(1).name(), LossAt(0.6, 1, 30)), GrpcOk());
+  s = client_->MustGetStudy(study);
+  EXPECT_DOUBLE_EQ(s.spent_core_seconds(), 100);
+  EXPECT_DOUBLE_EQ(s.remaining_core_seconds(), 0);
+  // Spent: no new trial, and once the asking client holds none the study completes.
+  EXPECT_EQ(client_->MustSuggest(study, 1, "other").trials_size(), 0);
+  EXPECT_EQ(client_->MustGetStudy(study).state(), v1::Study::COMPLETED);
+  // The trials that were running when it ran out may finish (and spend a little more).
+  ASSERT_THAT(client_->AddMeasurement(r.trials(1).name(), LossAt(0.3, 2, 35)), GrpcOk());
+  client_->MustComplete(r.trials(1).name(), LossAt(0.3, 2, 35));
+  EXPECT_DOUBLE_EQ(client_->MustGetStudy(study).spent_core_seconds(), 110);
+}
+
+TEST_F(StudyServiceTest, BudgetIsNeverOverspentByMoreThanTheTrialsRunningWhenItRanOut) {
+  const double budget = 50;
+  const std::string study = client_->MustCreateStudy(BudgetSpec(budget, 1)).name();
+  // Four workers, whose trials report 2, 3, 4 and 5 steps of 3 s, round-robin until no one
+  // gets a trial.
+  struct Worker {
+    std::string client;
+    int64_t steps;
+    std::string trial;
+    int64_t step = 0;
+  };
+  std::vector<Worker> workers = {{"w0", 2}, {"w1", 3}, {"w2", 4}, {"w3", 5}};
+  std::set<std::string> running_when_spent;
+  int64_t started = 0;
+  for (bool any = true; any;) {
+    any = false;
+    for (Worker& w : workers) {
+      if (w.trial.empty()) {
+        v1::SuggestTrialsResponse r = client_->MustSuggest(study, 1, w.client);
+        if (r.trials_size() == 0) {
+          if (running_when_spent.empty()) {
+            for (const Worker& o : workers) {
+              if (!o.trial.empty()) running_when_spent.insert(o.trial);
+            }
+          }
+          continue;
+        }
+        w.trial = r.trials(0).name();
+        w.step = 0;
+        ++started;
+      }
+      any = true;
+      ++w.step;
+      ASSERT_THAT(client_->AddMeasurement(w.trial, LossAt(0.5, w.step, 3.0 * w.step)), GrpcOk());
+      if (w.step == w.steps) {
+        client_->MustComplete(w.trial, LossAt(0.5, w.step, 3.0 * w.step));
+        w.trial.clear();
+      }
+    }
+  }
+  const v1::Study s = client_->MustGetStudy(study);
+  EXPECT_EQ(s.state(), v1::Study::COMPLETED);
+  ASSERT_FALSE(running_when_spent.empty());
+  // Each trial costs at most 15; those running when it ran out finished (at most 15 each).
+  EXPECT_GE(s.spent_core_seconds(), budget);
+  EXPECT_LE(s.spent_core_seconds(), budget + 15.0 * static_cast<double>(running_when_spent.size()));
+  EXPECT_EQ(s.trial_count(), started);
+}
+
+TEST_F(StudyServiceTest, RestartKeepsSpentCoreSecondsAndTheSpentBudget) {
+  const std::string study = client_->MustCreateStudy(BudgetSpec(30, 3)).name();
+  v1::SuggestTrialsResponse r = client_->MustSuggest(study, 1, "w");
+  ASSERT_EQ(r.trials_size(), 1);
+  ASSERT_THAT(client_->AddMeasurement(r.trials(0).name(), LossAt(0.5, 1, 4)), GrpcOk());
+  ASSERT_NO_FATAL_FAILURE(RestartServer());
+  EXPECT_DOUBLE_EQ(client_->MustGetStudy(study).spent_core_seconds(), 12);
+  ASSERT_THAT(client_->AddMeasurement(r.trials(0).name(), LossAt(0.4, 2, 10)), GrpcOk());
+  ASSERT_NO_FATAL_FAILURE(RestartServer());
+  const v1::Study s = client_->MustGetStudy(study);
+  EXPECT_DOUBLE_EQ(s.spent_core_seconds(), 30);
+  EXPECT_DOUBLE_EQ(s.remaining_core_seconds(), 0);
+  EXPECT_EQ(client_->MustSuggest(study, 1, "other").trials_size(), 0);
+}
+
+// Ten finished runs whose loss at every step keeps their order, created as results from
+// elsewhere, then one ACTIVE trial that reports a clearly worse loss at step 3.
+v1::CheckTrialEarlyStoppingStateResponse CheckAfterRankedHistory(StudyClient& client,
+                                                                  const std::string& study) {
+  for (int i = 0; i < 10; ++i) {
+    v1::Trial t = AdamTrial(0.1 * i, 1 + i);
+    t.set_state(v1::Trial::SUCCEEDED);
+    for (int step = 1; step <= 9; ++step) {
+      *t.add_measurements() = LossAt(0.5 - 0.01 * i + 0.2 / step, step, step);
+    }
+    *t.mutable_final_measurement() = t.measurements(8);
+    client.MustCreateTrial(study, t);
+  }
+  v1::SuggestTrialsResponse r = client.MustSuggest(study, 1, "w");
+  EXPECT_EQ(r.trials_size(), 1);
+  for (int step = 1; step <= 3; ++step) {
+    EXPECT_THAT(client.AddMeasurement(r.trials(0).name(), LossAt(0.9, step, step)), GrpcOk());
+  }
+  v1::CheckTrialEarlyStoppingStateRequest req;
+  req.set_trial_name(r.trials(0).name());
+  v1::CheckTrialEarlyStoppingStateResponse resp;
+  EXPECT_THAT(client.Call(&StudyClient::Stub::CheckTrialEarlyStoppingState, req, &resp), GrpcOk());
+  return resp;
+}
+
+TEST_F(StudyServiceTest, ABudgetMakesCostAwareTheDefaultOnceMaxStepIsSet) {
+  v1::StudySpec spec = BudgetSpec(1e6, 1);
+  spec.mutable_early_stopping()->set_max_step(9);
+  EXPECT_TRUE(CheckAfterRankedHistory(*client_, client_->MustCreateStudy(spec, "budget").name())
+                  .should_stop());
+  // The same history without a budget: no policy, no stop.
+  spec.set_budget_core_seconds(0);
+  EXPECT_FALSE(CheckAfterRankedHistory(*client_, client_->MustCreateStudy(spec, "none").name())
+                   .should_stop());
+}
+
+TEST_F(StudyServiceTest, CreateTrialMakesAnActiveTrialForItsClient) {
+  const std::string study = client_->MustCreateStudy(ValidSpec()).name();
+  v1::Trial in = AdamTrial(0.25, 4);
+  in.set_state(v1::Trial::ACTIVE);
+  in.set_client_id("optuna-7");
+  const v1::Trial t = client_->MustCreateTrial(study, in);
+  EXPECT_EQ(t.state(), v1::Trial::ACTIVE);
+  EXPECT_EQ(t.client_id(), "optuna-7");
+  EXPECT_TRUE(t.has_start_time());
+  // It is the client's: a retry of its SuggestTrials hands it back; another client's does not.
+  EXPECT_THAT(Ids(client_->MustSuggest(study, 1, "optuna-7").trials()), ElementsAre(t.id()));
+  EXPECT_THAT(Ids(client_->MustSuggest(study, 1, "other").trials()), Not(ElementsAre(t.id())));
+  ASSERT_THAT(client_->AddMeasurement(t.name(), Loss(0.3, 1)), GrpcOk());
+  EXPECT_EQ(client_->MustComplete(t.name(), Loss(0.2)).state(), v1::Trial::SUCCEEDED);
+}
+
+TEST_F(StudyServiceTest, CreateTrialRejectsAnActiveTrialWithoutClientOrWithAFinalMeasurement) {
+  v1::Trial no_client = AdamTrial(0.25, 4);
+  no_client.set_state(v1::Trial::ACTIVE);
+  ExpectCreateTrialRejected(no_client, "trial.client_id: an ACTIVE trial needs the client running it");
+  v1::Trial with_final = no_client;
+  with_final.set_client_id("c");
+  *with_final.mutable_final_measurement() = Loss(0.1);
+  ExpectCreateTrialRejected(with_final,
+                            "trial.final_measurement: an ACTIVE trial is still running; it has none");
+}
+
+TEST_F(StudyServiceTest, CreateTrialRefusesAnActiveTrialOnceTheBudgetIsSpent) {
+  const std::string study = client_->MustCreateStudy(BudgetSpec(10, 1)).name();
+  v1::SuggestTrialsResponse r = client_->MustSuggest(study, 1, "w");
+  ASSERT_THAT(client_->AddMeasurement(r.trials(0).name(), LossAt(0.5, 1, 10)), GrpcOk());
+  const std::string before = Dump();
+  v1::CreateTrialRequest req;
+  req.set_parent(study);
+  *req.mutable_trial() = AdamTrial(0.5, 2);
+  req.mutable_trial()->set_state(v1::Trial::ACTIVE);
+  req.mutable_trial()->set_client_id("late");
+  v1::Trial resp;
+  EXPECT_THAT(client_->Call(&Stub::CreateTrial, req, &resp),
+              GrpcStatusIs(StatusCode::FAILED_PRECONDITION,
+                           HasSubstr("has spent its budget_core_seconds=10")));
+  EXPECT_EQ(Dump(), before);
 }
 
 }  // namespace

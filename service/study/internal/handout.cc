@@ -48,6 +48,7 @@ void Handout::HandBackActive() {
 }
 
 void Handout::HandOutRequested() {
+  if (study_.budget_spent()) return;  // starting one would spend past the budget
   const google::protobuf::Timestamp now_proto = ToProto(now_);
   for (auto it = study_.requested.begin();
        it != study_.requested.end() && static_cast<int>(trials_.size()) < count_; ++it) {
@@ -67,7 +68,8 @@ absl::Status Handout::SuggestNew() {
   const int64_t live = study_.live_trials();
   int64_t room = count_ - static_cast<int64_t>(trials_.size());
   if (max_trials > 0) room = std::min(room, max_trials - live);
-  exhausted_ = max_trials > 0 && live >= max_trials;
+  exhausted_ = (max_trials > 0 && live >= max_trials) || study_.budget_spent();
+  if (study_.budget_spent()) room = 0;
   if (room <= 0 || study.state() != v1::Study::ACTIVE) return absl::OkStatus();
   study_.SyncDesigner();
   designer_used_ = true;

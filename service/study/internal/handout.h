@@ -26,9 +26,10 @@ class Handout {
   // 1. The client's own ACTIVE trials (an idempotent retry), then stale trials of dead clients
   //    (or FAILED, once out of retries).
   void HandBackActive();
-  // 2. REQUESTED trials (created by clients, waiting for a worker).
+  // 2. REQUESTED trials (created by clients, waiting for a worker), unless the budget is spent.
   void HandOutRequested();
-  // 3. New suggestions from the designer, within the budget. The designer's error, if any.
+  // 3. New suggestions from the designer, within max_trials and budget_core_seconds. The
+  //    designer's error, if any.
   absl::Status SuggestNew();
 
   // The batch that writes the handout: the failed trials, the handed-out ones and, when the

@@ -113,6 +113,7 @@ absl::StatusOr<v1::Trial> EndedTrial(const search::ProblemStatement& problem, co
       out.set_state(has_final ? v1::Trial::SUCCEEDED : v1::Trial::REQUESTED);
       break;
     case v1::Trial::REQUESTED:
+    case v1::Trial::ACTIVE:
     case v1::Trial::SUCCEEDED:
     case v1::Trial::STOPPED:
     case v1::Trial::INFEASIBLE:
@@ -120,7 +121,8 @@ absl::StatusOr<v1::Trial> EndedTrial(const search::ProblemStatement& problem, co
       break;
     default:
       return InvalidArgumentError(absl::StrFormat(
-          "trial.state: a trial is created REQUESTED, SUCCEEDED, STOPPED or INFEASIBLE, not %s",
+          "trial.state: a trial is created REQUESTED, ACTIVE, SUCCEEDED, STOPPED or INFEASIBLE, "
+          "not %s",
           v1::Trial::State_IsValid(in.state()) ? TrialStateName(in.state())
                                                : absl::StrCat(in.state()).c_str()));
   }
@@ -148,6 +150,15 @@ absl::StatusOr<v1::Trial> EndedTrial(const search::ProblemStatement& problem, co
             "trial.final_measurement: a REQUESTED trial has not run; it has none");
       }
       return out;
+    case v1::Trial::ACTIVE:
+      if (has_final) {
+        return InvalidArgumentError(
+            "trial.final_measurement: an ACTIVE trial is still running; it has none");
+      }
+      if (in.client_id().empty()) {
+        return InvalidArgumentError("trial.client_id: an ACTIVE trial needs the client running it");
+      }
+      return out;
     case v1::Trial::STOPPED:
       if (!has_final && in.measurements_size() > 0) {
         fm = in.measurements(in.measurements_size() - 1);
@@ -172,6 +183,20 @@ absl::StatusOr<v1::Trial> EndedTrial(const search::ProblemStatement& problem, co
   }
   *out.mutable_final_measurement() = std::move(fm);
   return out;
+}
+
+absl::Status RequireElapsedForward(const v1::Trial& trial, const v1::Measurement& m,
+                                   absl::string_view path) {
+  if (m.elapsed_seconds() == 0) return absl::OkStatus();
+  for (const v1::Measurement& earlier : trial.measurements()) {
+    if (earlier.elapsed_seconds() > m.elapsed_seconds()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s.elapsed_seconds: %g goes backwards: the trial's measurement at step %d has %g "
+          "(elapsed_seconds counts from the trial's start and never decreases)",
+          path, m.elapsed_seconds(), earlier.step(), earlier.elapsed_seconds()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace evoscale::service::internal

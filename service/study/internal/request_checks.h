@@ -33,9 +33,15 @@ absl::Status RequireMetrics(const search::ProblemStatement& problem, const v1::M
 absl::Status RequireSomeMetric(const search::ProblemStatement& problem, const v1::Measurement& m,
                                absl::string_view path);
 
+// A new measurement of `trial` does not go back in time: its elapsed_seconds (0 = not
+// reported, always accepted) is at least that of every measurement the trial holds.
+absl::Status RequireElapsedForward(const v1::Trial& trial, const v1::Measurement& m,
+                                   absl::string_view path);
+
 // What CreateTrial's `trial` says of how the trial ended, checked: its state (unset: SUCCEEDED
 // with a final measurement, else REQUESTED; or REQUESTED, SUCCEEDED, STOPPED, INFEASIBLE:
-// a result from elsewhere, e.g. a run another tool stopped early), its intermediate
+// a result from elsewhere, e.g. a run another tool stopped early; or ACTIVE: a run its
+// client_id (required) has started with parameters chosen elsewhere), its intermediate
 // measurements, its final measurement (STOPPED: the last intermediate one when not given) and
 // infeasible_reason. The answer carries those four fields only.
 absl::StatusOr<v1::Trial> EndedTrial(const search::ProblemStatement& problem, const v1::Trial& in);

@@ -37,31 +37,40 @@ absl::StatusOr<std::shared_ptr<StudyState>> StudyState::Replay(StoredStudy store
 
 void StudyState::Configure(const v1::StudySpec& spec, search::ProblemStatement converted) {
   problem = std::move(converted);
-  early_stopping = ToEarlyStopping(spec.early_stopping());
+  early_stopping = ToEarlyStopping(spec);
   heartbeat_timeout =
       absl::Seconds(spec.heartbeat_timeout_seconds() > 0 ? spec.heartbeat_timeout_seconds()
                                                          : kDefaultHeartbeatTimeoutSeconds);
   max_retries = spec.max_trial_retries() > 0 ? spec.max_trial_retries() : kDefaultMaxTrialRetries;
+  budget_core_seconds = spec.budget_core_seconds();
 }
 
 v1::Study StudyState::StudyWithCounts() {
   v1::Study s = study;
   s.set_trial_count(live_trials());
   s.set_completed_trial_count(static_cast<int64_t>(completed_order.size()));
+  s.set_spent_core_seconds(spent_core_seconds);
+  if (budget_core_seconds > 0) {
+    s.set_remaining_core_seconds(std::max(0.0, budget_core_seconds - spent_core_seconds));
+  }
   return s;
 }
 
 void StudyState::Apply(const v1::Trial& t, int64_t seq) {
   ++version;
   const int64_t id = t.id();
+  const double cost = IsTombstone(t) ? 0.0 : TrialCoreSeconds(t);
   if (id == static_cast<int64_t>(trials.size()) + 1) {
     trials.push_back(t);
     completion_seq.push_back(0);
+    trial_cost.push_back(0);
     if (IsTombstone(t)) ++deleted_trials;
   } else {
     if (IsTombstone(t) && !IsTombstone(trials[id - 1])) ++deleted_trials;
     trials[id - 1] = t;
   }
+  spent_core_seconds += cost - trial_cost[id - 1];
+  trial_cost[id - 1] = cost;
   active.erase(id);
   requested.erase(id);
   if (IsTombstone(t)) {

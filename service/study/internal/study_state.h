@@ -53,7 +53,11 @@ struct StudyState {
   int64_t next_completion_seq() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     return static_cast<int64_t>(completed_order.size()) + 1;
   }
-  // The study as the API answers it: with its trial counters.
+  // Whether the study's budget is spent (never, without one).
+  bool budget_spent() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return budget_core_seconds > 0 && spent_core_seconds >= budget_core_seconds;
+  }
+  // The study as the API answers it: with its trial counters and spending.
   v1::Study StudyWithCounts() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // Applies a trial that has been written to the store (completion `seq`, 0 = none or
@@ -78,6 +82,7 @@ struct StudyState {
   search::EarlyStoppingConfig early_stopping;
   absl::Duration heartbeat_timeout;
   int max_retries = 0;
+  double budget_core_seconds = 0;  // 0 = no budget
 
   std::unique_ptr<search::Designer> designer ABSL_GUARDED_BY(mu);
   // trials[i] has id i + 1; completion_seq[i] is its order of completion (0 = not yet).
@@ -88,6 +93,9 @@ struct StudyState {
   size_t fed_to_designer ABSL_GUARDED_BY(mu) = 0;
   std::set<int64_t> active ABSL_GUARDED_BY(mu);     // ACTIVE and STOPPING
   std::set<int64_t> requested ABSL_GUARDED_BY(mu);  // REQUESTED
+  // trial_cost[i] is trial i + 1's TrialCoreSeconds; spent_core_seconds their sum.
+  std::vector<double> trial_cost ABSL_GUARDED_BY(mu);
+  double spent_core_seconds ABSL_GUARDED_BY(mu) = 0;
   // Deleted trials stay in `trials` as tombstones (id and name only, STATE_UNSPECIFIED), so
   // ids stay dense and are never reused.
   int64_t deleted_trials ABSL_GUARDED_BY(mu) = 0;

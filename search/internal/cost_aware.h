@@ -1,0 +1,85 @@
+// COST_AWARE early stopping: asynchronous promotion by expected gain per predicted remaining
+// core-second. Decisions are taken at rungs (min_resource x eta^k steps, below max_step), as
+// ASHA's, but trials are ranked at a rung by what continuing them buys per core-second rather
+// than by their raw value:
+//   - a learning-curve model shared across the study's trials maps a trial's best value at the
+//     rung to its value at the furthest later rung (or max_step) that enough trials reached:
+//     a least-squares line over those trials, with its residual spread;
+//   - gain = the expected improvement of that prediction over the best value the other trials
+//     have shown (or are predicted to show) there;
+//   - remaining cost = the trial's cores x its elapsed seconds at the rung x ((max_step/rung)^g
+//     - 1), g the study's median exponent of elapsed time in steps (steps cost non-linearly);
+//   - the trial continues when its gain per remaining core-second is in the top 1/eta of the
+//     trials at the rung (itself included; ties go its way).
+// No trial is stopped at a step where the metric does not yet rank trials: the rank correlation
+// between the values at the highest rung at or below the trial's (with enough trials) and the
+// rung after it must be at least kMinRankCorrelation. A trial that cannot finish within what is
+// left of the study's budget (its remaining cost alone is more than is left) is stopped.
+#ifndef EVOSCALE_SEARCH_INTERNAL_COST_AWARE_H_
+#define EVOSCALE_SEARCH_INTERNAL_COST_AWARE_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "search/types.h"
+
+namespace evoscale::search::internal {
+
+// The rank correlation (Spearman) a rung must show with the next before its decisions stop
+// trials, and the trials that must have reached both for it to count.
+inline constexpr double kMinRankCorrelation = 0.5;
+inline constexpr int kMinRankPairs = 5;
+
+// One trial's learning curve for one metric, oriented so that higher is better: the best
+// value so far and the cumulative elapsed seconds (never decreasing) at each reported step.
+struct LearningCurve {
+  int64_t id = 0;
+  std::vector<int64_t> steps;  // ascending, unique
+  std::vector<double> best;    // best oriented value at or before steps[k]
+  std::vector<double> elapsed;  // cumulative elapsed seconds at steps[k]
+  double cores = 1;
+
+  static LearningCurve Of(const Trial& trial, const MetricConfig& metric);
+  bool empty() const { return steps.empty(); }
+  int64_t latest() const { return steps.empty() ? 0 : steps.back(); }
+  // The best value at or before `step`, nullopt before the first report.
+  std::optional<double> BestAt(int64_t step) const;
+  // The elapsed seconds at the last report at or before `step` (0 before the first).
+  double ElapsedAt(int64_t step) const;
+};
+
+// The policy's settings (EarlyStoppingConfig's) and the study's spending when it decides.
+struct CostAwareSettings {
+  int64_t max_step = 0;           // the step of a full run; no decision without one
+  int64_t min_resource = 1;       // the first rung
+  double reduction_factor = 3;    // eta: rungs grow by it, the top 1/eta continue
+  int min_trials = 3;             // other trials at a rung before it decides
+  double budget_core_seconds = 0;  // 0 = no budget
+  double spent_core_seconds = 0;
+};
+
+// Rung steps below `max_step`: min_resource x eta^k, k = 0, 1, ...
+std::vector<int64_t> Rungs(const CostAwareSettings& settings);
+
+// Spearman's rank correlation of two equally long samples (ties get their mean rank); 0 when
+// either is constant or there are fewer than 2 pairs.
+double RankCorrelation(absl::Span<const double> x, absl::Span<const double> y);
+
+// log E[max(0, Y - incumbent)] for Y ~ Normal(mean, sd), sd > 0; finite even far below the
+// incumbent, so that trials far behind still rank by how far.
+double LogExpectedImprovement(double mean, double sd, double incumbent);
+
+// The median over `curves` of each one's exponent of elapsed time in steps (between its first
+// and latest report with elapsed time); 1 when none has two.
+double ElapsedExponent(absl::Span<const LearningCurve> curves);
+
+// Whether `trial` (the latest step it reported) should stop, against `others` (may include
+// it). Cost: O(measurements of the study x rungs).
+bool CostAwareStop(const CostAwareSettings& settings, const MetricConfig& metric,
+                   const Trial& trial, absl::Span<const Trial> others);
+
+}  // namespace evoscale::search::internal
+
+#endif  // EVOSCALE_SEARCH_INTERNAL_COST_AWARE_H_

@@ -1,0 +1,114 @@
+// The designers' view of multi-fidelity, cost-aware search: stopped trials ranked between full
+// runs and failures, and GENETIC screening by predicted cost while a budget lasts.
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <numeric>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "gtest/gtest.h"
+#include "search/designers.h"
+#include "search/internal/fitness.h"
+#include "search/types.h"
+
+namespace evoscale::search {
+namespace {
+
+using internal::Better;
+using internal::Fitness;
+using internal::FitnessFunction;
+
+const MetricConfig kAuc{.name = "auc", .goal = Goal::kMaximize};
+
+Trial Ended(TrialStatus status, double auc, int64_t last_step) {
+  Trial t;
+  t.status = status;
+  for (int64_t s = 1; s <= last_step; ++s) {
+    Measurement m;
+    m.step = s;
+    m.metrics["auc"] = auc;
+    t.measurements.push_back(m);
+  }
+  t.final_measurement = t.measurements.back();
+  return t;
+}
+
+TEST(StoppedFitnessTest, StoppedRunsRankBelowFullOnesByHowFarTheyWentThenByValue) {
+  const FitnessFunction f({kAuc}, /*single_objective=*/true);
+  const Fitness full_bad = f.Evaluate(Ended(TrialStatus::kSucceeded, 0.60, 27));
+  const Fitness late_good = f.Evaluate(Ended(TrialStatus::kStopped, 0.90, 9));
+  const Fitness late_bad = f.Evaluate(Ended(TrialStatus::kStopped, 0.70, 9));
+  const Fitness early_best = f.Evaluate(Ended(TrialStatus::kStopped, 0.95, 3));
+  const Fitness failed = f.Evaluate(Ended(TrialStatus::kFailed, 0.99, 27));
+  EXPECT_FALSE(late_good.failed);
+  EXPECT_EQ(late_good.stopped_at, 9);
+  EXPECT_TRUE(Better(full_bad, late_good));
+  EXPECT_TRUE(Better(late_good, late_bad));
+  EXPECT_TRUE(Better(late_bad, early_best));
+  EXPECT_TRUE(Better(early_best, failed));
+  EXPECT_FALSE(Better(late_good, full_bad));
+}
+
+// One parameter x in [0, 1]: a full run of x costs exp(4 x) core-seconds over 10 steps, and
+// every trial scores the same, so only cost can tell candidates apart.
+ProblemStatement CostProblem(double budget, uint64_t seed) {
+  ProblemStatement p;
+  ParameterConfig x;
+  x.name = "x";
+  x.type = ParameterType::kDouble;
+  x.min = 0;
+  x.max = 1;
+  ParameterConfig y = x;
+  y.name = "y";
+  p.space.parameters = {x, y};
+  p.metrics = {kAuc};
+  p.algorithm = Algorithm::kGenetic;
+  p.seed = seed;
+  p.budget_core_seconds = budget;
+  p.max_step = 10;
+  return p;
+}
+
+// Runs 60 trials to step 10 (costs as CostProblem says, AUC a gentle function of y) and
+// returns the mean cost of the last 30 suggestions.
+double MeanLateCost(double budget, uint64_t seed) {
+  absl::StatusOr<std::unique_ptr<Designer>> designer = CreateDesigner(CostProblem(budget, seed));
+  EXPECT_TRUE(designer.ok()) << designer.status();
+  std::vector<double> costs;
+  for (int64_t i = 0; i < 60; ++i) {
+    absl::StatusOr<std::vector<ParameterDict>> s = (*designer)->Suggest(1, i);
+    EXPECT_TRUE(s.ok() && s->size() == 1);
+    const double x = std::get<double>(s->front().at("x"));
+    const double y = std::get<double>(s->front().at("y"));
+    Trial t;
+    t.id = i + 1;
+    t.parameters = s->front();
+    t.status = TrialStatus::kSucceeded;
+    const double full = std::exp(4 * x);
+    for (int64_t step = 1; step <= 10; ++step) {
+      Measurement m;
+      m.step = step;
+      m.elapsed_seconds = full * std::pow(step / 10.0, 0.7);
+      m.metrics["auc"] = 0.8 - 0.01 * (y - 0.5) * (y - 0.5);
+      t.measurements.push_back(m);
+    }
+    t.final_measurement = t.measurements.back();
+    if (i >= 30) costs.push_back(full);
+    (*designer)->Update({t}, {});
+  }
+  return std::accumulate(costs.begin(), costs.end(), 0.0) / static_cast<double>(costs.size());
+}
+
+TEST(CostAwareGeneticTest, WithABudgetItSuggestsCheaperTrialsThanWithout) {
+  // A budget far from spent keeps the cost weight near its start; without one it is 0.
+  int cheaper = 0;
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    cheaper += MeanLateCost(/*budget=*/1e9, seed) < MeanLateCost(/*budget=*/0, seed) ? 1 : 0;
+  }
+  EXPECT_GE(cheaper, 4);
+}
+
+}  // namespace
+}  // namespace evoscale::search
