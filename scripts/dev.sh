@@ -203,8 +203,9 @@ run_tests() {
   ctest --test-dir "$BUILD" -j "$JOBS" --output-on-failure --timeout 600 "${exclude[@]}"
 }
 
-# Runs one example study (examples/NAME.sh) with its output in $LOG: its "[demo] ... N/M" lines
-# become the phase's progress, "N/M trials"; what follows its "best trial:" is shown after the phase's line.
+# Runs one example study (examples/NAME.sh) with its output in $LOG: its "[demo] TEXT" lines
+# become the phase's progress, "TITLE: TEXT"; what follows its "best trial:" is shown after the
+# phase's line.
 run_study() {
   local title="$1" script="$2" started=$SECONDS line best=() in_best=""
   progress "$title"
@@ -212,7 +213,7 @@ run_study() {
        while IFS= read -r line; do
          printf '%s\n' "$line" >>"$LOG"
          case "$line" in
-           "[demo] "*) progress "$title: ${line##* } trials" ;;
+           "[demo] "*) progress "$title: ${line#\[demo\] }" ;;
            "best trial:") in_best=1 ;;
            *) if [ -n "$in_best" ]; then best+=("  $line"); fi ;;
          esac

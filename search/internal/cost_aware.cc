@@ -157,12 +157,6 @@ double ElapsedExponent(absl::Span<const LearningCurve> curves) {
 
 namespace {
 
-// The rung after `rung` (or max_step past the last one).
-int64_t NextRung(const std::vector<int64_t>& rungs, int64_t rung, int64_t max_step) {
-  const auto it = std::upper_bound(rungs.begin(), rungs.end(), rung);
-  return it == rungs.end() ? max_step : *it;
-}
-
 // The values at `from` and `to` of the curves that reached `to`.
 std::pair<std::vector<double>, std::vector<double>> Pairs(absl::Span<const LearningCurve> curves,
                                                           int64_t from, int64_t to) {
@@ -177,16 +171,21 @@ std::pair<std::vector<double>, std::vector<double>> Pairs(absl::Span<const Learn
   return pairs;
 }
 
-// Whether the metric ranks trials at `rung`: the highest rung at or below it where at least
-// kMinRankPairs trials reached the next rung shows a rank correlation of kMinRankCorrelation
-// with it. Unknown (false) until some rung has that many.
+// Whether the metric ranks trials at `rung`: over the trials that reached the furthest later
+// step (a rung or max_step) that at least kMinRankPairs of them reached, the rank correlation
+// of their values there with their values at the rung is at least kMinRankCorrelation, and
+// significant (one-sided, about 2%: rho sqrt(n - 1) >= 2, strict because the test is repeated
+// at every check). Unknown (false) until enough trials went past the rung.
 bool MetricRanksAt(absl::Span<const LearningCurve> curves, const std::vector<int64_t>& rungs,
                    int64_t rung, int64_t max_step) {
-  for (auto it = std::make_reverse_iterator(std::upper_bound(rungs.begin(), rungs.end(), rung));
-       it != rungs.rend(); ++it) {
-    const auto [at, next] = Pairs(curves, *it, NextRung(rungs, *it, max_step));
+  std::vector<int64_t> targets(std::upper_bound(rungs.begin(), rungs.end(), rung), rungs.end());
+  targets.push_back(max_step);
+  for (auto it = targets.rbegin(); it != targets.rend(); ++it) {
+    const auto [at, target] = Pairs(curves, rung, *it);
     if (static_cast<int>(at.size()) < kMinRankPairs) continue;
-    return RankCorrelation(at, next) >= kMinRankCorrelation;
+    const double needed = std::max(kMinRankCorrelation,
+                                   2.0 / std::sqrt(static_cast<double>(at.size()) - 1));
+    return RankCorrelation(at, target) >= needed;
   }
   return false;
 }
@@ -267,11 +266,12 @@ bool CostAwareStop(const CostAwareSettings& config, const MetricConfig& metric,
     return elapsed > 0 ? c.cores * elapsed * growth
                        : static_cast<double>(max_step - rung) * c.cores;
   };
+  // No decision of any kind where the metric does not rank trials yet.
+  if (!MetricRanksAt(curves, rungs, rung, max_step)) return false;
   if (config.budget_core_seconds > 0 &&
       remaining_cost(self) > config.budget_core_seconds - config.spent_core_seconds) {
     return true;  // it cannot reach max_step within the budget
   }
-  if (!MetricRanksAt(curves, rungs, rung, max_step)) return false;
 
   std::vector<const LearningCurve*> at_rung;  // the others that reached the rung
   for (const LearningCurve& c : curves) {

@@ -11,10 +11,11 @@
 //     - 1), g the study's median exponent of elapsed time in steps (steps cost non-linearly);
 //   - the trial continues when its gain per remaining core-second is in the top 1/eta of the
 //     trials at the rung (itself included; ties go its way).
-// No trial is stopped at a step where the metric does not yet rank trials: the rank correlation
-// between the values at the highest rung at or below the trial's (with enough trials) and the
-// rung after it must be at least kMinRankCorrelation. A trial that cannot finish within what is
-// left of the study's budget (its remaining cost alone is more than is left) is stopped.
+// No trial is stopped at a step where the metric does not yet rank trials: over the trials that
+// went furthest past the rung (at least kMinRankPairs of them), the rank correlation of their
+// values at the rung with their values there must be at least kMinRankCorrelation and
+// significant. Where it does rank them, a trial that cannot finish within what is left of the
+// study's budget (its remaining cost alone is more than is left) is stopped.
 #ifndef EVOSCALE_SEARCH_INTERNAL_COST_AWARE_H_
 #define EVOSCALE_SEARCH_INTERNAL_COST_AWARE_H_
 
@@ -27,10 +28,10 @@
 
 namespace evoscale::search::internal {
 
-// The rank correlation (Spearman) a rung must show with the next before its decisions stop
+// The rank correlation (Spearman) a rung must show with a later step before its decisions stop
 // trials, and the trials that must have reached both for it to count.
 inline constexpr double kMinRankCorrelation = 0.5;
-inline constexpr int kMinRankPairs = 5;
+inline constexpr int kMinRankPairs = 6;
 
 // One trial's learning curve for one metric, oriented so that higher is better: the best
 // value so far and the cumulative elapsed seconds (never decreasing) at each reported step.

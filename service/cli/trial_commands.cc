@@ -315,9 +315,13 @@ absl::Status PrintTrials(const Invocation& invocation,
     return t.resources().memory_bytes() > 0 || t.resources().cpu_cores() > 0 ||
            t.usage().wall_seconds() > 0 || t.usage().peak_memory_bytes() > 0;
   });
+  // What each trial cost, for studies whose trials report elapsed time (every managed one).
+  const bool costed = std::any_of(trials.begin(), trials.end(),
+                                  [](const v1::Trial& t) { return t.core_seconds() > 0; });
   std::vector<std::vector<std::string>> rows;
   for (const v1::Trial& trial : trials) {
     rows.push_back({trial.name(), TrialState(trial), FormatParameters(trial), TrialMetrics(trial)});
+    if (costed) rows.back().push_back(absl::StrFormat("%.2f", trial.core_seconds()));
     if (sized) {
       rows.back().push_back(absl::StrCat(Mebibytes(trial.resources().memory_bytes()), " / ",
                                          Mebibytes(trial.usage().peak_memory_bytes())));
@@ -326,6 +330,7 @@ absl::Status PrintTrials(const Invocation& invocation,
     }
   }
   std::vector<std::string> header = {"NAME", "STATE", "PARAMETERS", "METRICS"};
+  if (costed) header.push_back("CORE-SECONDS");
   if (sized) {
     header.push_back("MEMORY REQUESTED / PEAK");
     header.push_back("CPU REQUESTED / USED");

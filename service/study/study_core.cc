@@ -693,8 +693,9 @@ absl::StatusOr<StudyCore::WriteTicket> StudyCore::Commit(WriteBatch batch) {
   return WriteTicket{.store_ticket = *ticket};
 }
 
-absl::StatusOr<StudyCore::WriteTicket> StudyCore::CommitTrial(StudyState& study, const v1::Trial& t,
+absl::StatusOr<StudyCore::WriteTicket> StudyCore::CommitTrial(StudyState& study, v1::Trial& t,
                                                               int64_t seq) {
+  if (!StudyState::IsTombstone(t)) t.set_core_seconds(TrialCoreSeconds(t));
   WriteBatch batch;
   batch.PutTrial(study.id, t, seq);
   absl::StatusOr<WriteTicket> written = Commit(std::move(batch));

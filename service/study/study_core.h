@@ -207,8 +207,9 @@ class StudyCore {
   // ticket is what the call waits for.
   absl::StatusOr<WriteTicket> Commit(WriteBatch batch);
   // Writes trial `t` of `study` (whose mutex the caller holds) with completion `seq` (0 = none,
-  // or the trial's own, unchanged) and, once written, applies it to the cache.
-  absl::StatusOr<WriteTicket> CommitTrial(internal::StudyState& study, const v1::Trial& t,
+  // or the trial's own, unchanged) and, once written, applies it to the cache. Sets what `t`
+  // has cost (core_seconds) first, so the answer shows it.
+  absl::StatusOr<WriteTicket> CommitTrial(internal::StudyState& study, v1::Trial& t,
                                           int64_t seq);
   // Writes `next` as `study`'s own fields (spec, state, metadata) and, once written, keeps it.
   absl::StatusOr<WriteTicket> CommitStudy(internal::StudyState& study, v1::Study next);

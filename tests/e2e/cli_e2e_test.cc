@@ -209,27 +209,38 @@ TEST_F(CliE2eTest, RunsTheManagedExampleStudyWithTheRealTrainer) {
            std::string(EVOSCALE_SOURCE_DIR) + "/examples/managed_study.yaml", "--json"});
   ASSERT_EQ(created.exit_code, 0) << created.err;
   const v1::Study study = ParseJson<v1::Study>(created.out);
-  const int max_trials = study.spec().max_trials();
-  ASSERT_EQ(max_trials, 16);
+  const double budget = study.spec().budget_core_seconds();
+  ASSERT_GT(budget, 0);
+  ASSERT_GT(study.spec().early_stopping().max_step(), 0);
+  // It runs until its budget is spent and the trials running then have finished.
   v1::Study now;
   AwaitCondition(
       [&] {
         CliResult got = Cli({"study", "get", study.name(), "--json"});
         EXPECT_EQ(got.exit_code, 0) << got.err;
         now = ParseJson<v1::Study>(got.out);
-        return got.exit_code != 0 || now.completed_trial_count() == max_trials;
+        return got.exit_code != 0 || (now.state() == v1::Study::COMPLETED &&
+                                      now.completed_trial_count() == now.trial_count());
       },
       absl::Minutes(5), absl::Milliseconds(250));
-  ASSERT_EQ(now.completed_trial_count(), max_trials) << now.ShortDebugString();
+  ASSERT_EQ(now.state(), v1::Study::COMPLETED) << now.ShortDebugString();
   CliResult list = Cli({"trials", "list", study.name(), "--json"});
   ASSERT_EQ(list.exit_code, 0) << list.err;
   const auto trials = ParseJson<v1::ListTrialsResponse>(list.out);
-  ASSERT_THAT(trials.trials(), SizeIs(max_trials));
+  ASSERT_EQ(trials.trials_size(), now.trial_count());
+  double spent = 0, most = 0;
+  for (const v1::Trial& t : trials.trials()) {
+    spent += t.core_seconds();
+    most = std::max(most, t.core_seconds());
+  }
+  EXPECT_NEAR(spent, now.spent_core_seconds(), 1e-6);
+  // Never overspent by more than the trials running when it ran out (2 at once).
+  EXPECT_LE(now.spent_core_seconds(), budget + 2 * most);
   int ran_to_the_end = 0, learned = 0;
   double best = 0, worst = 1;
   for (const v1::Trial& t : trials.trials()) {
-    // Every trial trained, none failed: SUCCEEDED, or STOPPED early by the median rule (its
-    // last progress measurement is final).
+    // Every trial trained, none failed: SUCCEEDED, or STOPPED early by COST_AWARE (its last
+    // progress measurement is final).
     ASSERT_THAT(t.state(), AnyOf(v1::Trial::SUCCEEDED, v1::Trial::STOPPED)) << t.ShortDebugString();
     if (t.state() == v1::Trial::STOPPED) {
       EXPECT_FALSE(t.final_measurement().metrics().contains("evoscale/peak_rss_bytes"));
@@ -255,13 +266,15 @@ TEST_F(CliE2eTest, RunsTheManagedExampleStudyWithTheRealTrainer) {
   EXPECT_GE(learned, 1);
   // The study learns: its best trial is clearly better than its worst.
   EXPECT_GT(best - worst, 0.05) << "best AUC " << best << ", worst " << worst;
-  // The table shows requested vs used.
+  // The table shows requested vs used, and what each trial cost.
   CliResult table = Cli({"trials", "list", study.name()});
   EXPECT_THAT(table.out, HasSubstr("MEMORY REQUESTED / PEAK"));
+  EXPECT_THAT(table.out, HasSubstr("CORE-SECONDS"));
   // `study get` shows the early stopping and the trial template.
   CliResult summary = Cli({"study", "get", study.name()});
   EXPECT_THAT(summary.out, HasSubstr("early_stopping:"));
-  EXPECT_THAT(summary.out, HasSubstr("MEDIAN"));
+  EXPECT_THAT(summary.out, HasSubstr("COST_AWARE (default with a budget), max_step 352"));
+  EXPECT_THAT(summary.out, HasSubstr("budget:"));
   EXPECT_THAT(summary.out, HasSubstr("command:"));
   EXPECT_THAT(summary.out, HasSubstr("evoscale-trainer --synthetic 200000"));
   EXPECT_THAT(summary.out, HasSubstr("cpu 1, memory 1024 MiB, gpus 0 (until right-sized)"));

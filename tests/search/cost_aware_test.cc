@@ -147,6 +147,23 @@ TEST(CostAwareTest, NeverStopsWhereTheMetricDoesNotRankTrialsYet) {
   EXPECT_FALSE(CostAwareStop(CostAware(27), kAuc, Curve(1, Rising(0.40, 0.60, 3)), few));
 }
 
+TEST(CostAwareTest, AWeakRankCorrelationOverFewTrialsIsNotEnough) {
+  // Six finished runs whose step-3 order agrees with their final order but for one swap
+  // (rho = 0.943, significant at 6 runs) versus two swaps (rho = 0.886: it needs 2/sqrt(5)).
+  auto runs = [](const std::vector<int>& early_rank) {
+    std::vector<Trial> others;
+    for (int i = 0; i < 6; ++i) {
+      std::vector<double> values = Rising(0.5, 0.70 + 0.01 * i, 27);
+      for (int s = 0; s < 9; ++s) values[s] = 0.50 + 0.01 * early_rank[i];
+      others.push_back(Curve(100 + i, values));
+    }
+    return others;
+  };
+  const Trial worst = Curve(1, std::vector<double>(3, 0.40));
+  EXPECT_TRUE(CostAwareStop(CostAware(27), kAuc, worst, runs({0, 2, 1, 3, 4, 5})));
+  EXPECT_FALSE(CostAwareStop(CostAware(27), kAuc, worst, runs({1, 0, 3, 2, 4, 5})));
+}
+
 TEST(CostAwareTest, ACheapTrialIsKeptWhereAnEquallyGoodExpensiveOneStops) {
   // Others at rung 3 only (about to be judged), plus the finished runs that fit the model.
   std::vector<Trial> others = RankedFinishedRuns();
@@ -163,6 +180,13 @@ TEST(CostAwareTest, StopsATrialThatCannotFinishWithinTheBudgetLeft) {
   const Trial best = Curve(1, Rising(0.70, 0.90, 3));  // 3 s to step 3; ~24 s more to 27
   EXPECT_FALSE(CostAwareStop(CostAware(27, 1000, 900), kAuc, best, others));
   EXPECT_TRUE(CostAwareStop(CostAware(27, 1000, 990), kAuc, best, others));
+}
+
+TEST(CostAwareTest, NoBudgetStopWhereTheMetricDoesNotRankTrialsYet) {
+  const std::vector<Trial> ranked = RankedFinishedRuns();
+  const std::vector<Trial> few(ranked.begin(), ranked.begin() + kMinRankPairs - 1);
+  const Trial best = Curve(1, Rising(0.70, 0.90, 3));
+  EXPECT_FALSE(CostAwareStop(CostAware(27, 1000, 999), kAuc, best, few));
 }
 
 TEST(CostAwareTest, MinimizedMetricsAreJudgedTheOtherWayUp) {

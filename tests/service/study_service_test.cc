@@ -2596,10 +2596,26 @@ TEST_F(StudyServiceTest, BudgetIsNeverOverspentByMoreThanTheTrialsRunningWhenItR
   const v1::Study s = client_->MustGetStudy(study);
   EXPECT_EQ(s.state(), v1::Study::COMPLETED);
   ASSERT_FALSE(running_when_spent.empty());
-  // Each trial costs at most 15; those running when it ran out finished (at most 15 each).
-  EXPECT_GE(s.spent_core_seconds(), budget);
+  // Each trial costs at most 15; those running when it ran out finished (at most 15 each). It
+  // ran out once what was left could not pay for the cheapest full run (w0's: 6).
+  EXPECT_GT(s.spent_core_seconds(), budget - 6);
   EXPECT_LE(s.spent_core_seconds(), budget + 15.0 * static_cast<double>(running_when_spent.size()));
   EXPECT_EQ(s.trial_count(), started);
+}
+
+TEST_F(StudyServiceTest, TheBudgetIsSpentOnceWhatIsLeftCannotPayForTheCheapestFullRun) {
+  const std::string study = client_->MustCreateStudy(BudgetSpec(100, 1)).name();
+  v1::SuggestTrialsResponse r = client_->MustSuggest(study, 2, "w");
+  ASSERT_EQ(r.trials_size(), 2);
+  client_->MustComplete(r.trials(0).name(), LossAt(0.5, 10, 30));  // a full run: 30
+  ASSERT_THAT(client_->AddMeasurement(r.trials(1).name(), LossAt(0.6, 1, 40)), GrpcOk());
+  EXPECT_EQ(client_->MustSuggest(study, 1, "other").trials_size(), 1);  // 30 left: enough
+  ASSERT_THAT(client_->AddMeasurement(r.trials(1).name(), LossAt(0.6, 2, 41)), GrpcOk());
+  // 29 left, less than the cheapest full run: no trial could finish.
+  EXPECT_EQ(client_->MustSuggest(study, 1, "third").trials_size(), 0);
+  const v1::Study s = client_->MustGetStudy(study);
+  EXPECT_EQ(s.state(), v1::Study::COMPLETED);
+  EXPECT_DOUBLE_EQ(s.remaining_core_seconds(), 29);
 }
 
 TEST_F(StudyServiceTest, RestartKeepsSpentCoreSecondsAndTheSpentBudget) {

@@ -71,6 +71,10 @@ void StudyState::Apply(const v1::Trial& t, int64_t seq) {
   }
   spent_core_seconds += cost - trial_cost[id - 1];
   trial_cost[id - 1] = cost;
+  if (!IsTombstone(t)) trials[id - 1].set_core_seconds(cost);
+  if (t.state() == v1::Trial::SUCCEEDED && cost > 0) {
+    cheapest_full_run = cheapest_full_run > 0 ? std::min(cheapest_full_run, cost) : cost;
+  }
   active.erase(id);
   requested.erase(id);
   if (IsTombstone(t)) {

@@ -53,9 +53,12 @@ struct StudyState {
   int64_t next_completion_seq() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     return static_cast<int64_t>(completed_order.size()) + 1;
   }
-  // Whether the study's budget is spent (never, without one).
+  // Whether the study's budget is spent (never, without one): its trials have spent it, or
+  // what is left would not pay for the cheapest full run (a SUCCEEDED trial) seen so far.
   bool budget_spent() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    return budget_core_seconds > 0 && spent_core_seconds >= budget_core_seconds;
+    return budget_core_seconds > 0 &&
+           (spent_core_seconds >= budget_core_seconds ||
+            budget_core_seconds - spent_core_seconds < cheapest_full_run);
   }
   // The study as the API answers it: with its trial counters and spending.
   v1::Study StudyWithCounts() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
@@ -96,6 +99,8 @@ struct StudyState {
   // trial_cost[i] is trial i + 1's TrialCoreSeconds; spent_core_seconds their sum.
   std::vector<double> trial_cost ABSL_GUARDED_BY(mu);
   double spent_core_seconds ABSL_GUARDED_BY(mu) = 0;
+  // The least a SUCCEEDED trial of the study has cost (0 before the first).
+  double cheapest_full_run ABSL_GUARDED_BY(mu) = 0;
   // Deleted trials stay in `trials` as tombstones (id and name only, STATE_UNSPECIFIED), so
   // ids stay dense and are never reused.
   int64_t deleted_trials ABSL_GUARDED_BY(mu) = 0;
