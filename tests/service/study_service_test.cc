@@ -2658,6 +2658,37 @@ v1::CheckTrialEarlyStoppingStateResponse CheckAfterRankedHistory(StudyClient& cl
   return resp;
 }
 
+TEST_F(StudyServiceTest, RestartInABudgetedStudyKeepsItsDecisionsAndSpending) {
+  v1::StudySpec spec = BudgetSpec(1e6, 1);
+  spec.mutable_early_stopping()->set_max_step(9);
+  const std::string study = client_->MustCreateStudy(spec).name();
+  ASSERT_TRUE(CheckAfterRankedHistory(*client_, study).should_stop());
+  // A second trial, as good as the best so far: it continues.
+  v1::SuggestTrialsResponse r = client_->MustSuggest(study, 1, "w2");
+  ASSERT_EQ(r.trials_size(), 1);
+  const std::string good = r.trials(0).name();
+  for (int step = 1; step <= 3; ++step) {
+    ASSERT_THAT(client_->AddMeasurement(good, LossAt(0.3, step, step)), GrpcOk());
+  }
+  auto check = [&](const std::string& trial) {
+    v1::CheckTrialEarlyStoppingStateRequest req;
+    req.set_trial_name(trial);
+    v1::CheckTrialEarlyStoppingStateResponse resp;
+    EXPECT_THAT(client_->Call(&Stub::CheckTrialEarlyStoppingState, req, &resp), GrpcOk());
+    return resp.should_stop();
+  };
+  EXPECT_FALSE(check(good));
+  const v1::Study before = client_->MustGetStudy(study);
+  ASSERT_NO_FATAL_FAILURE(RestartServer());
+  const v1::Study after = client_->MustGetStudy(study);
+  EXPECT_DOUBLE_EQ(after.spent_core_seconds(), before.spent_core_seconds());
+  EXPECT_DOUBLE_EQ(after.remaining_core_seconds(), before.remaining_core_seconds());
+  // The stopped trial is still STOPPING and told so; the good one still continues.
+  EXPECT_EQ(client_->MustGetTrial(study + "/trials/11").state(), v1::Trial::STOPPING);
+  EXPECT_TRUE(check(study + "/trials/11"));
+  EXPECT_FALSE(check(good));
+}
+
 TEST_F(StudyServiceTest, ABudgetMakesCostAwareTheDefaultOnceMaxStepIsSet) {
   v1::StudySpec spec = BudgetSpec(1e6, 1);
   spec.mutable_early_stopping()->set_max_step(9);
