@@ -2,10 +2,11 @@
 // charts.js on uPlot (from npm, compiled into evoscaled with this file). No build step.
 // Views are chosen by the URL hash:
 //   #/                        studies, with progress
-//   #/studies/ID              one study: history, learning curves, parallel coordinates,
-//                             importance, slices, Pareto front, resources and capacity (all
-//                             from /analysis, downsampled by evoscaled), optimal trials, and
-//                             the trial table (sorted, filtered and paged by evoscaled)
+//   #/studies/ID              one study: history, best vs core-hours and cost vs quality,
+//                             learning curves, parallel coordinates, importance, slices,
+//                             Pareto front, resources and capacity (all from /analysis,
+//                             downsampled by evoscaled), optimal trials, and the trial table
+//                             (sorted, filtered and paged by evoscaled)
 //   #/studies/ID/trials/T     one trial: its learning curve and usage over time
 //   #/workloads               autoscaled workloads with their current recommendation
 //   #/workloads/NS/NAME       one workload: usage per pod under its recommendation, replicas
@@ -93,6 +94,15 @@
     if (study.state !== 'ACTIVE' || max <= 0) return null;
     return h('span', { class: 'progress' },
       h('progress', { max, value: Math.min(done, max) }), ` ${done} / ${max}`);
+  }
+
+  // "budget: spent X of Y core-hours", for a study with a budget.
+  function budgetText(study) {
+    const budget = Number((study.spec && study.spec.budget_core_seconds) || 0);
+    if (!(budget > 0)) return null;
+    const spent = Number(study.spent_core_seconds || 0);
+    return [' · ', h('span', { id: 'study-budget', title: `${num(spent)} of ${num(budget)} core-seconds` },
+      `budget: spent ${num(spent / 3600)} of ${num(budget / 3600)} core-hours`)];
   }
 
   // ---- The API ------------------------------------------------------------------------------
@@ -329,6 +339,8 @@
           h('span', { id: 'analysis-note', class: 'muted' })),
         h('div', { class: 'grid' },
           card('history', 'Optimisation history'),
+          card('cost-best', 'Best vs core-hours'),
+          card('cost-quality', 'Cost vs quality', h('span', { class: 'legend-stopped' }, ' red: stopped early')),
           card('curves', 'Intermediate values', h('span', { class: 'legend-stopped' }, ' dashed red: stopped early')),
           card('parallel', 'Parallel coordinates'),
           card('importance', 'Parameter importance'),
@@ -438,6 +450,7 @@
           h('span', { id: 'trial-count' }, study.trial_count), ' trials, ',
           h('span', { id: 'completed-count' }, study.completed_trial_count), ' completed',
           spec.max_trials ? ` of at most ${spec.max_trials}` : '', ' ', progress(study),
+          budgetText(study),
           h('span', { class: 'muted' }, ` · created ${time(study.create_time)}`)));
       const specEl = document.getElementById('study-spec');
       if (!specEl.firstChild) specEl.append(specSummary(spec));
@@ -539,6 +552,8 @@
         document.getElementById('chart-pareto').dataset.frontTotal = String(a.pareto.trial_ids.length);
       }
 
+      this.drawCost(a, opts);
+
       const r = a.resources;
       const noResources = () => ['No requests or usage: evoscaled records both for the trials it runs (a study with a ',
         h('code', null, 'trial_template'), '), and a client may send usage with CompleteTrial.'];
@@ -578,6 +593,28 @@
           performance.mark('evoscale-charts-drawn');
           document.body.dataset.chartsMs = String(Math.round(ms));
         });
+      }
+    },
+    // Best vs core-hours and cost vs quality, for a study of one objective whose trials have
+    // cost anything (both cards hidden otherwise).
+    drawCost(a, opts) {
+      const cost = a.cost;
+      const costly = !!cost && (Number(a.budget.spent_core_seconds) > 0 || cost.points.core_seconds.some((c) => c > 0));
+      for (const id of ['cost-best', 'cost-quality']) document.getElementById(`card-${id}`).hidden = !costly;
+      if (!costly) return;
+      const values = [...cost.points.values, ...cost.curve.best.filter((v) => v !== null)];
+      const costOpts = { metric: cost.metric, log: opts.log && values.every((v) => v > 0) };
+      const budgetHours = Number(a.budget.budget_core_seconds) / 3600;
+      if (cost.curve.best.every((v) => v === null)) {
+        empty('cost-best', `No trial has completed with ${cost.metric} yet: the best so far appears as trials end.`);
+      } else {
+        EvoCharts.bestVsCost(chartEl('cost-best'), cost.curve, { ...costOpts, budgetHours });
+      }
+      if (cost.points.trial_ids.length === 0) {
+        empty('cost-quality', `No trial has a value of ${cost.metric} yet: each appears at what it cost as it ends.`);
+      } else {
+        EvoCharts.costQuality(chartEl('cost-quality'), cost.points, cost.front.trial_ids, costOpts);
+        document.getElementById('chart-cost-quality').dataset.frontTotal = String(cost.front.total);
       }
     },
     renderTable(page) {

@@ -162,6 +162,76 @@ window.EvoCharts = (() => {
     record(el, 2, countValues(sy), `Pareto front of ${names[0]} and ${names[1]}: ${onFront} of ${countValues(sy)} trials on the front`);
   }
 
+  // A dashed vertical line at x = `at` across the plot, labelled to its left (uPlot draw hook).
+  function marker(u, at, label, color) {
+    const dpr = window.devicePixelRatio || 1;
+    const x = Math.round(u.valToPos(at, 'x', true));
+    const { top, height } = u.bbox;
+    const ctx = u.ctx;
+    ctx.save();
+    ctx.strokeStyle = color;
+    ctx.fillStyle = color;
+    ctx.lineWidth = 1.5 * dpr;
+    ctx.setLineDash([6 * dpr, 4 * dpr]);
+    ctx.beginPath();
+    ctx.moveTo(x, top);
+    ctx.lineTo(x, top + height);
+    ctx.stroke();
+    ctx.font = `${11 * dpr}px system-ui, sans-serif`;
+    ctx.textAlign = 'right';
+    ctx.fillText(label, x - 4 * dpr, top + 12 * dpr);
+    ctx.restore();
+  }
+
+  // The best value so far against the core-hours spent by the trials ended by then (a step
+  // line), with the budget as a dashed vertical line when there is one (the x axis reaches it).
+  function bestVsCost(el, curve, { metric, log, budgetHours = 0 }) {
+    plot(el, {
+      scales: {
+        x: { time: false, range: (_, lo, hi) => [0, (Math.max(hi, budgetHours) || 1) * 1.04] },
+        y: log ? { distr: 3, log: 10 } : {},
+      },
+      axes: [{ label: 'core-hours spent', values: (_, ts) => ts.map(short) },
+        { label: `best ${metric}`, values: (_, ts) => ts.map(short), size: 60 }],
+      series: [{ label: 'core-hours' },
+        { label: 'best so far', stroke: PALETTE[0], width: 2, paths: uPlot.paths.stepped({ align: 1 }) }],
+      hooks: budgetHours > 0 ? { draw: [(u) => marker(u, budgetHours, 'budget', BAD)] } : {},
+    }, [curve.core_hours, curve.best]);
+    const n = countValues(curve.best);
+    const last = curve.core_hours.length ? curve.core_hours[curve.core_hours.length - 1] : 0;
+    el.dataset.budget = String(budgetHours);
+    record(el, 1, n, `Best ${metric} against core-hours: ${curve.core_hours.length} of ${curve.total} ended trials drawn, ` +
+      `best ${short(curve.best[curve.best.length - 1])} after ${short(last)} core-hours` +
+      (budgetHours > 0 ? `, budget ${short(budgetHours)} core-hours` : ''));
+  }
+
+  // Each trial's core-hours against its value: the trials that ran to the end, those stopped
+  // early (red), and the cost-quality front joined as a staircase.
+  function costQuality(el, points, frontIds, { metric, log }) {
+    const hours = points.core_seconds.map((c) => c / 3600);
+    const front = new Set(frontIds);
+    const ids = points.trial_ids;
+    const [sx, sv, sid, sstate] = sortBy(hours, points.values, ids, points.states);
+    const full = sv.map((v, i) => (sstate[i] === 'STOPPED' ? null : v));
+    const early = sv.map((v, i) => (sstate[i] === 'STOPPED' ? v : null));
+    const onFront = sv.map((v, i) => (front.has(sid[i]) ? v : null));
+    plot(el, {
+      // From no cost, with room past the dearest trial: a point on the edge is hard to see.
+      scales: { x: { time: false, range: (_, lo, hi) => [0, (hi || 1) * 1.05] }, y: log ? { distr: 3, log: 10 } : {} },
+      axes: [{ label: 'core-hours', values: (_, ts) => ts.map(short) },
+        { label: metric, values: (_, ts) => ts.map(short), size: 60 }],
+      series: [{ label: 'core-hours' }, { label: 'trials', ...dots(MUTED, 6) },
+        { label: 'stopped early', ...dots(BAD, 6) },
+        { label: 'cost-quality front', stroke: PALETTE[1], width: 2, spanGaps: true,
+          paths: uPlot.paths.stepped({ align: 1 }), points: { show: true, size: 7, fill: PALETTE[1] } }],
+    }, [sx, full, early, onFront]);
+    const n = countValues(sv);
+    const f = countValues(onFront);
+    el.dataset.front = String(f);
+    el.dataset.stopped = String(countValues(early));
+    record(el, 3, n, `${metric} against core-hours: ${n} of ${points.total} trials drawn, ${f} on the cost-quality front`);
+  }
+
   // Series over a shared x: [{label, values, color, dots, dash, step}], optional bands
   // [{upper, lower}] (series indices from 1), x as unix seconds when `time`.
   // `yMax`: the top of the y axis (a series above it, e.g. an early, wide upper bound, runs
@@ -286,5 +356,5 @@ window.EvoCharts = (() => {
     record(el, items.length, items.length, `Parameter importance: ${items.map((p) => `${p.name} ${p.label}`).join(', ')}`);
   }
 
-  return { history, curves, slice, pareto, lines, parallel, bars, bytes, short, reset, PALETTE, BAD, MUTED };
+  return { history, curves, slice, pareto, bestVsCost, costQuality, lines, parallel, bars, bytes, short, reset, PALETTE, BAD, MUTED };
 })();

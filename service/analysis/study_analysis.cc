@@ -19,6 +19,7 @@
 #include "absl/types/span.h"
 #include "evoscale/v1/study.pb.h"
 #include "nlohmann/json.hpp"
+#include "search/pareto.h"
 #include "search/types.h"
 #include "service/study/study_converter.h"
 
@@ -481,6 +482,193 @@ json Points(const v1::StudySpec& spec, const std::vector<ParamInfo>& params,
           {"params", point_params}};
 }
 
+// ---- Cost: the best value against core-hours spent, and the cost-quality front -----------
+
+// The one objective of a single-objective study, ranked as ListOptimalTrials ranks it.
+struct CostObjective {
+  std::string metric;
+  bool minimize = false;
+  std::vector<search::MetricConfig> metrics;  // every metric of the spec: the safety thresholds
+
+  bool Better(double a, double b) const { return minimize ? a < b : a > b; }
+
+  // The value a trial is ranked by: a SUCCEEDED trial's, when it is feasible (every metric
+  // reported, each safety threshold met) and its value finite; else none.
+  std::optional<double> RankedValue(const v1::Trial& t) const {
+    if (t.state() != v1::Trial::SUCCEEDED) return std::nullopt;
+    search::Trial ranked;  // what IsFeasible reads: the final values
+    ranked.final_measurement.metrics.insert(t.final_measurement().metrics().begin(),
+                                            t.final_measurement().metrics().end());
+    if (!search::IsFeasible(metrics, ranked)) return std::nullopt;
+    return FinalValue(t, metric);
+  }
+};
+
+// The objective of `spec` when it has exactly one (a metric without a safety threshold).
+std::optional<CostObjective> SoleObjective(const v1::StudySpec& spec) {
+  std::vector<const v1::MetricSpec*> objectives;
+  for (const v1::MetricSpec& m : spec.metrics()) {
+    if (!m.has_safety_threshold()) objectives.push_back(&m);
+  }
+  if (objectives.size() != 1) return std::nullopt;
+  // A stored study's spec passed the same validation: its metrics convert.
+  absl::StatusOr<std::vector<search::MetricConfig>> metrics = MetricConfigs(spec);
+  if (!metrics.ok()) return std::nullopt;
+  return CostObjective{.metric = objectives[0]->name(),
+                       .minimize = objectives[0]->goal() == v1::MetricSpec::MINIMIZE,
+                       .metrics = *std::move(metrics)};
+}
+
+// The study's budget and what its trials have spent (every trial, running ones included) and
+// have left; zeros without a budget.
+json Budget(const v1::Study& study) {
+  return {{"budget_core_seconds", study.spec().budget_core_seconds()},
+          {"spent_core_seconds", study.spent_core_seconds()},
+          {"remaining_core_seconds", study.remaining_core_seconds()}};
+}
+
+// The best so far against core-hours spent: the ended trials by end time (then id), each with
+// the core-hours that every trial ended by then had cost (stopped, failed and infeasible ones
+// too) and the best ranked value so far (null before the first). Over max_points: every
+// improvement of the best (evenly thinned past half the budget), the last trial, and an even
+// spread of the rest.
+json CostCurve(absl::Span<const v1::Trial> trials, const CostObjective& objective,
+               size_t max_points) {
+  std::vector<const v1::Trial*> ended;
+  for (const v1::Trial& t : trials) {
+    if (t.state() != v1::Trial::STATE_UNSPECIFIED && !IsLive(t)) ended.push_back(&t);
+  }
+  std::sort(ended.begin(), ended.end(), [](const v1::Trial* a, const v1::Trial* b) {
+    const double ea = Seconds(a->end_time()), eb = Seconds(b->end_time());
+    return ea != eb ? ea < eb : a->id() < b->id();
+  });
+  const size_t n = ended.size();
+  std::vector<double> hours(n);
+  std::vector<std::optional<double>> best(n);
+  std::vector<size_t> improvements;
+  double spent = 0;
+  for (size_t i = 0; i < n; ++i) {
+    spent += ended[i]->core_seconds();
+    hours[i] = spent / 3600;
+    if (i > 0) best[i] = best[i - 1];
+    const std::optional<double> v = objective.RankedValue(*ended[i]);
+    if (v && (!best[i] || objective.Better(*v, *best[i]))) {
+      best[i] = v;
+      improvements.push_back(i);
+    }
+  }
+  std::vector<size_t> keep = Spread(n, n);
+  if (n > max_points) {
+    std::vector<bool> taken(n, false);
+    for (size_t k : Spread(improvements.size(), max_points / 2)) taken[improvements[k]] = true;
+    taken[n - 1] = true;
+    keep = FillBudget(std::move(taken), hours, objective.minimize, 0, max_points);
+  }
+  json ids = json::array(), xs = json::array(), bests = json::array();
+  for (size_t i : keep) {
+    ids.push_back(ended[i]->id());
+    xs.push_back(hours[i]);
+    bests.push_back(best[i] ? json(*best[i]) : json(nullptr));
+  }
+  return {{"total", n}, {"trial_ids", ids}, {"core_hours", xs}, {"best", bests}};
+}
+
+// The cost-quality front: the ranked trials (RankedValue) that no other ranked trial beats on
+// both cost and value (costs as little or less and is as good or better, one of the two
+// strictly), by core-seconds. Equal trials are both on it.
+std::vector<const v1::Trial*> CostFront(absl::Span<const v1::Trial> trials,
+                                        const CostObjective& objective) {
+  struct Ranked {
+    const v1::Trial* trial;
+    double value;
+  };
+  std::vector<Ranked> ranked;
+  for (const v1::Trial& t : trials) {
+    if (std::optional<double> v = objective.RankedValue(t)) ranked.push_back({&t, *v});
+  }
+  // Cheapest first, and among equal costs the best first: a trial is beaten by one before it.
+  std::sort(ranked.begin(), ranked.end(), [&](const Ranked& a, const Ranked& b) {
+    if (a.trial->core_seconds() != b.trial->core_seconds()) {
+      return a.trial->core_seconds() < b.trial->core_seconds();
+    }
+    if (a.value != b.value) return objective.Better(a.value, b.value);
+    return a.trial->id() < b.trial->id();
+  });
+  std::vector<const v1::Trial*> front;
+  const Ranked* cheapest_best = nullptr;  // the cheapest of the best value so far
+  for (const Ranked& r : ranked) {
+    const bool better = !cheapest_best || objective.Better(r.value, cheapest_best->value);
+    const bool tie = cheapest_best && r.value == cheapest_best->value &&
+                     r.trial->core_seconds() == cheapest_best->trial->core_seconds();
+    if (better) cheapest_best = &r;
+    if (better || tie) front.push_back(r.trial);
+  }
+  return front;
+}
+
+// Cost against value: every SUCCEEDED or STOPPED trial with a value of the objective (a
+// stopped one's is its last), by id. Over max_points: the front (up to half), the best
+// quarter, then an even spread of the rest.
+json CostPoints(absl::Span<const v1::Trial> trials, const CostObjective& objective,
+                const std::vector<const v1::Trial*>& front, size_t max_points) {
+  std::vector<const v1::Trial*> with;
+  std::vector<double> value;
+  for (const v1::Trial& t : trials) {
+    if (t.state() != v1::Trial::SUCCEEDED && t.state() != v1::Trial::STOPPED) continue;
+    if (std::optional<double> v = FinalValue(t, objective.metric)) {
+      with.push_back(&t);
+      value.push_back(*v);
+    }
+  }
+  std::vector<bool> taken(with.size(), false);
+  std::vector<int64_t> front_ids;
+  for (const v1::Trial* t : front) front_ids.push_back(t->id());
+  std::sort(front_ids.begin(), front_ids.end());
+  size_t count = 0;
+  for (size_t i = 0; i < with.size() && with.size() > max_points; ++i) {
+    if (count < max_points / 2 &&
+        std::binary_search(front_ids.begin(), front_ids.end(), with[i]->id())) {
+      taken[i] = true;
+      ++count;
+    }
+  }
+  json ids = json::array(), costs = json::array(), values = json::array(),
+       states = json::array();
+  for (size_t i : FillBudget(std::move(taken), value, objective.minimize, max_points / 4,
+                             max_points)) {
+    ids.push_back(with[i]->id());
+    costs.push_back(with[i]->core_seconds());
+    values.push_back(value[i]);
+    states.push_back(v1::Trial::State_Name(with[i]->state()));
+  }
+  return {{"total", with.size()},
+          {"trial_ids", ids},
+          {"core_seconds", costs},
+          {"values", values},
+          {"states", states}};
+}
+
+// The cost section of a single-objective study: its objective, the best-so-far curve against
+// core-hours, cost against value per trial and the cost-quality front (all of it within
+// max_points, evenly spread beyond).
+json Cost(absl::Span<const v1::Trial> trials, const CostObjective& objective,
+          size_t max_points) {
+  const std::vector<const v1::Trial*> front = CostFront(trials, objective);
+  json ids = json::array(), costs = json::array(), values = json::array();
+  for (size_t k : Spread(front.size(), max_points)) {
+    ids.push_back(front[k]->id());
+    costs.push_back(front[k]->core_seconds());
+    values.push_back(*FinalValue(*front[k], objective.metric));
+  }
+  return {{"metric", objective.metric},
+          {"goal", objective.minimize ? "MINIMIZE" : "MAXIMIZE"},
+          {"curve", CostCurve(trials, objective, max_points)},
+          {"points", CostPoints(trials, objective, front, max_points)},
+          {"front",
+           {{"total", front.size()}, {"trial_ids", ids}, {"core_seconds", costs},
+            {"values", values}}}};
+}
+
 // StudyAnalysisJson, and whether the document shows running trials' intervals ending at `now`
 // (it then holds for `now` only).
 std::string AnalysisJson(const v1::Study& study, absl::Span<const v1::Trial> trials,
@@ -530,8 +718,12 @@ std::string AnalysisJson(const v1::Study& study, absl::Span<const v1::Trial> tri
        Points(spec, params, ChoosePoints(done, front, metric, minimize, max_points), done.size())},
       {"resources", Resources(trials, max_points)},
       {"capacity", CapacityUse(trials, max_points, capacity, now, ends_now)},
+      {"budget", Budget(study)},
   };
   if (objectives >= 2) doc["pareto"] = {{"trial_ids", front}};
+  if (std::optional<CostObjective> objective = SoleObjective(spec)) {
+    doc["cost"] = Cost(trials, *objective, max_points);
+  }
   return doc.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

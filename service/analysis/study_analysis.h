@@ -1,7 +1,11 @@
 // The dashboard's view of one study, computed by evoscaled and served as one JSON document
 // (GET /api/v1/studies/{s}/analysis): optimisation history, learning curves, the completed
 // trials' parameters and metrics (parallel coordinates, slice plots, Pareto front), requested
-// against used resources, and the capacity the study's trials held over time.
+// against used resources, and the capacity the study's trials held over time. For a study of
+// one objective, its cost: the best value against the core-hours spent (the ended trials by
+// end time; the best among SUCCEEDED trials, as ListOptimalTrials ranks them) and each trial's
+// core-seconds against its value, with the cost-quality front (the SUCCEEDED trials no other
+// beats on both); the budget, spent and remaining core-seconds of every study.
 //
 // Every series is bounded, so a page for a 10,000-trial study stays small and quick to draw:
 // history and points are downsampled to at most max_points (keeping each bucket's extremes,

@@ -409,6 +409,17 @@ test('a 2,000-trial study with learning curves: every chart, sorting, filtering,
     assert.equal(c.points, succeeded.filter((t) => param(t, name)).length, name);
   }
   assert.ok(await page.locator('#card-pareto').isHidden(), 'one metric: no Pareto front');
+  // Cost (each trial's last elapsed seconds on one core): the best so far at every ended
+  // trial, and every trial with a value against what it cost.
+  const costBest = await chart(page, '#chart-cost-best');
+  assert.equal(costBest.x.length, 2000);
+  assert.equal(costBest.points, 2000);  // trial 1 succeeded: a best from the first on
+  assert.equal(costBest.data[0].at(-1), seeded.best);
+  assert.equal(costBest.ds.budget, '0');  // no budget, no marker
+  const costQuality = await chart(page, '#chart-cost-quality');
+  assert.equal(costQuality.points, seeded.succeeded + seeded.stopped);
+  assert.equal(Number(costQuality.ds.stopped), seeded.stopped);
+  assert.equal(await page.locator('#study-budget').count(), 0);
   // No resources for ask/tell trials: the cards say how to get them.
   assert.match((await chart(page, '#chart-memory')).text, /trial_template/);
   await shot(page, 'study-2000');
@@ -499,6 +510,8 @@ test('a two-metric study: the Pareto front, and switching metrics', async () => 
   const got = pareto.x.map((x, i) => (pareto.data[1][i] === null ? null : `${x},${pareto.data[1][i]}`)).filter(Boolean).sort();
   assert.deepEqual(got, want);
   assert.ok(await painted(page, '#chart-pareto') > 500);
+  assert.ok(await page.locator('#card-cost-best').isHidden(), 'two objectives: no cost charts');
+  assert.ok(await page.locator('#card-cost-quality').isHidden());
   await shot(page, 'study-pareto');
   // The other metric: history and slices redraw for latency_ms.
   await page.selectOption('#metric', 'latency_ms');
@@ -506,6 +519,77 @@ test('a two-metric study: the Pareto front, and switching metrics', async () => 
   const history = await chart(page, '#chart-history');
   assert.equal(history.uplot[0], 300);
   assert.equal(history.data[1].at(-1), Math.min(...history.data[0]));  // minimised
+  assert.deepEqual(errors, []);
+});
+
+test('a study with a budget: best vs core-hours, cost vs quality and the budget spent, live', async () => {
+  const server = await startServer();
+  const seeded = await seed(server, 'budget');
+  const id = seeded.study.replace('studies/', '');
+  const { trials } = await getJson(server, `/api/v1/studies/${id}/trials?page_size=100`);
+  assert.equal(trials.length, 13);
+  assert.equal(seeded.spent_core_seconds, 24300);  // 6.75 core-hours: 6 3/4 of 1 to 4 epochs of 900 s
+  const loss = (t) => t.final_measurement?.metrics?.loss;
+  const cost = (t) => Number(t.core_seconds || 0);
+  assert.equal(trials.reduce((a, t) => a + cost(t), 0), seeded.spent_core_seconds);
+  // What the charts should hold, worked out here the plain way. Trials were made one at a
+  // time, so their end times are in id order; trial 1 is still running.
+  const ended = trials.filter((t) => t.state !== 'ACTIVE');
+  assert.equal(ended.length, 12);
+  const hours = [];
+  const best = [];
+  let spent = 0;
+  for (const t of ended) {
+    spent += cost(t);
+    hours.push(spent / 3600);
+    const prev = best.length ? best.at(-1) : null;
+    best.push(t.state === 'SUCCEEDED' && (prev === null || loss(t) < prev) ? loss(t) : prev);
+  }
+  const succeeded = trials.filter((t) => t.state === 'SUCCEEDED');
+  const beaten = (t) => succeeded.some((o) => cost(o) <= cost(t) && loss(o) <= loss(t) &&
+    (cost(o) < cost(t) || loss(o) < loss(t)));
+  const front = succeeded.filter((t) => !beaten(t));
+  assert.ok(front.length >= 2 && front.length < succeeded.length, `a front of ${front.length}`);
+
+  const { page, errors } = await newPage();
+  await page.goto(`${server.http}/#/studies/${id}`);
+  await until(page, 'the cost charts', () => ['cost-best', 'cost-quality'].every((c) =>
+    document.querySelector(`#chart-${c}`)?.dataset.drawn === '1'));
+  // The header: what the budget has paid for, in core-hours.
+  assert.equal(await page.locator('#study-budget').innerText(), 'budget: spent 6.75 of 10 core-hours');
+  // Best vs core-hours: one step per ended trial, the budget marked at 10 core-hours.
+  const curve = await chart(page, '#chart-cost-best');
+  assert.equal(curve.points, 12);
+  assert.deepEqual(curve.x, hours);
+  assert.deepEqual(curve.data[0], best);
+  assert.equal(curve.ds.budget, '10');
+  assert.ok(await page.evaluate(() => document.querySelector('#chart-cost-best')._uplot.scales.x.max) >= 10,
+    'the x axis reaches the budget');
+  assert.match(curve.label, /budget 10 core-hours/);
+  assert.ok(await painted(page, '#chart-cost-best') > 500);
+  // Cost vs quality: the 11 trials with a loss (2 stopped early), the front among them.
+  const scatter = await chart(page, '#chart-cost-quality');
+  assert.equal(scatter.series, 3);
+  assert.equal(scatter.points, seeded.succeeded + seeded.stopped);
+  assert.deepEqual(scatter.uplot, [seeded.succeeded, seeded.stopped, front.length]);
+  assert.equal(scatter.ds.front, String(front.length));
+  const frontPoints = scatter.x.map((x, i) => (scatter.data[2][i] === null ? null : `${x},${scatter.data[2][i]}`))
+    .filter(Boolean).sort();
+  assert.deepEqual(frontPoints, front.map((t) => `${cost(t) / 3600},${loss(t)}`).sort());
+  assert.ok(await painted(page, '#chart-cost-quality') > 500);
+  await shot(page, 'study-budget');
+
+  // Live: the running trial completes, the best so far; it ended last, so the curve's last step.
+  await cli(server, 'complete', trials[0].name, 'loss=0.3');
+  await until(page, 'the thirteenth step, at the new best', () => {
+    const el = document.querySelector('#chart-cost-best');
+    return el?.dataset.points === '13' && el._uplot.data[1].at(-1) === 0.3;
+  });
+  const after = await chart(page, '#chart-cost-best');
+  assert.equal(after.x.at(-1), 6.75);
+  assert.equal(await page.locator('#study-budget').innerText(), 'budget: spent 6.75 of 10 core-hours');
+  await until(page, 'the completed trial among the points', () =>
+    Number(document.querySelector('#chart-cost-quality')?.dataset.points) === 12);
   assert.deepEqual(errors, []);
 });
 

@@ -1,10 +1,12 @@
 // Seeds a real evoscaled over gRPC for the dashboard's browser test, as clients would: a study of
 // many trials with learning curves (CreateTrial with their measurements, from 8 connections at
-// once), a two-metric study, an autoscaled workload with two hours of telemetry from several
-// replicas. Prints what it made as one JSON line, for the test to check the charts against.
+// once), a two-metric study, a study with a budget whose trials cost core-hours, an autoscaled
+// workload with two hours of telemetry from several replicas. Prints what it made as one JSON
+// line, for the test to check the charts against.
 //
 //   web_seed --server HOST:PORT [--token T] curves   --trials N --steps S [--name NAME]
 //   web_seed --server HOST:PORT [--token T] pareto   --trials N [--name NAME]
+//   web_seed --server HOST:PORT [--token T] budget   [--name NAME]
 //   web_seed --server HOST:PORT [--token T] workload --name NS/NAME --minutes M --instances K
 //            [--policy EVOSCALE|VPA|HPA] [--request-percentile P]
 #include <grpcpp/grpcpp.h>
@@ -245,6 +247,73 @@ void Pareto(const Args& a) {
   std::printf("{\"study\":\"%s\",\"trials\":%d}\n", study.c_str(), a.trials);
 }
 
+// A study with a budget of 10 core-hours and 13 trials, one at a time (so their end times are
+// in id order): one still running (first, while the budget allows it), then 12 that ran 1 to 4
+// epochs of 900 s on one core each (a trial's cost: its last measurement's elapsed seconds),
+// the loss falling with every epoch; trials 6 and 11 (5th and 10th ended) were stopped after
+// one epoch, trial 8 was infeasible after one.
+void Budget(const Args& a) {
+  auto stub = v1::StudyService::NewStub(grpc::CreateChannel(a.server, grpc::InsecureChannelCredentials()));
+  v1::StudySpec spec;
+  auto* metric = spec.add_metrics();
+  metric->set_name("loss");
+  metric->set_goal(v1::MetricSpec::MINIMIZE);
+  *spec.add_parameters() = Double("x", 0, 1);
+  spec.mutable_algorithm()->set_algorithm(v1::AlgorithmSpec::RANDOM);
+  spec.set_budget_core_seconds(36000);
+  const std::string study = CreateStudy(*stub, a, spec, a.name.empty() ? "ctr-budget" : a.name);
+  double spent = 0;
+  auto create = [&](v1::Trial t) {
+    t.set_client_id("web-seed");
+    grpc::ClientContext ctx;
+    Authorize(ctx, a);
+    v1::CreateTrialRequest req;
+    req.set_parent(study);
+    *req.mutable_trial() = std::move(t);
+    v1::Trial out;
+    Check(stub->CreateTrial(&ctx, req, &out), "CreateTrial");
+    spent += out.core_seconds();
+  };
+  auto trial = [](int i, int epochs) {
+    v1::Trial t;
+    auto* x = t.add_parameters();
+    x->set_name("x");
+    x->set_double_value(i / 16.0);
+    for (int e = 1; e <= epochs; ++e) {
+      auto* m = t.add_measurements();
+      m->set_step(e);
+      m->set_elapsed_seconds(900.0 * e);
+      (*m->mutable_metrics())["loss"] = 0.6 - 0.05 * e + 0.01 * (i % 3);
+    }
+    return t;
+  };
+  v1::Trial running = trial(0, 2);
+  running.set_state(v1::Trial::ACTIVE);
+  create(std::move(running));
+  int succeeded = 0, stopped = 0, infeasible = 0;
+  for (int i = 1; i <= 12; ++i) {
+    const bool early = i == 5 || i == 10, bad = i == 7;
+    v1::Trial t = trial(i, early || bad ? 1 : 1 + (i + 1) % 4);
+    if (bad) {
+      t.set_state(v1::Trial::INFEASIBLE);
+      t.set_infeasible_reason("diverged (loss is NaN)");
+      ++infeasible;
+    } else if (early) {
+      t.set_state(v1::Trial::STOPPED);
+      ++stopped;
+    } else {
+      t.set_state(v1::Trial::SUCCEEDED);
+      *t.mutable_final_measurement() = t.measurements(t.measurements_size() - 1);
+      ++succeeded;
+    }
+    create(std::move(t));
+  }
+  std::printf(
+      "{\"study\":\"%s\",\"budget_core_seconds\":36000,\"spent_core_seconds\":%.17g,"
+      "\"succeeded\":%d,\"stopped\":%d,\"infeasible\":%d,\"running\":1}\n",
+      study.c_str(), spent, succeeded, stopped, infeasible);
+}
+
 // A serving workload: `instances` replicas, one sample each every 30 s for `minutes` up to now;
 // CPU follows a daily-like wave, memory grows slowly.
 void Workload(const Args& a) {
@@ -305,7 +374,8 @@ int main(int argc, char** argv) {
   const Args a = Parse(argc, argv);
   if (a.scenario == "curves") Curves(a);
   else if (a.scenario == "pareto") Pareto(a);
+  else if (a.scenario == "budget") Budget(a);
   else if (a.scenario == "workload") Workload(a);
-  else Fail("unknown scenario " + a.scenario + " (want curves, pareto or workload)");
+  else Fail("unknown scenario " + a.scenario + " (want curves, pareto, budget or workload)");
   return 0;
 }

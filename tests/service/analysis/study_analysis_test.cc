@@ -200,6 +200,137 @@ TEST(StudyAnalysisTest, CapacityIsTheStepFunctionOfRunningRequests) {
   EXPECT_EQ(r["cpu_used"], json({0.5, 1.0, nullptr}));  // no wall time yet: no mean
 }
 
+// loss (minimised) with a safety threshold on mem: a trial over 100 is not feasible.
+constexpr char kCostSpec[] = R"pb(
+  metrics { name: "loss" goal: MINIMIZE }
+  metrics { name: "mem" goal: MINIMIZE safety_threshold: 100 }
+  parameters { name: "x" double_spec { min: 0 max: 1 } }
+)pb";
+
+// Trial `id` in `state` with `loss` (none when NaN), mem 50, costing `core_seconds`, ended at
+// unix second `end` (0: still running, no end time).
+v1::Trial Costed(int64_t id, v1::Trial::State state, double loss, double core_seconds,
+                 int64_t end) {
+  v1::Trial t = Succeeded(id, loss, 0.5);
+  t.set_state(state);
+  auto& metrics = *t.mutable_final_measurement()->mutable_metrics();
+  if (std::isnan(loss)) metrics.clear();
+  else metrics["mem"] = 50;
+  t.set_core_seconds(core_seconds);
+  *t.mutable_start_time() = TimeUtil::SecondsToTimestamp(end > 0 ? end - 10 : 990);
+  if (end > 0) *t.mutable_end_time() = TimeUtil::SecondsToTimestamp(end);
+  return t;
+}
+
+TEST(StudyAnalysisTest, CostHasTheBestAgainstCoreHoursAndTheCostQualityFront) {
+  v1::Study study = MakeStudy(kCostSpec);
+  study.mutable_spec()->set_budget_core_seconds(36000);
+  study.set_spent_core_seconds(31500);
+  study.set_remaining_core_seconds(4500);
+  std::vector<v1::Trial> trials = {
+      Costed(1, v1::Trial::SUCCEEDED, 0.5, 3600, 100),
+      Costed(2, v1::Trial::STOPPED, 0.3, 1800, 200),  // never the best, never on the front
+      Costed(3, v1::Trial::SUCCEEDED, 0.6, 900, 150),  // ends before 2
+      Costed(4, v1::Trial::FAILED, NAN, 1800, 250),
+      Costed(5, v1::Trial::SUCCEEDED, 0.4, 7200, 300),
+      Costed(6, v1::Trial::SUCCEEDED, 0.5, 3600, 350),   // the same as 1: both on the front
+      Costed(7, v1::Trial::ACTIVE, NAN, 900, 0),          // running: not in the curve
+      Costed(9, v1::Trial::SUCCEEDED, 0.45, 10800, 400),  // 5 costs less and is better
+      Costed(10, v1::Trial::SUCCEEDED, 0.1, 900, 500),    // mem over its threshold
+  };
+  (*trials.back().mutable_final_measurement()->mutable_metrics())["mem"] = 200;
+  v1::Trial tombstone;
+  tombstone.set_id(8);
+  trials.insert(trials.begin() + 7, tombstone);
+  const json a = Analyse(study, trials);
+  EXPECT_EQ(a["budget"], json({{"budget_core_seconds", 36000.0},
+                               {"spent_core_seconds", 31500.0},
+                               {"remaining_core_seconds", 4500.0}}));
+  const json& cost = a["cost"];
+  EXPECT_EQ(cost["metric"], "loss");
+  EXPECT_EQ(cost["goal"], "MINIMIZE");
+  // By end time, each at the core-hours every trial ended by then had cost.
+  const json& curve = cost["curve"];
+  EXPECT_EQ(curve["total"], 8);
+  EXPECT_EQ(curve["trial_ids"], json({1, 3, 2, 4, 5, 6, 9, 10}));
+  EXPECT_EQ(curve["core_hours"], json({1.0, 1.25, 1.75, 2.25, 4.25, 5.25, 8.25, 8.5}));
+  EXPECT_EQ(curve["best"], json({0.5, 0.5, 0.5, 0.5, 0.4, 0.4, 0.4, 0.4}));
+  // Every trial with a value, SUCCEEDED or STOPPED, by id.
+  const json& points = cost["points"];
+  EXPECT_EQ(points["total"], 7);
+  EXPECT_EQ(points["trial_ids"], json({1, 2, 3, 5, 6, 9, 10}));
+  EXPECT_EQ(points["core_seconds"], json({3600.0, 1800.0, 900.0, 7200.0, 3600.0, 10800.0, 900.0}));
+  EXPECT_EQ(points["values"], json({0.5, 0.3, 0.6, 0.4, 0.5, 0.45, 0.1}));
+  EXPECT_EQ(points["states"][1], "STOPPED");
+  // Cheapest first: 3 for 900, 1 and 6 for 3600 (the same), 5 for 7200.
+  const json& front = cost["front"];
+  EXPECT_EQ(front["total"], 4);
+  EXPECT_EQ(front["trial_ids"], json({3, 1, 6, 5}));
+  EXPECT_EQ(front["core_seconds"], json({900.0, 3600.0, 3600.0, 7200.0}));
+  EXPECT_EQ(front["values"], json({0.6, 0.5, 0.5, 0.4}));
+}
+
+TEST(StudyAnalysisTest, CostOfAMaximisedObjectiveBeforeAnySuccessIsNull) {
+  v1::Study study = MakeStudy(R"pb(
+    metrics { name: "auc" goal: MAXIMIZE }
+    parameters { name: "x" double_spec { min: 0 max: 1 } }
+  )pb");
+  auto auc = [](v1::Trial t, double v) {
+    auto& metrics = *t.mutable_final_measurement()->mutable_metrics();
+    metrics.clear();
+    metrics["auc"] = v;
+    return t;
+  };
+  const json a = Analyse(study, {auc(Costed(1, v1::Trial::STOPPED, 0, 1800, 100), 0.9),
+                                 auc(Costed(2, v1::Trial::SUCCEEDED, 0, 1800, 200), 0.7),
+                                 auc(Costed(3, v1::Trial::SUCCEEDED, 0, 3600, 300), 0.8),
+                                 auc(Costed(4, v1::Trial::SUCCEEDED, 0, 5400, 400), 0.75)});
+  EXPECT_EQ(a["budget"]["budget_core_seconds"], 0.0);
+  EXPECT_EQ(a["cost"]["goal"], "MAXIMIZE");
+  EXPECT_EQ(a["cost"]["curve"]["core_hours"], json({0.5, 1.0, 2.0, 3.5}));
+  EXPECT_EQ(a["cost"]["curve"]["best"], json({nullptr, 0.7, 0.8, 0.8}));
+  EXPECT_EQ(a["cost"]["front"]["trial_ids"], json({2, 3}));
+}
+
+TEST(StudyAnalysisTest, CostIsLeftOutOfAStudyOfSeveralObjectives) {
+  const json a = Analyse(MakeStudy(R"pb(
+                           metrics { name: "auc" goal: MAXIMIZE }
+                           metrics { name: "latency" goal: MINIMIZE }
+                           parameters { name: "x" double_spec { min: 0 max: 1 } }
+                         )pb"),
+                         {});
+  EXPECT_FALSE(a.contains("cost"));
+  EXPECT_TRUE(a.contains("budget"));
+}
+
+TEST(StudyAnalysisTest, CostCurveDownsamplesKeepingEveryImprovementAndTheLastTrial) {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<v1::Trial> trials;
+  double best = HUGE_VAL, spent = 0;
+  std::vector<int64_t> improvements;
+  for (int i = 1; i <= 5000; ++i) {
+    const double loss = u(rng);
+    const double seconds = std::floor(1 + 100 * u(rng));
+    trials.push_back(Costed(i, v1::Trial::SUCCEEDED, loss, seconds, 100 + i));
+    if (loss < best) best = loss, improvements.push_back(i);
+    spent += seconds;
+  }
+  AnalysisOptions o;
+  o.max_points = 100;
+  const json a = Analyse(MakeStudy(kCostSpec), trials, o);
+  const json& curve = a["cost"]["curve"];
+  EXPECT_EQ(curve["total"], 5000);
+  ASSERT_EQ(curve["trial_ids"].size(), 100u);
+  std::set<int64_t> kept(curve["trial_ids"].begin(), curve["trial_ids"].end());
+  for (int64_t id : improvements) EXPECT_TRUE(kept.contains(id)) << id;
+  EXPECT_EQ(curve["trial_ids"].back(), 5000);
+  EXPECT_EQ(curve["core_hours"].back(), spent / 3600);
+  EXPECT_EQ(curve["best"].back(), best);
+  EXPECT_LE(a["cost"]["points"]["trial_ids"].size(), 100u);
+  EXPECT_EQ(a["cost"]["points"]["total"], 5000);
+}
+
 // The cache answers its document again while the study's trial version, its state and, while
 // a running trial holds resources, the second stay; any of them moving builds a new one.
 TEST(AnalysisCacheTest, KeepsADocumentWhileItsStudyIsUnchanged) {
