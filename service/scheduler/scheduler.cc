@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "google/protobuf/util/time_util.h"
+#include "search/early_stopping.h"
 #include "service/study/study_converter.h"
 #include "service/common/log.h"
 #include "service/scheduler/placement.h"
@@ -143,6 +144,14 @@ class Reporter : public ta::TrialObserver {
   const double first_elapsed_;
   bool warned_ = false;
 };
+
+// Whether a run that ended so may be promoted and resume from its checkpoint (which must then
+// stay): stopped early in a COST_AWARE study whose template resumes (StudyState::promotes).
+// A client's StopTrial is kept too; the promotion itself asks whether the policy stopped it.
+bool MayBePromoted(const v1::Study& study, const ta::TrialOutcome& outcome, bool resumes) {
+  return resumes && outcome.kind == ta::TrialOutcome::Kind::kStopped &&
+         ToEarlyStopping(study.spec()).policy == search::EarlyStoppingPolicy::kCostAware;
+}
 
 // The elapsed seconds of a trial's latest measurement (0 with none).
 double LatestElapsed(const v1::Trial& trial) {
@@ -718,7 +727,7 @@ void Scheduler::Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial wai
     return finish();
   }
   Report(study, trial, outcome);
-  finish();
+  if (!MayBePromoted(study, outcome, resumes)) finish();
 }
 
 bool Scheduler::RerunAfterOom(const v1::Study& study, const v1::Trial& trial,

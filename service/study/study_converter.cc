@@ -490,6 +490,13 @@ absl::StatusOr<search::ProblemStatement> ToProblem(const v1::StudySpec& spec) {
   return problem;
 }
 
+const search::MetricConfig& PrimaryMetric(const search::ProblemStatement& problem) {
+  for (const auto& m : problem.metrics) {
+    if (!m.safety_threshold.has_value()) return m;
+  }
+  return problem.metrics.front();
+}
+
 double TrialCoreSeconds(const v1::Trial& trial) {
   const double cores = trial.resources().cpu_cores() > 0 ? trial.resources().cpu_cores() : 1.0;
   double seconds = trial.usage().wall_seconds();

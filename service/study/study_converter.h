@@ -28,6 +28,9 @@ inline constexpr int kMaxConditionDepth = 8;
 // Validates the whole spec and converts it. Field paths start with "spec.".
 absl::StatusOr<search::ProblemStatement> ToProblem(const v1::StudySpec& spec);
 
+// The objective early stopping watches: the first metric that is not a constraint.
+const search::MetricConfig& PrimaryMetric(const search::ProblemStatement& problem);
+
 // The early-stopping rule of a valid spec: its policy (COST_AWARE when none is set and the
 // study has a budget and a max_step) and settings.
 search::EarlyStoppingConfig ToEarlyStopping(const v1::StudySpec& spec);

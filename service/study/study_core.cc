@@ -36,13 +36,6 @@ bool IsFinal(v1::Trial::State s) {
          s == v1::Trial::STOPPED;
 }
 
-// The objective early stopping watches: the first metric that is not a constraint.
-const search::MetricConfig& PrimaryMetric(const search::ProblemStatement& p) {
-  for (const auto& m : p.metrics) {
-    if (!m.safety_threshold.has_value()) return m;
-  }
-  return p.metrics.front();
-}
 
 }  // namespace
 
@@ -304,6 +297,7 @@ StudyCore::Applied<absl::StatusOr<v1::SuggestTrialsResponse>> StudyCore::Apply(
   internal::Handout handout(*study, req.client_id(), req.suggestion_count(), clock_->Now());
   handout.HandBackActive();
   handout.HandOutRequested();
+  handout.PromoteStopped();
   if (absl::Status st = handout.SuggestNew(); !st.ok()) return st;
   absl::StatusOr<WriteTicket> written = Commit(handout.Batch());
   if (!written.ok()) {
@@ -520,19 +514,11 @@ StudyCore::Applied<absl::StatusOr<v1::CheckTrialEarlyStoppingStateResponse>> Stu
       trial->early_stopping.policy == search::EarlyStoppingPolicy::kNone) {
     return resp;
   }
-  std::vector<search::Trial> others;
-  others.reserve(trial->trials.size());
-  for (const v1::Trial& o : trial->trials) {
-    if (o.id() != t.id() && o.measurements_size() > 0) others.push_back(ToSearchTrial(o));
-  }
-  const search::BudgetView budget{.budget_core_seconds = trial->budget_core_seconds,
-                                  .spent_core_seconds = trial->spent_core_seconds};
-  resp.set_should_stop(search::ShouldStop(trial->early_stopping, PrimaryMetric(trial->problem),
-                                          ToSearchTrial(t), others, budget));
+  resp.set_should_stop(trial->PolicyStops(t));
   if (!resp.should_stop()) return resp;
   // As Vizier: the decision is kept (the trial is STOPPING), so the client's CompleteTrial
   // ends it STOPPED and later checks answer the same.
-  Applied<absl::StatusOr<v1::Trial>> stopping = MarkStopping(*trial, t);
+  Applied<absl::StatusOr<v1::Trial>> stopping = MarkStopping(*trial, t, /*by_policy=*/true);
   if (!stopping.result.ok()) return stopping.result.status();
   return {std::move(resp), stopping.written};
 }
@@ -547,13 +533,15 @@ StudyCore::Applied<absl::StatusOr<v1::Trial>> StudyCore::Apply(const v1::StopTri
         absl::StrFormat("trial \"%s\" is %s; only ACTIVE trials can be stopped", t.name(),
                         TrialStateName(t.state())));
   }
-  return MarkStopping(*trial, t);
+  return MarkStopping(*trial, t, /*by_policy=*/false);
 }
 
 StudyCore::Applied<absl::StatusOr<v1::Trial>> StudyCore::MarkStopping(StudyState& study,
-                                                                      const v1::Trial& t) {
+                                                                      const v1::Trial& t,
+                                                                      bool by_policy) {
   v1::Trial n = t;
   n.set_state(v1::Trial::STOPPING);
+  n.set_policy_stopped(by_policy);
   absl::StatusOr<WriteTicket> written = CommitTrial(study, n, 0);
   if (!written.ok()) return written.status();
   return {std::move(n), *written};

@@ -215,7 +215,8 @@ class StudyCore {
   absl::StatusOr<WriteTicket> CommitStudy(internal::StudyState& study, v1::Study next);
   // Writes trial `t` of `study` (whose mutex the caller holds) as STOPPING; the trial as
   // stored.
-  Applied<absl::StatusOr<v1::Trial>> MarkStopping(internal::StudyState& study, const v1::Trial& t);
+  Applied<absl::StatusOr<v1::Trial>> MarkStopping(internal::StudyState& study, const v1::Trial& t,
+                                                  bool by_policy);
   // Calls `then` once `written`, or with none the last write queued, is durable (at once,
   // with OK, when the store does not defer syncs).
   void WhenDurable(WriteTicket written, std::function<void(absl::Status)> then);

@@ -61,6 +61,34 @@ void Handout::HandOutRequested() {
   }
 }
 
+void Handout::PromoteStopped() {
+  if (!study_.promotes || study_.budget_spent() || static_cast<int>(trials_.size()) >= count_ ||
+      study_.study.state() != v1::Study::ACTIVE) {
+    return;
+  }
+  int checked = 0;
+  for (auto it = study_.completed_order.rbegin();
+       it != study_.completed_order.rend() && checked < kMaxPromotionChecks; ++it) {
+    const v1::Trial& t = study_.trial(*it);
+    if (t.state() != v1::Trial::STOPPED || !t.policy_stopped() || t.measurements().empty() ||
+        t.measurements().rbegin()->step() >= study_.early_stopping.max_step) {
+      continue;
+    }
+    ++checked;
+    if (study_.PolicyStops(t)) continue;
+    v1::Trial n = t;
+    n.set_state(v1::Trial::ACTIVE);
+    n.set_client_id(client_);
+    n.clear_final_measurement();
+    n.clear_end_time();
+    n.set_policy_stopped(false);
+    n.set_promotions(t.promotions() + 1);
+    *n.mutable_heartbeat_time() = ToProto(now_);
+    trials_.push_back(std::move(n));
+    return;
+  }
+}
+
 absl::Status Handout::SuggestNew() {
   const v1::Study& study = study_.study;
   const int64_t max_trials = study.spec().max_trials();

@@ -19,6 +19,8 @@ namespace evoscale::service::internal {
 
 class Handout {
  public:
+  static constexpr int kMaxPromotionChecks = 16;
+
   // `study`'s mutex must be held for the handout's whole life; `client` must outlive it.
   Handout(StudyState& study, const std::string& client, int count, absl::Time now)
       : study_(study), client_(client), count_(count), now_(now) {}
@@ -28,6 +30,11 @@ class Handout {
   void HandBackActive();
   // 2. REQUESTED trials (created by clients, waiting for a worker), unless the budget is spent.
   void HandOutRequested();
+  // 2b. In a study that promotes (StudyState::promotes), at most one STOPPED trial the policy
+  //     stopped whose rung now ranks it among those that continue: it is ACTIVE again, for
+  //     this client, with its measurements (a managed trial resumes from its checkpoint).
+  //     Looks at the kMaxPromotionChecks latest such trials; each check is O(measurements).
+  void PromoteStopped();
   // 3. New suggestions from the designer, within max_trials and budget_core_seconds. The
   //    designer's error, if any.
   absl::Status SuggestNew();

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "search/designers.h"
 #include "service/study/study_converter.h"
+#include "service/trial_template/trial_template.h"
 #include "service/study/study_limits.h"
 
 namespace evoscale::service::internal {
@@ -25,9 +26,12 @@ absl::StatusOr<std::shared_ptr<StudyState>> StudyState::Replay(StoredStudy store
       return absl::DataLossError(absl::StrCat("study ", state->study.name(), ": trial ",
                                               t.trial.id(), " out of sequence"));
     }
-    if (t.completion_seq != 0) order.emplace_back(t.completion_seq, t.trial.id());
+    state->last_completion_seq = std::max(state->last_completion_seq, t.completion_seq);
+    // A trial promoted back to ACTIVE keeps its old number in the store until it ends again.
+    const bool ended = !IsTombstone(t.trial) && !IsRunning(t.trial.state());
+    if (t.completion_seq != 0 && ended) order.emplace_back(t.completion_seq, t.trial.id());
     state->Apply(t.trial, 0);
-    state->completion_seq.back() = t.completion_seq;
+    state->completion_seq.back() = ended ? t.completion_seq : 0;
   }
   std::sort(order.begin(), order.end());
   for (const auto& [seq, id] : order) state->completed_order.push_back(id);
@@ -43,6 +47,9 @@ void StudyState::Configure(const v1::StudySpec& spec, search::ProblemStatement c
                                                          : kDefaultHeartbeatTimeoutSeconds);
   max_retries = spec.max_trial_retries() > 0 ? spec.max_trial_retries() : kDefaultMaxTrialRetries;
   budget_core_seconds = spec.budget_core_seconds();
+  promotes = early_stopping.policy == search::EarlyStoppingPolicy::kCostAware &&
+             !spec.trial_template().command().empty() &&
+             ResumesFromCheckpoint(spec.trial_template());
 }
 
 v1::Study StudyState::StudyWithCounts() {
@@ -86,6 +93,13 @@ void StudyState::Apply(const v1::Trial& t, int64_t seq) {
     }
     return;
   }
+  if (IsRunning(t.state()) && completion_seq[id - 1] != 0) {
+    // An ended trial promoted back (COST_AWARE): it leaves the designer's history until it
+    // ends again, with a new number.
+    completion_seq[id - 1] = 0;
+    std::erase(completed_order, id);
+    RebuildDesigner().IgnoreError();  // the spec was valid when the study was made
+  }
   switch (t.state()) {
     case v1::Trial::ACTIVE:
     case v1::Trial::STOPPING:
@@ -100,7 +114,21 @@ void StudyState::Apply(const v1::Trial& t, int64_t seq) {
   if (seq != 0 && completion_seq[id - 1] == 0) {
     completion_seq[id - 1] = seq;
     completed_order.push_back(id);
+    last_completion_seq = std::max(last_completion_seq, seq);
   }
+}
+
+bool StudyState::PolicyStops(const v1::Trial& t) {
+  if (early_stopping.policy == search::EarlyStoppingPolicy::kNone) return false;
+  std::vector<search::Trial> others;
+  others.reserve(trials.size());
+  for (const v1::Trial& o : trials) {
+    if (o.id() != t.id() && o.measurements_size() > 0) others.push_back(ToSearchTrial(o));
+  }
+  const search::BudgetView budget{.budget_core_seconds = budget_core_seconds,
+                                  .spent_core_seconds = spent_core_seconds};
+  return search::ShouldStop(early_stopping, PrimaryMetric(problem), ToSearchTrial(t), others,
+                            budget);
 }
 
 void StudyState::SyncDesigner() {

@@ -43,16 +43,19 @@ struct StudyState {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   static bool IsTombstone(const v1::Trial& t) { return t.state() == v1::Trial::STATE_UNSPECIFIED; }
+  // Not ended: REQUESTED, ACTIVE or STOPPING.
+  static bool IsRunning(v1::Trial::State s) {
+    return s == v1::Trial::REQUESTED || s == v1::Trial::ACTIVE || s == v1::Trial::STOPPING;
+  }
   // Trials that count: all but the deleted ones (max_trials counts these).
   int64_t live_trials() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     return static_cast<int64_t>(trials.size()) - deleted_trials;
   }
   // Trial `id`, 1..trials.size().
   v1::Trial& trial(int64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return trials[id - 1]; }
-  // The completion sequence number the next trial to end gets.
-  int64_t next_completion_seq() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    return static_cast<int64_t>(completed_order.size()) + 1;
-  }
+  // The completion sequence number the next trial to end gets (above every one given, also
+  // to a trial promoted back to ACTIVE since).
+  int64_t next_completion_seq() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return last_completion_seq + 1; }
   // Whether the study's budget is spent (never, without one): its trials have spent it, or
   // what is left would not pay for the cheapest full run (a SUCCEEDED trial) seen so far.
   bool budget_spent() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
@@ -67,6 +70,10 @@ struct StudyState {
   // unchanged) to the cache and its indexes. A new trial must be the next id; a tombstone
   // takes the trial out of the designer's history (rebuilding the designer).
   void Apply(const v1::Trial& t, int64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+
+  // The study's early-stopping rule on trial `t` now, against every other trial with a
+  // measurement and the study's spending. O(measurements of the study).
+  bool PolicyStops(const v1::Trial& t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // Brings the designer up to date with the trials completed since its last update.
   void SyncDesigner() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
@@ -86,6 +93,9 @@ struct StudyState {
   absl::Duration heartbeat_timeout;
   int max_retries = 0;
   double budget_core_seconds = 0;  // 0 = no budget
+  // COST_AWARE in a managed study whose template resumes from its checkpoint: STOPPED trials
+  // the policy stopped may be promoted back (Handout::PromoteStopped).
+  bool promotes = false;
 
   std::unique_ptr<search::Designer> designer ABSL_GUARDED_BY(mu);
   // trials[i] has id i + 1; completion_seq[i] is its order of completion (0 = not yet).
@@ -93,6 +103,7 @@ struct StudyState {
   std::vector<int64_t> completion_seq ABSL_GUARDED_BY(mu);
   // Completed trial ids in completion order, and how many the designer has seen.
   std::vector<int64_t> completed_order ABSL_GUARDED_BY(mu);
+  int64_t last_completion_seq ABSL_GUARDED_BY(mu) = 0;  // the largest given
   size_t fed_to_designer ABSL_GUARDED_BY(mu) = 0;
   std::set<int64_t> active ABSL_GUARDED_BY(mu);     // ACTIVE and STOPPING
   std::set<int64_t> requested ABSL_GUARDED_BY(mu);  // REQUESTED
