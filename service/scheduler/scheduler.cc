@@ -10,6 +10,7 @@
 #include <fstream>
 #include <unistd.h>
 #include <functional>
+#include <map>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
@@ -38,6 +39,8 @@ struct Scheduler::Slot {
   std::string client_id;
   std::string trial_name;
   std::vector<int> gpu_ids;
+  // The cost model's prediction for the trial, noted on it when it starts (its first one stays).
+  std::map<std::string, std::string> prediction;
   std::thread driver;
   std::atomic<bool> done{false};
   std::atomic<bool> shutdown{false};  // stopped because evoscaled stops: leave it ACTIVE
@@ -433,7 +436,12 @@ void Scheduler::RunOnce() {
     got.emplace_back(std::move(ask), std::move(trial));
   }
   for (const v1::Study& study : managed) {
-    if (sizer_.NeedsFit(study)) sizer_.Fit(study, TrialsIn(study.name(), v1::Trial::SUCCEEDED));
+    if (sizer_.NeedsFit(study)) {
+      std::vector<v1::Trial> ended = TrialsIn(study.name(), v1::Trial::SUCCEEDED);
+      std::vector<v1::Trial> stopped = TrialsIn(study.name(), v1::Trial::STOPPED);
+      ended.insert(ended.end(), stopped.begin(), stopped.end());
+      sizer_.Fit(study, std::move(ended));
+    }
   }
   absl::MutexLock lock(&mu_);
   if (stopping_) return;
@@ -607,6 +615,7 @@ void Scheduler::StartTrial(const Key& key, Pending pending, const v1::ResourceRe
   slot->study = key.study;
   slot->client_id = SlotClientId(key.slot);
   slot->trial_name = pending.trial.name();
+  slot->prediction = sizer_.PredictionFor(pending.study, pending.trial);
   {
     absl::MutexLock slot_lock(&slot->mu);
     slot->request = request;
@@ -666,7 +675,7 @@ void Scheduler::Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial wai
   // The request it runs with; refused when a client completed or stopped it meanwhile.
   absl::StatusOr<v1::Trial> started = core_->Call(RerunTrialRequest{
       .name = waiting.name(), .resources = request, .oom_kills = 0,
-      .keep_measurements = resumes});
+      .keep_measurements = resumes, .metadata = slot->prediction});
   if (!started.ok()) return;
   const v1::Trial& trial = *started;
   const std::string checkpoint_dir = CheckpointDir(trial);

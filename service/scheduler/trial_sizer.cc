@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "service/study/study_core.h"
 
 namespace evoscale::service {
 
@@ -34,22 +35,26 @@ bool TrialSizer::NeedsFit(const v1::Study& study) const {
   return it == models_.end() || it->second.completed != study.completed_trial_count();
 }
 
-void TrialSizer::Fit(const v1::Study& study, std::vector<v1::Trial> succeeded) {
-  // Trials that ran to their end, in the order they ended: a stopped or failed run's peak is
-  // only a lower bound of what a whole run needs.
-  std::erase_if(succeeded, [](const v1::Trial& t) {
-    return t.usage().peak_memory_bytes() <= 0 || t.usage().stopped();
-  });
-  std::stable_sort(succeeded.begin(), succeeded.end(), [](const v1::Trial& a, const v1::Trial& b) {
+void TrialSizer::Fit(const v1::Study& study, std::vector<v1::Trial> ended) {
+  std::erase_if(ended, [](const v1::Trial& t) { return t.usage().peak_memory_bytes() <= 0; });
+  std::stable_sort(ended.begin(), ended.end(), [](const v1::Trial& a, const v1::Trial& b) {
     return std::make_pair(a.end_time().seconds(), a.end_time().nanos()) <
            std::make_pair(b.end_time().seconds(), b.end_time().nanos());
   });
   auto model = std::make_unique<load_model::TrialResourceModel>();
-  for (const v1::Trial& t : succeeded) {
+  for (const v1::Trial& t : ended) {
     load_model::TrialTelemetry telemetry;
     telemetry.params = ModelParams(t);
     telemetry.peak_memory_bytes = static_cast<double>(t.usage().peak_memory_bytes());
     telemetry.peak_cpu_cores = t.usage().mean_cpu_cores();
+    // A stopped or failed run's peak is only a lower bound of what a whole run needs; its
+    // curve still teaches time up to where it stopped.
+    telemetry.stopped = t.usage().stopped() || t.state() == v1::Trial::STOPPED;
+    telemetry.cores_held = t.resources().cpu_cores();
+    for (const v1::Measurement& m : t.measurements()) {
+      telemetry.curve.push_back({.step = m.step(), .elapsed_seconds = m.elapsed_seconds()});
+    }
+    if (!load_model::ValidateTrialTelemetry(telemetry).ok()) telemetry.curve.clear();
     model->AddTrial(telemetry).IgnoreError();  // the store holds only validated usage
   }
   absl::MutexLock lock(&mu_);
@@ -68,7 +73,7 @@ v1::ResourceRequest TrialSizer::RequestFor(const v1::Study& study, const v1::Tri
     auto it = models_.find(study.name());
     const load_model::TrialResourceModel* model =
         it == models_.end() ? nullptr : it->second.model.get();
-    if (model != nullptr && model->num_trials() >= std::max(1, learn_after_trials_)) {
+    if (model != nullptr && model->num_usage_trials() >= std::max(1, learn_after_trials_)) {
       const load_model::TrialResourceRequest predicted = model->Predict(ModelParams(trial));
       // CPU is throttled, not killed: never more cores than the template asks for.
       r.set_cpu_cores(tt.resources().cpu_cores() > 0
@@ -82,6 +87,27 @@ v1::ResourceRequest TrialSizer::RequestFor(const v1::Study& study, const v1::Tri
     r.set_memory_bytes(std::max(r.memory_bytes(), trial.resources().memory_bytes()));
   }
   return r;
+}
+
+std::map<std::string, std::string> TrialSizer::PredictionFor(const v1::Study& study,
+                                                             const v1::Trial& trial) const {
+  std::map<std::string, std::string> noted;
+  if (study.spec().trial_template().fixed_resources()) return noted;
+  absl::MutexLock lock(&mu_);
+  auto it = models_.find(study.name());
+  if (it == models_.end() || it->second.model == nullptr) return noted;
+  const load_model::TrialResourceModel& model = *it->second.model;
+  const load_model::TrialResourceRequest predicted = model.Predict(ModelParams(trial));
+  if (predicted.core_seconds_learned) {
+    noted[kCostModelCoefficient] =
+        absl::StrCat(predicted.core_seconds_coefficient);
+    noted[kCostModelExponent] = absl::StrCat(predicted.step_exponent);
+  }
+  if (model.num_usage_trials() >= std::max(1, learn_after_trials_)) {
+    noted[kCostModelMemory] =
+        absl::StrCat(std::min(predicted.memory_bytes, memory_capacity_));
+  }
+  return noted;
 }
 
 void TrialSizer::AddOutOfMemory(const std::string& study, const v1::Trial& trial,

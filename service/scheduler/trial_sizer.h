@@ -40,13 +40,20 @@ class TrialSizer {
   // Whether the study's model must be (re)fitted before RequestFor: it has none yet, or the
   // study's completed_trial_count moved since. False for fixed_resources templates.
   bool NeedsFit(const v1::Study& study) const;
-  // Fits the study's model on `succeeded` (its SUCCEEDED trials, any order: those stopped or
-  // without usage are left out, the rest taken in the order they ended), keeping the OOM kills
-  // the previous fit had seen.
-  void Fit(const v1::Study& study, std::vector<v1::Trial> succeeded);
+  // Fits the study's model on `ended` (its SUCCEEDED and STOPPED trials, any order, taken in
+  // the order they ended; those without usage are left out): the runs that ended on their own
+  // teach memory and cores, every one with measurements teaches time (its curve of steps and
+  // elapsed seconds). Keeps the OOM kills the previous fit had seen.
+  void Fit(const v1::Study& study, std::vector<v1::Trial> ended);
   // The request `trial` of `study` runs with (the header comment's rule). Cheap: a fitted
   // model predicts in O(features).
   v1::ResourceRequest RequestFor(const v1::Study& study, const v1::Trial& trial) const;
+  // What the study's cost model predicts for `trial` now, as the metadata keys the study core
+  // reports the model's accuracy from (study_core.h's kCostModel*): its core-seconds
+  // curve once a trial has taught time, its memory once the request is the model's. Empty
+  // before, and for fixed_resources templates.
+  std::map<std::string, std::string> PredictionFor(const v1::Study& study,
+                                                   const v1::Trial& trial) const;
   // A run of `trial` was OOM-killed at `limit_bytes`: the study's margin grows. No-op before
   // the study's first fit.
   void AddOutOfMemory(const std::string& study, const v1::Trial& trial, int64_t limit_bytes);

@@ -492,6 +492,7 @@ StudyCore::Applied<absl::StatusOr<v1::Trial>> StudyCore::Apply(const RerunTrialR
   }
   v1::Trial n = t;
   *n.mutable_resources() = req.resources;
+  for (const auto& [key, value] : req.metadata) n.mutable_metadata()->insert({key, value});
   if (!req.keep_measurements) n.clear_measurements();
   n.mutable_usage()->set_oom_kills(t.usage().oom_kills() + req.oom_kills);
   *n.mutable_heartbeat_time() = ToProto(clock_->Now());

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "service/common/clock.h"
@@ -170,6 +171,53 @@ TEST_F(StudyPromotionTest, NoPromotionWithoutACheckpointToResumeFromOrForAClient
     bool ignored = false;
     EXPECT_NE(RunToRung("c" + std::to_string(i), 0.30 + 0.01 * i, &ignored), trial);
   }
+}
+
+// Study.cost_model: what the scheduler noted on each managed trial before it ran (metadata
+// kCostModel*) against what it used, over the ended trials.
+TEST_F(StudyPromotionTest, TheStudyReportsHowItsCostModelPredictedItsEndedTrials) {
+  Create(/*resumes=*/false);
+  // (predicted core-seconds coefficient, memory request; actual elapsed at step 9, peak, stopped)
+  struct Case {
+    double coefficient, memory, elapsed, peak;
+    bool stopped;
+  };
+  const Case cases[] = {{1.0, 100, 10, 90, false},   // predicts 9: 10% off; slack 10/90
+                        {1.0, 100, 9, 120, false},   // exact; under-predicted; slack -20/120
+                        {2.0, 100, 9, 50, true},     // 100% off; stopped: no slack
+                        {1.0, 200, 12, 100, false}};  // 25% off; slack 1
+  for (const Case& c : cases) {
+    v1::SuggestTrialsRequest ask;
+    ask.set_parent(study_);
+    ask.set_suggestion_count(1);
+    ask.set_client_id("w");
+    const v1::Trial t = core_->Call(ask)->trials(0);
+    RerunTrialRequest start{.name = t.name(), .resources = {}, .metadata = {
+        {kCostModelCoefficient, absl::StrCat(c.coefficient)},
+        {kCostModelExponent, "1"},
+        {kCostModelMemory, absl::StrCat(c.memory)}}};
+    start.resources.set_cpu_cores(1);
+    ASSERT_TRUE(core_->Call(start).ok());
+    v1::AddTrialMeasurementRequest m;
+    m.set_trial_name(t.name());
+    *m.mutable_measurement() = Auc(0.7, 9);
+    m.mutable_measurement()->set_elapsed_seconds(c.elapsed);
+    ASSERT_TRUE(core_->Call(m).ok());
+    v1::CompleteTrialRequest done;
+    done.set_name(t.name());
+    done.mutable_usage()->set_peak_memory_bytes(static_cast<int64_t>(c.peak));
+    done.mutable_usage()->set_stopped(c.stopped);
+    ASSERT_TRUE(core_->Call(done).ok());
+  }
+  v1::GetStudyRequest get;
+  get.set_name(study_);
+  const v1::CostModelReport r = core_->Call(get)->cost_model();
+  EXPECT_EQ(r.predicted_trials(), 4);
+  // |errors| 0.1, 0, 1, 0.25: the upper median.
+  EXPECT_DOUBLE_EQ(r.core_seconds_median_abs_pct_error(), 0.25);
+  EXPECT_EQ(r.memory_under_predictions(), 1);
+  // Slack over the runs that ended on their own: 0.111, -0.167, 1: the median.
+  EXPECT_NEAR(r.memory_median_slack(), 10.0 / 90, 1e-12);
 }
 
 }  // namespace

@@ -1,12 +1,17 @@
 #include "service/study/internal/study_state.h"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "search/designers.h"
 #include "service/study/study_converter.h"
-#include "service/trial_template/trial_template.h"
+#include "service/study/study_core.h"
 #include "service/study/study_limits.h"
+#include "service/trial_template/trial_template.h"
 
 namespace evoscale::service::internal {
 
@@ -60,6 +65,7 @@ v1::Study StudyState::StudyWithCounts() {
   if (budget_core_seconds > 0) {
     s.set_remaining_core_seconds(std::max(0.0, budget_core_seconds - spent_core_seconds));
   }
+  if (!study.spec().trial_template().command().empty()) *s.mutable_cost_model() = CostReport();
   return s;
 }
 
@@ -116,6 +122,62 @@ void StudyState::Apply(const v1::Trial& t, int64_t seq) {
     completed_order.push_back(id);
     last_completion_seq = std::max(last_completion_seq, seq);
   }
+}
+
+namespace {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + mid, v.end());
+  return v[mid];
+}
+
+std::optional<double> MetadataNumber(const v1::Trial& t, const char* key) {
+  const auto it = t.metadata().find(key);
+  double value = 0;
+  if (it == t.metadata().end() || !absl::SimpleAtod(it->second, &value)) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+const v1::CostModelReport& StudyState::CostReport() {
+  if (cost_report_version == version) return cost_report;
+  std::vector<double> errors, slack;
+  int predicted = 0, under = 0;
+  for (const v1::Trial& t : trials) {
+    if (IsTombstone(t) || IsRunning(t.state())) continue;
+    const std::optional<double> c = MetadataNumber(t, kCostModelCoefficient);
+    const std::optional<double> g = MetadataNumber(t, kCostModelExponent);
+    const std::optional<double> memory = MetadataNumber(t, kCostModelMemory);
+    bool counted = false;
+    if (c && g && t.measurements_size() > 0) {
+      // To the step it reached, against its own clock there: cores x elapsed.
+      const v1::Measurement& last = *t.measurements().rbegin();
+      const double cores = t.resources().cpu_cores() > 0 ? t.resources().cpu_cores() : 1.0;
+      const double actual = cores * last.elapsed_seconds();
+      if (actual > 0 && last.step() > 0) {
+        const double guess = *c * std::pow(static_cast<double>(last.step()), *g);
+        errors.push_back(std::abs(guess - actual) / actual);
+        counted = true;
+      }
+    }
+    if (memory && t.usage().peak_memory_bytes() > 0) {
+      const auto peak = static_cast<double>(t.usage().peak_memory_bytes());
+      under += peak > *memory ? 1 : 0;
+      // A stopped run's peak is only a lower bound of a whole run's: no slack from it.
+      if (!t.usage().stopped()) slack.push_back((*memory - peak) / peak);
+      counted = true;
+    }
+    predicted += counted ? 1 : 0;
+  }
+  cost_report.set_predicted_trials(predicted);
+  cost_report.set_core_seconds_median_abs_pct_error(Median(std::move(errors)));
+  cost_report.set_memory_under_predictions(under);
+  cost_report.set_memory_median_slack(Median(std::move(slack)));
+  cost_report_version = version;
+  return cost_report;
 }
 
 bool StudyState::PolicyStops(const v1::Trial& t) {

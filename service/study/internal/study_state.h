@@ -63,6 +63,9 @@ struct StudyState {
            (spent_core_seconds >= budget_core_seconds ||
             budget_core_seconds - spent_core_seconds < cheapest_full_run);
   }
+  // How the cost model did on the study's ended trials, from what the scheduler noted on each
+  // before its first run (metadata kCostModel*): recomputed when the trials moved. O(trials).
+  const v1::CostModelReport& CostReport() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // The study as the API answers it: with its trial counters and spending.
   v1::Study StudyWithCounts() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
@@ -118,6 +121,9 @@ struct StudyState {
   // Moves with every trial applied: what was derived from the trials at one version holds
   // until it moves.
   uint64_t version ABSL_GUARDED_BY(mu) = 0;
+  // CostReport's answer, at the version it was computed.
+  v1::CostModelReport cost_report ABSL_GUARDED_BY(mu);
+  uint64_t cost_report_version ABSL_GUARDED_BY(mu) = ~uint64_t{0};
   // GetParameterImportance's answers by metric, at the version they were computed (the
   // dashboard asks every 2 s; at 10,000 trials one costs about 100 ms under the study's lock).
   std::map<std::string, std::pair<uint64_t, v1::GetParameterImportanceResponse>> importance
