@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "service/study/study_core.h"
+#include "service/study/study_limits.h"
 
 namespace evoscale::service {
 

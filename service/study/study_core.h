@@ -51,14 +51,6 @@ struct TrialCounts {
 // the killed run's measurements are dropped (keep_measurements false), so the trial's history
 // is the new run's alone; `oom_kills` is added to the trial's usage. A trial resumed from its
 // checkpoint (after a preemption or a restart) keeps its measurements.
-// The cost model's prediction for a managed trial, as the scheduler notes it in the trial's
-// metadata before its first run (RerunTrialRequest.metadata): core-seconds to step s =
-// coefficient x s^exponent, and the memory it was given from the model (absent while the
-// request was the template's). Study.cost_model is computed from them.
-inline constexpr char kCostModelCoefficient[] = "evoscale/cost_model.core_seconds_coefficient";
-inline constexpr char kCostModelExponent[] = "evoscale/cost_model.step_exponent";
-inline constexpr char kCostModelMemory[] = "evoscale/cost_model.memory_bytes";
-
 struct RerunTrialRequest {
   std::string name;
   v1::ResourceRequest resources;

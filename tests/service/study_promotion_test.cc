@@ -11,6 +11,7 @@
 #include "service/common/clock.h"
 #include "service/store/store.h"
 #include "service/study/study_core.h"
+#include "service/study/study_limits.h"
 #include "tests/support/test_support.h"
 
 namespace evoscale::service {

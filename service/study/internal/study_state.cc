@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "search/designers.h"
 #include "service/study/study_converter.h"
-#include "service/study/study_core.h"
 #include "service/study/study_limits.h"
 #include "service/trial_template/trial_template.h"
 
