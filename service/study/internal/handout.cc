@@ -124,8 +124,10 @@ absl::Status Handout::SuggestNew() {
 }
 
 WriteBatch Handout::Batch() {
-  // The budget is spent and nothing is left to hand out: the study is done.
-  completes_study_ = trials_.empty() && exhausted_ && study_.study.state() == v1::Study::ACTIVE;
+  // The budget is spent and nothing is left to hand out: the study is done; one that promotes
+  // stopped trials waits for its running ones (their arrivals at a rung may promote another).
+  completes_study_ = trials_.empty() && exhausted_ && study_.study.state() == v1::Study::ACTIVE &&
+                     !(study_.promotes && !study_.active.empty());
   WriteBatch batch;
   int64_t seq = study_.next_completion_seq();
   failed_seq_.clear();

@@ -54,6 +54,63 @@ v1::StudySpec ManagedSpec(int max_trials, const std::string& script, int paralle
   return spec;
 }
 
+// What the trainer's own lines (tee'd to a file) say of a run stopped and resumed: the first
+// run reported progress up to step `last1` and was stopped at step `stop` (checkpointed there);
+// the second run's first report is at `first2`; the final line counts `final_steps`. -1: none.
+std::vector<std::string> ReadLines(const std::string& path);  // below
+
+struct TrainerRuns {
+  int64_t last1 = -1, stop = -1, first2 = -1, final_steps = -1;
+};
+
+TrainerRuns ReadTrainerRuns(const std::string& path) {
+  auto number_after = [](const std::string& line, const std::string& key) -> int64_t {
+    const size_t at = line.find(key);
+    if (at == std::string::npos) return -1;
+    int64_t v = -1;
+    const std::string digits = line.substr(at + key.size(), 20);
+    return absl::SimpleAtoi(digits.substr(0, digits.find_first_not_of("0123456789")), &v) ? v
+                                                                                          : -1;
+  };
+  TrainerRuns runs;
+  for (const std::string& line : ReadLines(path)) {
+    if (absl::StrContains(line, "\"event\":\"progress\"")) {
+      const int64_t step = number_after(line, "\"step\":");
+      if (runs.stop < 0) runs.last1 = step;
+      if (runs.stop >= 0 && runs.first2 < 0) runs.first2 = step;
+    } else if (absl::StrContains(line, "stopped at step ") && runs.stop < 0) {
+      runs.stop = number_after(line, "stopped at step ");
+    } else if (absl::StrContains(line, "\"event\":\"final\"")) {
+      runs.final_steps = number_after(line, "\"steps\":");
+    }
+  }
+  return runs;
+}
+
+// A managed study of the real trainer whose output is tee'd to `out` (tee ignores the SIGTERM
+// of a stop; the trainer sets its own handler) and that checkpoints into ${checkpoint_dir} when
+// stopped and resumes from it. Its script first waits for `go` to exist.
+v1::StudySpec TrainerSpec(const std::string& out, const std::string& go,
+                          const std::vector<std::string>& trainer_args) {
+  v1::StudySpec spec = ManagedSpec(1, "", 1);
+  v1::TrialTemplate* tt = spec.mutable_trial_template();
+  tt->set_command("/bin/sh");
+  tt->clear_args();
+  tt->add_args("-c");
+  tt->add_args(absl::StrCat("while [ ! -e '", go, "' ]; do sleep 0.02; done; trap '' TERM; \"$0\" \"$@\" | tee -a '", out, "'"));
+  tt->add_args(absl::StrCat(EVOSCALE_BIN_DIR, "/evoscale-trainer"));
+  for (const std::string& a : trainer_args) tt->add_args(a);
+  for (const char* a : {"--checkpoint-dir", "${checkpoint_dir}", "--resume", "--checkpoint-every", "100000"}) {
+    tt->add_args(a);
+  }
+  spec.clear_metrics();
+  spec.add_metrics()->set_name("auc");
+  spec.mutable_metrics(0)->set_goal(v1::MetricSpec::MAXIMIZE);
+  tt->mutable_resources()->set_memory_bytes(150 << 20);
+  tt->set_fixed_resources(true);
+  return spec;
+}
+
 class SchedulerTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_NO_FATAL_FAILURE(Start()); }
@@ -394,6 +451,94 @@ TEST_F(SchedulerTest, RequestsShrinkToWhatTrialsOfTheStudyUseAndNoneIsKilled) {
   }
 }
 
+// COST_AWARE promotion with the real trainer: a trial the policy stopped at its first rung is
+// promoted once later arrivals there are worse, resumes from the checkpoint it wrote when it
+// was stopped, and pays only for the steps after it.
+TEST_F(SchedulerTest, APromotedTrialResumesFromItsCheckpointAndPaysOnlyTheStepsAfterIt) {
+  server_.reset();
+  capacity_ = 200 << 20;
+  ASSERT_NO_FATAL_FAILURE(Start());
+  const std::string out = dir_.File("trainer.jsonl"), go = dir_.File("go");
+  const int64_t total_steps = 2 * 60000 * 9 / 10 / 128;  // 90% trains, the rest is held out
+  v1::StudySpec spec = TrainerSpec(
+      out, go, {"--synthetic", "60000", "--epochs", "2", "--batch-size", "128", "--embedding-dim",
+                "4", "--hidden", "8", "--threads", "1", "--progress-every", "50"});
+  spec.mutable_early_stopping()->set_policy(v1::EarlyStoppingSpec::COST_AWARE);
+  spec.mutable_early_stopping()->set_max_step(total_steps);
+  spec.mutable_early_stopping()->set_min_resource(50);  // rungs 50, 150, 450
+  spec.set_max_trials(1 + 8 + 20);  // the real one, then only results from elsewhere
+  const std::string study = client_->MustCreateStudy(spec).name();
+  const std::string real = study + "/trials/1";
+  AwaitStudy(study, [](const v1::Study& s) { return s.trial_count() == 1; });
+  // Eight full runs far ahead of the real trainer (AUC 0.8+ at step 50), ranked alike at every
+  // step; and twenty runs of another client, ACTIVE, at step 40 so far (below the first rung):
+  // 29 trials, max_trials, so the scheduler starts no other.
+  auto curve = [](v1::Trial& t, double at50, int64_t first, int64_t last) {
+    for (int64_t step = first; step <= last; step += 10) {
+      v1::Measurement* m = t.add_measurements();
+      m->set_step(step);
+      m->set_elapsed_seconds(0.001 * static_cast<double>(step));
+      (*m->mutable_metrics())["auc"] = at50 + 0.1 - 5.0 / static_cast<double>(step);
+    }
+  };
+  auto add = [&](v1::Trial::State state, double at50, int64_t last) {
+    v1::Trial t;
+    v1::Parameter* x = t.add_parameters();
+    x->set_name("x");
+    x->set_double_value(at50 / 2);
+    t.set_state(state);
+    if (state == v1::Trial::ACTIVE) t.set_client_id("elsewhere");
+    curve(t, at50, 10, last);
+    if (state != v1::Trial::ACTIVE) *t.mutable_final_measurement() = *t.measurements().rbegin();
+    return client_->MustCreateTrial(study, t).name();
+  };
+  for (int i = 0; i < 8; ++i) add(v1::Trial::SUCCEEDED, 0.80 + 0.01 * i, total_steps);
+  std::vector<std::string> behind;
+  for (int i = 0; i < 20; ++i) behind.push_back(add(v1::Trial::ACTIVE, 0.20 + 0.001 * i, 40));
+  std::ofstream(go) << "go\n";
+  const v1::Trial stopped = [&] {
+    v1::Trial t;
+    EXPECT_TRUE(AwaitCondition([&] {
+      t = Trial(real);
+      return t.state() == v1::Trial::STOPPED;
+    })) << t.ShortDebugString();
+    return t;
+  }();
+  EXPECT_TRUE(stopped.policy_stopped());
+  EXPECT_EQ(stopped.promotions(), 0);
+  // The twenty behind it reach steps 50 to 450: now it is in the top third at its rung.
+  for (size_t i = 0; i < behind.size(); ++i) {
+    v1::Trial more;
+    curve(more, 0.20 + 0.001 * static_cast<double>(i), 50, 450);
+    for (const v1::Measurement& m : more.measurements()) {
+      ASSERT_THAT(client_->AddMeasurement(behind[i], m), GrpcOk());
+    }
+  }
+  ASSERT_TRUE(AwaitCondition([&] { return Trial(real).promotions() == 1; }));
+  for (const std::string& name : behind) client_->MustComplete(name, v1::Measurement());
+  const v1::Study done = AwaitStudy(study, [&](const v1::Study&) {
+    const v1::Trial t = Trial(real);
+    return t.state() == v1::Trial::SUCCEEDED || (t.promotions() > 0 && t.state() == v1::Trial::STOPPED);
+  });
+  const v1::Trial t = Trial(real);
+  ASSERT_EQ(t.state(), v1::Trial::SUCCEEDED) << t.ShortDebugString();
+  EXPECT_EQ(t.promotions(), 1);
+  EXPECT_EQ(done.trial_count(), 29);
+  const TrainerRuns runs = ReadTrainerRuns(out);
+  ASSERT_GT(runs.last1, 0) << "no progress before the stop";
+  ASSERT_GE(runs.stop, runs.last1) << "no \"stopped at step\" line";
+  ASSERT_GT(runs.first2, runs.last1) << "the promoted run did not resume after the first run";
+  EXPECT_NEAR(runs.final_steps, total_steps, 1);
+  // It resumed after first2 - 50 (a report every 50 steps): at most stop - (first2 - 50) steps
+  // were trained twice.
+  const int64_t twice = std::max<int64_t>(0, runs.stop - (runs.first2 - 50));
+  const double processed = static_cast<double>(runs.final_steps + twice) / runs.final_steps;
+  EXPECT_LT(processed, 1.1) << "stop " << runs.stop << ", resumed before " << runs.first2;
+  std::cerr << "stopped at step " << runs.stop << ", promoted, resumed by step " << runs.first2
+            << " of " << runs.final_steps << ": at most " << processed
+            << "x the examples of one run\n";
+}
+
 TEST_F(SchedulerTest, ALowerPriorityTrialIsPreemptedAndResumesFromItsCheckpoint) {
   // Room for one trial. The low-priority trial is the real trainer, checkpointing into
   // ${checkpoint_dir} when stopped; a high-priority study arrives while it runs.
@@ -447,26 +592,9 @@ TEST_F(SchedulerTest, ALowerPriorityTrialIsPreemptedAndResumesFromItsCheckpoint)
   EXPECT_TRUE(std::is_sorted(steps.begin(), steps.end()) &&
               std::adjacent_find(steps.begin(), steps.end()) == steps.end())
       << absl::StrJoin(steps, ",");
-  auto number_after = [](const std::string& line, const std::string& key) -> int64_t {
-    const size_t at = line.find(key);
-    if (at == std::string::npos) return -1;
-    int64_t v = -1;
-    const std::string digits = line.substr(at + key.size(), 20);
-    return absl::SimpleAtoi(digits.substr(0, digits.find_first_not_of("0123456789")), &v) ? v
-                                                                                          : -1;
-  };
-  int64_t last1 = -1, stop = -1, first2 = -1, final_steps = -1;
-  for (const std::string& line : ReadLines(out)) {
-    if (absl::StrContains(line, "\"event\":\"progress\"")) {
-      const int64_t step = number_after(line, "\"step\":");
-      if (stop < 0) last1 = step;
-      if (stop >= 0 && first2 < 0) first2 = step;
-    } else if (absl::StrContains(line, "stopped at step ")) {
-      stop = number_after(line, "stopped at step ");
-    } else if (absl::StrContains(line, "\"event\":\"final\"")) {
-      final_steps = number_after(line, "\"steps\":");
-    }
-  }
+  const TrainerRuns runs = ReadTrainerRuns(out);
+  const int64_t last1 = runs.last1, stop = runs.stop, first2 = runs.first2,
+                final_steps = runs.final_steps;
   const int64_t total_steps = 8 * 60000 * 9 / 10 / 128;  // 90% trains, the rest is held out
   ASSERT_GT(last1, 0) << "no progress before the stop";
   ASSERT_GE(stop, last1) << "no \"stopped at step\" line";
