@@ -142,7 +142,10 @@ class EvoscaleMethod:
         if not r.trials:
             return None
         t = r.trials[0]
-        return t.name, rbv2.from_evoscale(t)
+        # A trial handed out with measurements (a promoted or handed-over one; evoscaled
+        # promotes only managed trials today) resumes after its last step.
+        last = max((m.step for m in t.measurements), default=0)
+        return t.name, rbv2.from_evoscale(t), last + 1
 
     def _measurement(self, step: int, elapsed: float, auc: float):
         m = self.pb.Measurement(step=step, elapsed_seconds=elapsed)
@@ -191,7 +194,7 @@ class OptunaMethod:
 
     def ask(self, worker: int):
         t = self.study.ask()
-        return t, rbv2.optuna_suggest(t)
+        return t, rbv2.optuna_suggest(t), 1
 
     def report(self, handle, step: int, elapsed: float, auc: float) -> bool:
         handle.report(auc, step)
@@ -233,7 +236,7 @@ def simulate(method, evaluator: rbv2.Evaluator, workers: int, max_step: int,
     t_now = 0.0
     best: Optional[float] = None
     trajectory: List[list] = []  # [spent core-seconds, best full-fidelity auc, trials finished]
-    counts = {"started": 0, "completed": 0, "stopped": 0, "cut": 0, "steps": 0,
+    counts = {"started": 0, "resumed": 0, "completed": 0, "stopped": 0, "cut": 0, "steps": 0,
               "idle_workers": 0}
     finished = 0
 
@@ -247,14 +250,18 @@ def simulate(method, evaluator: rbv2.Evaluator, workers: int, max_step: int,
         ask_times.append(time.perf_counter() - a)
         if got is None:
             return False
-        handle, config = got
+        handle, config, first = got
         with surrogate_time:
             curve = evaluator.curve(config)
-        counts["started"] += 1
-        state[w] = {"handle": handle, "curve": curve, "step": 1}
+        if first > 1:
+            counts["resumed"] += 1
+        else:
+            counts["started"] += 1
+        state[w] = {"handle": handle, "curve": curve, "step": first}
         busy += 1
         seq += 1
-        heapq.heappush(heap, (t + curve.cost[0], seq, w))
+        cost = curve.cost[first - 1] - (curve.cost[first - 2] if first > 1 else 0.0)
+        heapq.heappush(heap, (t + cost, seq, w))
         return True
 
     for w in range(workers):
@@ -348,7 +355,10 @@ class Runner:
 
     def make(self, method: str, task: str, seed: int, budget: float, max_trials: int):
         self.run_id += 1
-        name = f"{method}-{task}-{seed}-{self.run_id}"
+        # Optuna's study_name feeds HyperbandPruner's bracket hash: it must not depend on the
+        # runs before this one in the process. evoscale's display name must be new (CreateStudy
+        # is get-or-create by display name).
+        name = f"{method}-{task}-{seed}"
         parts = method.split(":")
         if parts[0] == "evoscale":
             algorithm = parts[1] if len(parts) > 1 and parts[1] else "GENETIC"
@@ -356,7 +366,7 @@ class Runner:
             if policy not in POLICIES:
                 raise SystemExit(f"unknown policy {policy} (want one of {POLICIES})")
             stub, pb = self._evoscale()
-            return EvoscaleMethod(stub, pb, name, algorithm, policy, seed, self.max_step(),
+            return EvoscaleMethod(stub, pb, f"{name}-{self.run_id}", algorithm, policy, seed, self.max_step(),
                                   budget, max_trials)
         if parts[0] == "optuna" and len(parts) == 3:
             return OptunaMethod(parts[1], parts[2], seed, self.max_step(), name)
