@@ -49,6 +49,7 @@
 #include "Eigen/Dense"
 #include "search/designer.h"
 #include "search/internal/cma.h"
+#include "search/internal/cost_aware.h"
 #include "search/internal/evolution.h"
 #include "search/internal/evolutionary_designers.h"
 #include "search/internal/fitness.h"
@@ -131,8 +132,8 @@ std::optional<CostPoint> CostOf(const Genome& genome, const Trial& trial) {
   if (!(elapsed > 0)) return std::nullopt;
   point.core_seconds = elapsed * (trial.cpu_cores > 0 ? trial.cpu_cores : 1);
   if (first != nullptr && point.step > first->step && elapsed > first->elapsed_seconds) {
-    point.exponent = std::log(elapsed / first->elapsed_seconds) /
-                     std::log(static_cast<double>(point.step) / static_cast<double>(first->step));
+    point.exponent =
+        ElapsedExponentBetween(first->step, first->elapsed_seconds, point.step, elapsed);
   }
   return point;
 }
@@ -268,11 +269,7 @@ class GeneticDesigner final : public EvolutionaryDesigner {
     for (const CostPoint& p : costs_) {
       if (std::isfinite(p.exponent)) exponents.push_back(p.exponent);
     }
-    double exponent = 1;
-    if (!exponents.empty()) {
-      std::nth_element(exponents.begin(), exponents.begin() + exponents.size() / 2, exponents.end());
-      exponent = std::clamp(exponents[exponents.size() / 2], 0.05, 2.0);
-    }
+    const double exponent = MedianElapsedExponent(std::move(exponents));
     std::vector<Genome> genomes;
     std::vector<Fitness> log_costs;
     for (const CostPoint& p : costs_) {

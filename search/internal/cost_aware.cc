@@ -138,6 +138,18 @@ double LogExpectedImprovement(double mean, double sd, double incumbent) {
   return std::log(sd) + log_h;
 }
 
+double ElapsedExponentBetween(int64_t step0, double elapsed0, int64_t step1, double elapsed1) {
+  return std::log(elapsed1 / elapsed0) /
+         std::log(static_cast<double>(step1) / static_cast<double>(step0));
+}
+
+double MedianElapsedExponent(std::vector<double> exponents) {
+  if (exponents.empty()) return 1.0;
+  const size_t mid = exponents.size() / 2;
+  std::nth_element(exponents.begin(), exponents.begin() + mid, exponents.end());
+  return std::clamp(exponents[mid], 0.05, 2.0);
+}
+
 double ElapsedExponent(absl::Span<const LearningCurve> curves) {
   std::vector<double> exponents;
   for (const LearningCurve& c : curves) {
@@ -145,14 +157,10 @@ double ElapsedExponent(absl::Span<const LearningCurve> curves) {
     while (first < c.steps.size() && !(c.elapsed[first] > 0 && c.steps[first] > 0)) ++first;
     const size_t last = c.steps.size() - 1;
     if (c.steps.empty() || first >= last || !(c.elapsed[last] > c.elapsed[first])) continue;
-    exponents.push_back(std::log(c.elapsed[last] / c.elapsed[first]) /
-                        std::log(static_cast<double>(c.steps[last]) /
-                                 static_cast<double>(c.steps[first])));
+    exponents.push_back(
+        ElapsedExponentBetween(c.steps[first], c.elapsed[first], c.steps[last], c.elapsed[last]));
   }
-  if (exponents.empty()) return 1.0;
-  const size_t mid = exponents.size() / 2;
-  std::nth_element(exponents.begin(), exponents.begin() + mid, exponents.end());
-  return std::clamp(exponents[mid], 0.05, 2.0);
+  return MedianElapsedExponent(std::move(exponents));
 }
 
 namespace {

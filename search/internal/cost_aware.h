@@ -72,6 +72,10 @@ double RankCorrelation(absl::Span<const double> x, absl::Span<const double> y);
 // incumbent, so that trials far behind still rank by how far.
 double LogExpectedImprovement(double mean, double sd, double incumbent);
 
+// The exponent g of elapsed ~ step^g between two reports (steps > 0, elapsed > 0).
+double ElapsedExponentBetween(int64_t step0, double elapsed0, int64_t step1, double elapsed1);
+// The median of per-trial exponents, clamped to [0.05, 2]; 1 when there are none.
+double MedianElapsedExponent(std::vector<double> exponents);
 // The median over `curves` of each one's exponent of elapsed time in steps (between its first
 // and latest report with elapsed time); 1 when none has two.
 double ElapsedExponent(absl::Span<const LearningCurve> curves);

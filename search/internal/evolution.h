@@ -46,9 +46,9 @@ class EvolutionaryDesigner : public Designer {
   virtual void Observe(const Genome& genome, const Fitness& fitness, int64_t trial_index) = 0;
   // The same completed trial as the Observe call just before, whole (its measurements, its
   // cores), for designers that weigh what trials cost.
-  virtual void ObserveTrial(const Genome& genome, const Trial& trial) {}
+  virtual void ObserveTrial(const Genome& /*genome*/, const Trial& /*trial*/) {}
   // The pending trials of every Update, after the Observe calls.
-  virtual void ObservePending(absl::Span<const Trial> pending) {}
+  virtual void ObservePending(absl::Span<const Trial> /*pending*/) {}
   // Called at the end of every Update, after the Observe calls.
   virtual void AfterUpdate() {}
   // True once the designer has enough history to breed.

@@ -22,7 +22,6 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "google/protobuf/util/time_util.h"
-#include "search/early_stopping.h"
 #include "service/study/study_converter.h"
 #include "service/common/log.h"
 #include "service/scheduler/placement.h"
@@ -149,11 +148,10 @@ class Reporter : public ta::TrialObserver {
 };
 
 // Whether a run that ended so may be promoted and resume from its checkpoint (which must then
-// stay): stopped early in a COST_AWARE study whose template resumes (StudyState::promotes).
-// A client's StopTrial is kept too; the promotion itself asks whether the policy stopped it.
-bool MayBePromoted(const v1::Study& study, const ta::TrialOutcome& outcome, bool resumes) {
-  return resumes && outcome.kind == ta::TrialOutcome::Kind::kStopped &&
-         ToEarlyStopping(study.spec()).policy == search::EarlyStoppingPolicy::kCostAware;
+// stay): stopped early in a study that promotes. A client's StopTrial is kept too; the
+// promotion itself asks whether the policy stopped it.
+bool MayBePromoted(const v1::Study& study, const ta::TrialOutcome& outcome) {
+  return outcome.kind == ta::TrialOutcome::Kind::kStopped && PromotesStoppedTrials(study.spec());
 }
 
 // The elapsed seconds of a trial's latest measurement (0 with none).
@@ -615,7 +613,7 @@ void Scheduler::StartTrial(const Key& key, Pending pending, const v1::ResourceRe
   slot->study = key.study;
   slot->client_id = SlotClientId(key.slot);
   slot->trial_name = pending.trial.name();
-  slot->prediction = sizer_.PredictionFor(pending.study, pending.trial);
+  slot->prediction = sizer_.PredictionFor(pending.study, pending.trial, request);
   {
     absl::MutexLock slot_lock(&slot->mu);
     slot->request = request;
@@ -736,7 +734,7 @@ void Scheduler::Drive(std::shared_ptr<Slot> slot, v1::Study study, v1::Trial wai
     return finish();
   }
   Report(study, trial, outcome);
-  if (!MayBePromoted(study, outcome, resumes)) finish();
+  if (!MayBePromoted(study, outcome)) finish();
 }
 
 bool Scheduler::RerunAfterOom(const v1::Study& study, const v1::Trial& trial,

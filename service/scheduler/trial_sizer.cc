@@ -89,8 +89,8 @@ v1::ResourceRequest TrialSizer::RequestFor(const v1::Study& study, const v1::Tri
   return r;
 }
 
-std::map<std::string, std::string> TrialSizer::PredictionFor(const v1::Study& study,
-                                                             const v1::Trial& trial) const {
+std::map<std::string, std::string> TrialSizer::PredictionFor(
+    const v1::Study& study, const v1::Trial& trial, const v1::ResourceRequest& request) const {
   std::map<std::string, std::string> noted;
   if (study.spec().trial_template().fixed_resources()) return noted;
   absl::MutexLock lock(&mu_);
@@ -99,13 +99,11 @@ std::map<std::string, std::string> TrialSizer::PredictionFor(const v1::Study& st
   const load_model::TrialResourceModel& model = *it->second.model;
   const load_model::TrialResourceRequest predicted = model.Predict(ModelParams(trial));
   if (predicted.core_seconds_learned) {
-    noted[kCostModelCoefficient] =
-        absl::StrCat(predicted.core_seconds_coefficient);
+    noted[kCostModelCoefficient] = absl::StrCat(predicted.core_seconds_coefficient);
     noted[kCostModelExponent] = absl::StrCat(predicted.step_exponent);
   }
   if (model.num_usage_trials() >= std::max(1, learn_after_trials_)) {
-    noted[kCostModelMemory] =
-        absl::StrCat(std::min(predicted.memory_bytes, memory_capacity_));
+    noted[kCostModelMemory] = absl::StrCat(request.memory_bytes());
   }
   return noted;
 }

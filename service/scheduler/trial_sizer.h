@@ -49,11 +49,11 @@ class TrialSizer {
   // model predicts in O(features).
   v1::ResourceRequest RequestFor(const v1::Study& study, const v1::Trial& trial) const;
   // What the study's cost model predicts for `trial` now, as the metadata keys the study core
-  // reports the model's accuracy from (study_core.h's kCostModel*): its core-seconds
-  // curve once a trial has taught time, its memory once the request is the model's. Empty
-  // before, and for fixed_resources templates.
-  std::map<std::string, std::string> PredictionFor(const v1::Study& study,
-                                                   const v1::Trial& trial) const;
+  // reports the model's accuracy from (study_limits.h's kCostModel*): its core-seconds curve
+  // once a trial has taught time, and `request`'s memory (RequestFor's answer, the one it runs
+  // with) once that is the model's. Empty before, and for fixed_resources templates.
+  std::map<std::string, std::string> PredictionFor(const v1::Study& study, const v1::Trial& trial,
+                                                   const v1::ResourceRequest& request) const;
   // A run of `trial` was OOM-killed at `limit_bytes`: the study's margin grows. No-op before
   // the study's first fit.
   void AddOutOfMemory(const std::string& study, const v1::Trial& trial, int64_t limit_bytes);

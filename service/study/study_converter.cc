@@ -497,8 +497,18 @@ const search::MetricConfig& PrimaryMetric(const search::ProblemStatement& proble
   return problem.metrics.front();
 }
 
+double HeldCores(const v1::Trial& trial) {
+  return trial.resources().cpu_cores() > 0 ? trial.resources().cpu_cores() : 1.0;
+}
+
+bool PromotesStoppedTrials(const v1::StudySpec& spec) {
+  return ToEarlyStopping(spec).policy == search::EarlyStoppingPolicy::kCostAware &&
+         !spec.trial_template().command().empty() &&
+         ResumesFromCheckpoint(spec.trial_template());
+}
+
 double TrialCoreSeconds(const v1::Trial& trial) {
-  const double cores = trial.resources().cpu_cores() > 0 ? trial.resources().cpu_cores() : 1.0;
+  const double cores = HeldCores(trial);
   double seconds = trial.usage().wall_seconds();
   for (const v1::Measurement& m : trial.measurements()) {
     seconds = std::max(seconds, m.elapsed_seconds());
@@ -800,7 +810,7 @@ search::Trial ToSearchTrial(const v1::Trial& trial) {
   t.measurements.reserve(trial.measurements_size());
   for (const auto& m : trial.measurements()) t.measurements.push_back(ToSearchMeasurement(m));
   t.final_measurement = ToSearchMeasurement(trial.final_measurement());
-  if (trial.resources().cpu_cores() > 0) t.cpu_cores = trial.resources().cpu_cores();
+  t.cpu_cores = HeldCores(trial);
   return t;
 }
 

@@ -35,10 +35,15 @@ const search::MetricConfig& PrimaryMetric(const search::ProblemStatement& proble
 // study has a budget and a max_step) and settings.
 search::EarlyStoppingConfig ToEarlyStopping(const v1::StudySpec& spec);
 
-// What a trial has cost in core-seconds: the cores it held (resources.cpu_cores, 1 when unset)
-// x its wall seconds (its usage's, else its latest measurement's elapsed_seconds). A deleted
-// trial (a tombstone) costs nothing.
+// The cores a trial holds, as its cost counts them: resources.cpu_cores, 1 when unset.
+double HeldCores(const v1::Trial& trial);
+// What a trial has cost in core-seconds: HeldCores x its wall seconds (its usage's, else its
+// latest measurement's elapsed_seconds).
 double TrialCoreSeconds(const v1::Trial& trial);
+
+// Whether a study promotes STOPPED trials back (see Trial.policy_stopped): COST_AWARE in a
+// managed study whose template resumes from its checkpoint.
+bool PromotesStoppedTrials(const v1::StudySpec& spec);
 
 // Checks that `params` assign exactly the active parameters of `space`, each of the right
 // type and within its bounds, and converts them. Paths start with `path` ("trial.parameters").

@@ -10,7 +10,6 @@
 #include "search/designers.h"
 #include "service/study/study_converter.h"
 #include "service/study/study_limits.h"
-#include "service/trial_template/trial_template.h"
 
 namespace evoscale::service::internal {
 
@@ -51,9 +50,7 @@ void StudyState::Configure(const v1::StudySpec& spec, search::ProblemStatement c
                                                          : kDefaultHeartbeatTimeoutSeconds);
   max_retries = spec.max_trial_retries() > 0 ? spec.max_trial_retries() : kDefaultMaxTrialRetries;
   budget_core_seconds = spec.budget_core_seconds();
-  promotes = early_stopping.policy == search::EarlyStoppingPolicy::kCostAware &&
-             !spec.trial_template().command().empty() &&
-             ResumesFromCheckpoint(spec.trial_template());
+  promotes = PromotesStoppedTrials(spec);
 }
 
 v1::Study StudyState::StudyWithCounts() {
@@ -72,18 +69,18 @@ void StudyState::Apply(const v1::Trial& t, int64_t seq) {
   ++version;
   const int64_t id = t.id();
   const double cost = IsTombstone(t) ? 0.0 : TrialCoreSeconds(t);
+  double was = 0;  // what the cached trial had cost
   if (id == static_cast<int64_t>(trials.size()) + 1) {
     trials.push_back(t);
     completion_seq.push_back(0);
-    trial_cost.push_back(0);
     if (IsTombstone(t)) ++deleted_trials;
   } else {
     if (IsTombstone(t) && !IsTombstone(trials[id - 1])) ++deleted_trials;
+    was = trials[id - 1].core_seconds();
     trials[id - 1] = t;
   }
-  spent_core_seconds += cost - trial_cost[id - 1];
-  trial_cost[id - 1] = cost;
-  if (!IsTombstone(t)) trials[id - 1].set_core_seconds(cost);
+  spent_core_seconds += cost - was;
+  trials[id - 1].set_core_seconds(cost);
   if (t.state() == v1::Trial::SUCCEEDED && cost > 0) {
     cheapest_full_run = cheapest_full_run > 0 ? std::min(cheapest_full_run, cost) : cost;
   }
@@ -154,8 +151,7 @@ const v1::CostModelReport& StudyState::CostReport() {
     if (c && g && t.measurements_size() > 0) {
       // To the step it reached, against its own clock there: cores x elapsed.
       const v1::Measurement& last = *t.measurements().rbegin();
-      const double cores = t.resources().cpu_cores() > 0 ? t.resources().cpu_cores() : 1.0;
-      const double actual = cores * last.elapsed_seconds();
+      const double actual = HeldCores(t) * last.elapsed_seconds();
       if (actual > 0 && last.step() > 0) {
         const double guess = *c * std::pow(static_cast<double>(last.step()), *g);
         errors.push_back(std::abs(guess - actual) / actual);

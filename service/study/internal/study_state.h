@@ -110,8 +110,7 @@ struct StudyState {
   size_t fed_to_designer ABSL_GUARDED_BY(mu) = 0;
   std::set<int64_t> active ABSL_GUARDED_BY(mu);     // ACTIVE and STOPPING
   std::set<int64_t> requested ABSL_GUARDED_BY(mu);  // REQUESTED
-  // trial_cost[i] is trial i + 1's TrialCoreSeconds; spent_core_seconds their sum.
-  std::vector<double> trial_cost ABSL_GUARDED_BY(mu);
+  // The sum of the trials' core_seconds (Apply keeps each trial's TrialCoreSeconds there).
   double spent_core_seconds ABSL_GUARDED_BY(mu) = 0;
   // The least a SUCCEEDED trial of the study has cost (0 before the first).
   double cheapest_full_run ABSL_GUARDED_BY(mu) = 0;
