@@ -67,8 +67,13 @@ Args Parse(int argc, char** argv) {
   return a;
 }
 
+// The token and a deadline for one call. The call waits for its connection rather than failing
+// at the first failed connect: the seeder opens 8 connections at once on a loaded machine, and
+// one refused or reset attempt must not fail a test (CI saw "failed to connect to all
+// addresses" from a server that was up and had answered the same seeder a moment before).
 void Authorize(grpc::ClientContext& ctx, const Args& a) {
   if (!a.token.empty()) ctx.AddMetadata("authorization", "Bearer " + a.token);
+  ctx.set_wait_for_ready(true);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
 }
 
