@@ -30,9 +30,12 @@
 // - Cost-aware, when the study has a budget in core-seconds and a max_step: a second Gaussian
 //   process learns the log core-seconds of a full run from every completed trial (a full run
 //   as measured; a stopped one extrapolated from its elapsed time at the step it reached, by
-//   the study's median exponent of time in steps), and screening ranks candidates by quality
-//   rank + alpha x cost rank, alpha = kCostWeight x the share of the budget still unspent: the
-//   search starts cheap and ends on quality alone.
+//   the study's median exponent of time in steps) and from the running ones (extrapolated the
+//   same way, as they report), and screening ranks candidates by quality rank + alpha x cost
+//   rank, alpha = kCostWeight x the share of the budget still unspent: the search starts cheap
+//   and ends on quality alone. The initial population leans cheap too, once the cost model
+//   has its first points: each point is the cheapest of its quasi-random point and a few
+//   uniform draws.
 //
 // Cost per suggestion: a move, plus for a screened one `candidates` draws and GP predictions
 // (O(candidates m d), m <= 80 points); per Update the surrogates' fits (gp.h, parzen.h).
@@ -108,6 +111,14 @@ constexpr double kSpread = 0.3;
 // Cost-aware screening: the weight of a candidate's predicted cost rank against its predicted
 // quality rank at the start of a budget (it falls to 0 as the budget is spent).
 constexpr double kCostWeight = 1.0;
+// The cost model fits from this many costed trials (running ones included), fewer than the
+// quality model needs: what a trial costs mostly follows a few parameters (rounds, depth,
+// batch size), and a budget of ten full runs has started only a dozen trials.
+constexpr size_t kCostMinPoints = 4;
+// While the initial population is drawn under a budget, each point is the cheapest by the
+// cost model of 1 + kInitialCostDraws x alpha candidates (its quasi-random point and uniform
+// draws): the first trials lean cheap without collapsing onto the cheapest corner.
+constexpr double kInitialCostDraws = 3;
 
 // What a completed trial tells of the cost of a full run of its parameters.
 struct CostPoint {
@@ -149,7 +160,7 @@ class GeneticDesigner final : public EvolutionaryDesigner {
         seed_(problem.seed),
         parzen_(codec()),
         gp_(codec()),
-        cost_gp_(codec()),
+        cost_gp_(codec(), kCostMinPoints),
         budget_(problem.budget_core_seconds),
         max_step_(problem.max_step) {
     // Starting shares: local_search_rate for the two CMA-ES moves, the rest for the others.
@@ -242,11 +253,17 @@ class GeneticDesigner final : public EvolutionaryDesigner {
     }
   }
 
+  // A running trial teaches the cost model too (its full run extrapolated from where it is):
+  // the expensive trials of a study are the ones still running when the cheap ones are done.
   void ObservePending(absl::Span<const Trial> pending) override {
     if (!CostAware()) return;
     spent_pending_ = 0;
+    pending_costs_.clear();
     for (const Trial& t : pending) {
-      if (std::optional<CostPoint> point = CostOf(Genome(), t)) spent_pending_ += point->core_seconds;
+      if (std::optional<CostPoint> point = CostOf(codec().Encode(t.parameters), t)) {
+        spent_pending_ += point->core_seconds;
+        pending_costs_.push_back(*std::move(point));
+      }
     }
   }
 
@@ -256,7 +273,10 @@ class GeneticDesigner final : public EvolutionaryDesigner {
       gp_.Fit(history_, history_fitness_);
       fitted_on_ = history_.size();
     }
-    if (CostAware() && costs_.size() != cost_fitted_on_) FitCostModel();
+    if (CostAware() && (costs_.size() != cost_fitted_on_ || !pending_costs_.empty() ||
+                        pending_fitted_on_ > 0)) {
+      FitCostModel();
+    }
     const double unspent = CostAware() ? 1 - (spent_completed_ + spent_pending_) / budget_ : 0;
     cost_weight_ = cost_gp_.fitted() ? kCostWeight * std::clamp(unspent, 0.0, 1.0) : 0;
   }
@@ -272,7 +292,11 @@ class GeneticDesigner final : public EvolutionaryDesigner {
     const double exponent = MedianElapsedExponent(std::move(exponents));
     std::vector<Genome> genomes;
     std::vector<Fitness> log_costs;
-    for (const CostPoint& p : costs_) {
+    std::vector<const CostPoint*> points;
+    for (const CostPoint& p : costs_) points.push_back(&p);
+    for (const CostPoint& p : pending_costs_) points.push_back(&p);
+    for (const CostPoint* point : points) {
+      const CostPoint& p = *point;
       const double steps = static_cast<double>(std::max<int64_t>(1, p.step));
       const double full = p.step >= max_step_ ? p.core_seconds
                           : p.core_seconds * std::pow(static_cast<double>(max_step_) / steps, exponent);
@@ -281,6 +305,7 @@ class GeneticDesigner final : public EvolutionaryDesigner {
     }
     cost_gp_.Fit(genomes, log_costs);
     cost_fitted_on_ = costs_.size();
+    pending_fitted_on_ = pending_costs_.size();
   }
 
   // The move of a suggestion whose stream starts with `u`: the shares' interval `u` falls
@@ -309,6 +334,21 @@ class GeneticDesigner final : public EvolutionaryDesigner {
       if (u < acc) return last;
     }
     return last;
+  }
+
+  Genome Initial(Genome halton, SplitMix64& rng) const override {
+    const int draws = static_cast<int>(std::lround(kInitialCostDraws * cost_weight_));
+    if (draws <= 0) return halton;
+    double cheapest = cost_gp_.Predict(halton);
+    for (int k = 0; k < draws; ++k) {
+      Genome candidate = RandomGenome(rng);
+      const double predicted = cost_gp_.Predict(candidate);
+      if (predicted < cheapest) {
+        cheapest = predicted;
+        halton = std::move(candidate);
+      }
+    }
+    return halton;
   }
 
   Genome Propose(SplitMix64& rng) const override {
@@ -448,7 +488,9 @@ class GeneticDesigner final : public EvolutionaryDesigner {
   const double budget_;
   const int64_t max_step_;
   std::vector<CostPoint> costs_;
+  std::vector<CostPoint> pending_costs_;  // the running trials of the last Update
   size_t cost_fitted_on_ = 0;
+  size_t pending_fitted_on_ = 0;
   double spent_completed_ = 0;
   double spent_pending_ = 0;
   double cost_weight_ = 0;  // alpha: set by AfterUpdate

@@ -113,7 +113,7 @@ absl::StatusOr<std::vector<ParameterDict>> EvolutionaryDesigner::Suggest(int cou
     ParameterDict dict;
     uint64_t key = 0;
     if (!ready || index < static_cast<uint64_t>(initial_population_)) {
-      chosen = halton_.Point(index);
+      chosen = Initial(halton_.Point(index), rng);
       dict = codec_.Decode(chosen);
       key = Fingerprint(dict);
       // Only small discrete spaces repeat themselves; fall back to uniform draws there.

@@ -57,6 +57,10 @@ class EvolutionaryDesigner : public Designer {
   // with the same `rng` when a candidate duplicates a known point or lands too close to a
   // pending one; must not change the designer's state.
   virtual Genome Propose(SplitMix64& rng) const = 0;
+  // The initial-population suggestion made from `halton`, that index's quasi-random point
+  // (`rng` is the suggestion's stream); a designer that weighs costs may pick a cheaper
+  // point. Must not change the designer's state.
+  virtual Genome Initial(Genome halton, SplitMix64& /*rng*/) const { return halton; }
   // Pending points closer than this (Euclidean, genome space) to a candidate push it to be
   // redrawn; 0 turns spreading off.
   virtual double SpreadRadius() const { return 0; }

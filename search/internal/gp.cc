@@ -75,7 +75,7 @@ bool GpSurrogate::Prepare(absl::Span<const Genome> genomes, absl::Span<const Fit
   for (size_t i = 0; i < n; ++i) {
     if (!fitness[i].failed) ranked.push_back(i);
   }
-  if (ranked.size() < kMinPoints) return false;
+  if (ranked.size() < min_points_) return false;
   // The best half and the most recent half of at most kMaxPoints.
   std::vector<size_t> chosen;
   if (ranked.size() <= kMaxPoints) {

@@ -16,6 +16,7 @@
 #ifndef EVOSCALE_SEARCH_INTERNAL_GP_H_
 #define EVOSCALE_SEARCH_INTERNAL_GP_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -34,11 +35,12 @@ class GpSurrogate {
   static constexpr size_t kMaxPoints = 80;
   static constexpr int kReselectEvery = 10;
 
-  // `codec` must outlive the surrogate.
-  explicit GpSurrogate(const GenomeCodec& codec) : codec_(&codec) {}
+  // `codec` must outlive the surrogate. Fewer than `min_points` (at least 3) ranked trials
+  // leave it unfitted.
+  explicit GpSurrogate(const GenomeCodec& codec, size_t min_points = kMinPoints)
+      : codec_(&codec), min_points_(std::max<size_t>(3, min_points)) {}
 
   // Refits on the trials (`genomes[i]` scored `fitness[i]`; failed ones are left out).
-  // Fewer than kMinPoints ranked trials leaves it unfitted.
   void Fit(absl::Span<const Genome> genomes, absl::Span<const Fitness> fitness);
   bool fitted() const { return fitted_; }
 
@@ -55,6 +57,7 @@ class GpSurrogate {
   bool Solve(double length, double noise);
 
   const GenomeCodec* codec_;
+  size_t min_points_;
   bool fitted_ = false;
   size_t selected_at_ = SIZE_MAX;  // trials the scales were chosen on
   double factor_ = 1, noise_ = 0;  // the chosen scales: length = factor x median distance

@@ -110,5 +110,47 @@ TEST(CostAwareGeneticTest, WithABudgetItSuggestsCheaperTrialsThanWithout) {
   EXPECT_GE(cheaper, 4);
 }
 
+// Suggests 4 trials, lets them run to step 3 (costs as CostProblem says), and returns the
+// mean full-run cost of the 8 suggestions that follow, while no trial has completed yet.
+double MeanCostWhileTheFirstTrialsRun(double budget, uint64_t seed) {
+  absl::StatusOr<std::unique_ptr<Designer>> designer = CreateDesigner(CostProblem(budget, seed));
+  EXPECT_TRUE(designer.ok()) << designer.status();
+  std::vector<Trial> running;
+  auto full_cost = [](const ParameterDict& p) { return std::exp(4 * std::get<double>(p.at("x"))); };
+  absl::StatusOr<std::vector<ParameterDict>> first = (*designer)->Suggest(4, 0);
+  EXPECT_TRUE(first.ok() && first->size() == 4);
+  for (size_t i = 0; i < first->size(); ++i) {
+    Trial t;
+    t.id = static_cast<int64_t>(i) + 1;
+    t.parameters = (*first)[i];
+    for (int64_t step = 1; step <= 3; ++step) {
+      Measurement m;
+      m.step = step;
+      m.elapsed_seconds = full_cost(t.parameters) * std::pow(step / 10.0, 0.7);
+      m.metrics["auc"] = 0.7;
+      t.measurements.push_back(m);
+    }
+    running.push_back(std::move(t));
+  }
+  (*designer)->Update({}, running);
+  absl::StatusOr<std::vector<ParameterDict>> next = (*designer)->Suggest(8, 4);
+  EXPECT_TRUE(next.ok() && next->size() == 8);
+  double sum = 0;
+  for (const ParameterDict& p : *next) sum += full_cost(p);
+  return sum / 8;
+}
+
+TEST(CostAwareGeneticTest, RunningTrialsTeachTheCostModelAndTheInitialDesignLeansCheap) {
+  // No trial has completed: only the running trials' elapsed times say what a run costs.
+  int cheaper = 0;
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    cheaper += MeanCostWhileTheFirstTrialsRun(/*budget=*/1e9, seed) <
+                       MeanCostWhileTheFirstTrialsRun(/*budget=*/0, seed)
+                   ? 1
+                   : 0;
+  }
+  EXPECT_GE(cheaper, 4);
+}
+
 }  // namespace
 }  // namespace evoscale::search
