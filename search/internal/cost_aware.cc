@@ -143,14 +143,23 @@ double ElapsedExponentBetween(int64_t step0, double elapsed0, int64_t step1, dou
          std::log(static_cast<double>(step1) / static_cast<double>(step0));
 }
 
-double MedianElapsedExponent(std::vector<double> exponents) {
-  if (exponents.empty()) return 1.0;
-  const size_t mid = exponents.size() / 2;
-  std::nth_element(exponents.begin(), exponents.begin() + mid, exponents.end());
-  return std::clamp(exponents[mid], 0.05, 2.0);
+namespace {
+
+// The upper median of a non-empty sample.
+double UpperMedian(std::vector<double> x) {
+  const size_t mid = x.size() / 2;
+  std::nth_element(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(mid), x.end());
+  return x[mid];
 }
 
-double ElapsedExponent(absl::Span<const LearningCurve> curves) {
+}  // namespace
+
+double MedianElapsedExponent(std::vector<double> exponents) {
+  if (exponents.empty()) return 1.0;
+  return std::clamp(UpperMedian(std::move(exponents)), 0.05, 2.0);
+}
+
+std::vector<double> ElapsedExponents(absl::Span<const LearningCurve> curves) {
   std::vector<double> exponents;
   for (const LearningCurve& c : curves) {
     size_t first = 0;
@@ -160,7 +169,11 @@ double ElapsedExponent(absl::Span<const LearningCurve> curves) {
     exponents.push_back(
         ElapsedExponentBetween(c.steps[first], c.elapsed[first], c.steps[last], c.elapsed[last]));
   }
-  return MedianElapsedExponent(std::move(exponents));
+  return exponents;
+}
+
+double ElapsedExponent(absl::Span<const LearningCurve> curves) {
+  return MedianElapsedExponent(ElapsedExponents(curves));
 }
 
 namespace {
@@ -246,6 +259,31 @@ CurveModel ModelFrom(absl::Span<const LearningCurve> curves, const std::vector<i
   return identity;
 }
 
+// Core-seconds `c` has left from its latest step to max_step, or -1 while that is unknown:
+// its elapsed time so far times what the finished runs took past the same step (the upper
+// median of their ratios of elapsed time at max_step to theirs at the step) once kMinCostRuns
+// have finished, or the power law's growth once kMinCostRuns trials have shown an exponent.
+double PredictedRemaining(const LearningCurve& c, absl::Span<const LearningCurve* const> finished,
+                          absl::Span<const double> exponents, double exponent, int64_t max_step) {
+  const int64_t step = c.latest();
+  const double own = c.ElapsedAt(step);
+  if (own <= 0 || step < 1) return -1;
+  std::vector<double> ratios;
+  for (const LearningCurve* f : finished) {
+    const double at = f->ElapsedAt(step);
+    if (at > 0) ratios.push_back(f->ElapsedAt(max_step) / at);
+  }
+  double factor;
+  if (static_cast<int>(ratios.size()) >= kMinCostRuns) {
+    factor = std::max(0.0, UpperMedian(std::move(ratios)) - 1);
+  } else if (static_cast<int>(exponents.size()) >= kMinCostRuns) {
+    factor = std::pow(static_cast<double>(max_step) / static_cast<double>(step), exponent) - 1;
+  } else {
+    return -1;
+  }
+  return c.cores * own * factor;
+}
+
 }  // namespace
 
 bool CostAwareStop(const CostAwareSettings& config, const MetricConfig& metric,
@@ -259,13 +297,17 @@ bool CostAwareStop(const CostAwareSettings& config, const MetricConfig& metric,
   const int64_t rung = *std::prev(above);
 
   std::vector<LearningCurve> curves;
+  std::vector<bool> running;  // per curve: its trial is still running
   curves.reserve(others.size());
   for (const Trial& other : others) {
     if (other.id == trial.id) continue;
     LearningCurve c = LearningCurve::Of(other, metric);
-    if (!c.empty()) curves.push_back(std::move(c));
+    if (c.empty()) continue;
+    curves.push_back(std::move(c));
+    running.push_back(other.status == TrialStatus::kPending);
   }
-  const double exponent = ElapsedExponent(curves);
+  const std::vector<double> exponents = ElapsedExponents(curves);
+  const double exponent = MedianElapsedExponent(exponents);
   const double growth = std::pow(static_cast<double>(max_step) / static_cast<double>(rung),
                                  exponent) - 1;
   // Core-seconds from the rung to max_step; steps stand in for seconds when none are reported.
@@ -276,9 +318,28 @@ bool CostAwareStop(const CostAwareSettings& config, const MetricConfig& metric,
   };
   // No decision of any kind where the metric does not rank trials yet.
   if (!MetricRanksAt(curves, rungs, rung, max_step)) return false;
-  if (config.budget_core_seconds > 0 &&
-      remaining_cost(self) > config.budget_core_seconds - config.spent_core_seconds) {
-    return true;  // it cannot reach max_step within the budget
+  // Where it does, a trial that cannot reach max_step within the budget left is stopped: it
+  // would spend the rest of the budget on a run that never counts. The running trials draw on
+  // what is left together, the nearest to max_step first: a trial is stopped when its
+  // remaining cost, added to that of the running trials with less to go, is more than is left.
+  if (config.budget_core_seconds > 0) {
+    std::vector<const LearningCurve*> finished;
+    for (const LearningCurve& c : curves) {
+      if (c.latest() >= max_step) finished.push_back(&c);
+    }
+    auto remaining = [&](const LearningCurve& c) {
+      return PredictedRemaining(c, finished, exponents, exponent, max_step);
+    };
+    const double own = remaining(self);
+    if (own >= 0) {
+      double ahead = own;
+      for (size_t i = 0; i < curves.size(); ++i) {
+        if (!running[i] || curves[i].latest() >= max_step) continue;
+        const double other = remaining(curves[i]);
+        if (other >= 0 && (other < own || (other == own && curves[i].id < self.id))) ahead += other;
+      }
+      if (ahead > config.budget_core_seconds - config.spent_core_seconds) return true;
+    }
   }
 
   std::vector<const LearningCurve*> at_rung;  // the others that reached the rung

@@ -15,7 +15,10 @@
 // went furthest past the rung (at least kMinRankPairs of them), the rank correlation of their
 // values at the rung with their values there must be at least kMinRankCorrelation and
 // significant. Where it does rank them, a trial that cannot finish within what is left of the
-// study's budget (its remaining cost alone is more than is left) is stopped.
+// study's budget is stopped too. What it has left is its elapsed time times what the finished
+// runs took past its step (or the power law's growth before kMinCostRuns have finished); the
+// running trials share what is left, the nearest to max_step first, so a trial is stopped when
+// its remaining cost plus that of the running trials with less to go is more than is left.
 #ifndef EVOSCALE_SEARCH_INTERNAL_COST_AWARE_H_
 #define EVOSCALE_SEARCH_INTERNAL_COST_AWARE_H_
 
@@ -32,6 +35,9 @@ namespace evoscale::search::internal {
 // trials, and the trials that must have reached both for it to count.
 inline constexpr double kMinRankCorrelation = 0.5;
 inline constexpr int kMinRankPairs = 6;
+// The trials whose elapsed times must be known (finished runs, or curves with an exponent)
+// before the budget rule predicts what a trial has left to spend.
+inline constexpr int kMinCostRuns = 2;
 
 // One trial's learning curve for one metric, oriented so that higher is better: the best
 // value so far and the cumulative elapsed seconds (never decreasing) at each reported step.

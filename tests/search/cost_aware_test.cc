@@ -189,6 +189,43 @@ TEST(CostAwareTest, NoBudgetStopWhereTheMetricDoesNotRankTrialsYet) {
   EXPECT_FALSE(CostAwareStop(CostAware(27, 1000, 999), kAuc, best, few));
 }
 
+TEST(CostAwareTest, ABudgetStopNeedsTheCostOfStepsToBeKnown) {
+  // Ten runs stopped at step 9 rank trials at step 3 and show elapsed time linear in steps:
+  // before any run finished, the power law says the best trial has 3 x (27/3 - 1) = 24 s to go.
+  std::vector<Trial> partial;
+  for (int i = 0; i < 10; ++i) {
+    std::vector<double> values = Rising(0.5 + 0.01 * i, 0.70 + 0.01 * i, 27);
+    values.resize(9);
+    partial.push_back(Curve(100 + i, values));
+    partial.back().status = TrialStatus::kStopped;
+  }
+  const Trial best = Curve(1, Rising(0.70, 0.90, 3));
+  EXPECT_TRUE(CostAwareStop(CostAware(27, 1000, 980), kAuc, best, partial));
+  EXPECT_FALSE(CostAwareStop(CostAware(27, 1000, 970), kAuc, best, partial));
+  // Where the others report no elapsed time, nothing is known of what steps cost.
+  for (Trial& t : partial) {
+    for (Measurement& m : t.measurements) m.elapsed_seconds = 0;
+  }
+  EXPECT_FALSE(CostAwareStop(CostAware(27, 1000, 999), kAuc, best, partial));
+}
+
+TEST(CostAwareTest, RunningTrialsNearerTheEndDrawOnTheBudgetLeftFirst) {
+  // 40 core-seconds left. Trial 1 at step 3 (3 s) has 24 s to go; trial 2, running at step 9
+  // (9 s), has 18 s to go: both cannot finish, and trial 2 is nearer, so trial 1 stops.
+  std::vector<Trial> others = RankedFinishedRuns();
+  const Trial self = Curve(1, Rising(0.70, 0.90, 3));
+  const Trial nearer = Curve(2, Rising(0.70, 0.90, 9));
+  others.push_back(nearer);
+  EXPECT_TRUE(CostAwareStop(CostAware(27, 1000, 960), kAuc, self, others));
+  EXPECT_FALSE(CostAwareStop(CostAware(27, 1000, 900), kAuc, self, others));
+  std::vector<Trial> with_self = RankedFinishedRuns();
+  with_self.push_back(self);
+  EXPECT_FALSE(CostAwareStop(CostAware(27, 1000, 960), kAuc, nearer, with_self));
+  // A trial that no longer runs draws on nothing.
+  others.back().status = TrialStatus::kStopped;
+  EXPECT_FALSE(CostAwareStop(CostAware(27, 1000, 960), kAuc, self, others));
+}
+
 TEST(CostAwareTest, MinimizedMetricsAreJudgedTheOtherWayUp) {
   std::vector<Trial> others;
   for (int i = 0; i < 10; ++i) {
