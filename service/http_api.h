@@ -15,18 +15,11 @@
 #include "service/analysis/study_analysis.h"
 #include "service/auth.h"
 #include "service/autoscaler/autoscaler_core.h"
+#include "service/common/http_listener.h"
 #include "service/metrics.h"
 #include "service/study/study_core.h"
 
 namespace evoscale::service {
-
-struct HttpResponse {
-  int status = 200;
-  std::string content_type = "application/json";
-  std::string body;
-  std::string cache_control;  // sent as Cache-Control when not empty
-  std::string allow;          // sent as Allow when not empty (405 answers)
-};
 
 // The HTTP status of a status code, as Google's APIs map them (google/rpc/code.proto):
 // ALREADY_EXISTS and ABORTED 409, DEADLINE_EXCEEDED 504, UNIMPLEMENTED 501, ...

@@ -6,25 +6,16 @@
 
 #include <memory>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "service/auth.h"
+#include "service/common/http_listener.h"
 #include "service/autoscaler/autoscaler_core.h"
 #include "service/http_api.h"
 #include "service/metrics.h"
 #include "service/study/study_core.h"
 
 namespace evoscale::service {
-
-// TLS for a listener: PEM texts (not paths). No certificate: plaintext.
-struct TlsConfig {
-  std::string cert_pem;       // the server's certificate chain
-  std::string key_pem;        // its private key
-  std::string client_ca_pem;  // not empty: mutual TLS, clients must show a certificate it signed
-  bool enabled() const { return !cert_pem.empty(); }
-};
 
 // Serves HTTP/1.1 (HTTPS with `tls`) on its own threads until destroyed. Thread-safe.
 class HttpServer {
@@ -38,13 +29,12 @@ class HttpServer {
                                                            const TlsConfig& tls = {});
   ~HttpServer();  // stops accepting, closes connections, joins the threads
 
-  int port() const { return port_; }
+  int port() const { return listener_->port(); }
 
  private:
-  struct Impl;
-  explicit HttpServer(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
-  int port_ = 0;
+  HttpServer() = default;
+  std::unique_ptr<HttpApi> api_;
+  std::unique_ptr<HttpListener> listener_;  // after api_: stops before api_ goes
 };
 
 }  // namespace evoscale::service

@@ -292,10 +292,9 @@ absl::Status LoadShardCheckpoint(const std::string& dir, const CheckpointManifes
   return LoadShardCheckpoint(dir, manifest, shard, table, nullptr);
 }
 
-absl::Status LoadShardCheckpoint(const std::string& dir, const CheckpointManifest& manifest,
-                                 int shard, EmbeddingTable& table,
-                                 const std::function<bool(uint64_t key)>& keep) {
-  const size_t floats = size_t(table.dim()) + table.state_floats();
+absl::Status ReadShardCheckpoint(const std::string& dir, const CheckpointManifest& manifest,
+                                 int shard, const ShardRowsVisitor& visit) {
+  const size_t floats = size_t(manifest.dim) + size_t(manifest.state_floats);
   std::vector<float> values(floats);
   for (const std::string& name : manifest.chain) {
     const std::string path = ShardFile(dir, name, shard);
@@ -306,11 +305,11 @@ absl::Status LoadShardCheckpoint(const std::string& dir, const CheckpointManifes
     absl::Status status;
     if (!ReadExact(f, &header, sizeof(header)) ||
         std::memcmp(header.magic, kRowsMagic, sizeof(kRowsMagic)) != 0 ||
-        header.shard != uint32_t(shard) || header.dim != uint32_t(table.dim()) ||
-        header.state_floats != uint32_t(table.state_floats())) {
-      status =
-          absl::DataLossError(absl::StrCat(path, ": header does not match shard ", shard, " dim ",
-                                           table.dim(), " state ", table.state_floats()));
+        header.shard != uint32_t(shard) || header.dim != uint32_t(manifest.dim) ||
+        header.state_floats != uint32_t(manifest.state_floats)) {
+      status = absl::DataLossError(absl::StrCat(path, ": header does not match shard ", shard,
+                                                " dim ", manifest.dim, " state ",
+                                                manifest.state_floats));
     } else if (const uint64_t size = FileSize(f); !SizeMatches(header, floats, size)) {
       // Checked before anything is sized from the counts: a corrupt count must not reserve
       // memory the file cannot fill.
@@ -322,34 +321,29 @@ absl::Status LoadShardCheckpoint(const std::string& dir, const CheckpointManifes
       uint64_t key;
       if (!ReadExact(f, &key, sizeof(key))) {
         status = absl::DataLossError(absl::StrCat(path, ": truncated in erased keys"));
-      } else if (!keep || keep(key)) {
-        table.Erase(key);
+      } else if (visit.erased) {
+        visit.erased(key);
       }
     }
-    // Each file holds every pending count of its time: the newest file's replace older ones (a
-    // reshard keeps only the chain's last file's, beside the other shards' already loaded).
     const bool newest = name == manifest.chain.back();
-    if (status.ok() && !keep) table.ClearPending();
+    if (status.ok() && visit.pending_start) visit.pending_start(newest);
     for (uint64_t i = 0; status.ok() && i < header.pending; ++i) {
       uint64_t key;
       uint32_t count;
       if (!ReadExact(f, &key, sizeof(key)) || !ReadExact(f, &count, sizeof(count))) {
         status = absl::DataLossError(absl::StrCat(path, ": truncated in pending counts"));
-      } else if (!keep || (newest && keep(key))) {
-        table.RestorePending(key, count);
+      } else if (visit.pending) {
+        visit.pending(key, count, newest);
       }
     }
-    // Rows come in index order: reserve for all of them first (see EmbeddingTable::Reserve).
-    if (status.ok()) status = table.Reserve(table.size() + header.rows);
+    if (status.ok() && visit.rows_start) status = visit.rows_start(header.rows);
     for (uint64_t i = 0; status.ok() && i < header.rows; ++i) {
       uint64_t key;
       uint32_t last_update;
       if (!ReadExact(f, &key, sizeof(key)) || !ReadExact(f, &last_update, sizeof(last_update)) ||
           !ReadExact(f, values.data(), floats * sizeof(float))) {
         status = absl::DataLossError(absl::StrCat(path, ": truncated at row ", i));
-      } else if (keep && !keep(key)) {
-        continue;  // another shard's row in the new layout
-      } else if (table.Restore(key, last_update, values.data()) == EmbeddingTable::kNoRow) {
+      } else if (!visit.row(key, last_update, values.data())) {
         status = absl::ResourceExhaustedError(absl::StrCat(path, ": table full at row ", i));
       }
     }
@@ -357,6 +351,36 @@ absl::Status LoadShardCheckpoint(const std::string& dir, const CheckpointManifes
     if (!status.ok()) return status;
   }
   return absl::OkStatus();
+}
+
+absl::Status LoadShardCheckpoint(const std::string& dir, const CheckpointManifest& manifest,
+                                 int shard, EmbeddingTable& table,
+                                 const std::function<bool(uint64_t key)>& keep) {
+  if (manifest.dim != table.dim() || manifest.state_floats != table.state_floats()) {
+    return absl::DataLossError(absl::StrCat(dir, "/", manifest.chain.back(), ": dim ",
+                                            manifest.dim, " state ", manifest.state_floats,
+                                            " where the table has dim ", table.dim(), " state ",
+                                            table.state_floats()));
+  }
+  ShardRowsVisitor visit;
+  visit.erased = [&](uint64_t key) {
+    if (!keep || keep(key)) table.Erase(key);
+  };
+  // Each file holds every pending count of its time: the newest file's replace older ones (a
+  // reshard keeps only the chain's last file's, beside the other shards' already loaded).
+  visit.pending_start = [&](bool) {
+    if (!keep) table.ClearPending();
+  };
+  visit.pending = [&](uint64_t key, uint32_t count, bool newest) {
+    if (!keep || (newest && keep(key))) table.RestorePending(key, count);
+  };
+  // Rows come in index order: reserve for all of them first (see EmbeddingTable::Reserve).
+  visit.rows_start = [&](uint64_t rows) { return table.Reserve(table.size() + rows); };
+  visit.row = [&](uint64_t key, uint32_t last_update, const float* values) {
+    if (keep && !keep(key)) return true;  // another shard's row in the new layout
+    return table.Restore(key, last_update, values) != EmbeddingTable::kNoRow;
+  };
+  return ReadShardCheckpoint(dir, manifest, shard, visit);
 }
 
 absl::Status LoadDenseCheckpoint(const std::string& dir, const CheckpointManifest& manifest,
@@ -374,6 +398,29 @@ absl::Status LoadDenseCheckpoint(const std::string& dir, const CheckpointManifes
             ReadExact(f, params.data(), count * sizeof(float)) &&
             ReadExact(f, m.data(), count * sizeof(float)) &&
             ReadExact(f, v.data(), count * sizeof(float));
+  std::fclose(f);
+  if (!ok) {
+    return absl::DataLossError(absl::StrCat(path, ": truncated, foreign, or ", count,
+                                            " parameters where the model has ", params.size()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LoadDenseParams(const std::string& dir, const CheckpointManifest& manifest,
+                             std::vector<float>& params) {
+  const std::string path = absl::StrCat(dir, "/", manifest.chain.back(), "/dense.bin");
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return absl::DataLossError(absl::StrCat(path, ": ", std::strerror(errno)));
+  char magic[8];
+  uint64_t count = 0;
+  int64_t adam_step = 0;
+  bool ok = ReadExact(f, magic, sizeof(magic)) &&
+            std::memcmp(magic, kDenseMagic, sizeof(magic)) == 0 &&
+            ReadExact(f, &count, sizeof(count)) && count == params.size() &&
+            FileSize(f) == sizeof(magic) + sizeof(count) + sizeof(adam_step) +
+                               3 * count * sizeof(float) &&
+            ReadExact(f, &adam_step, sizeof(adam_step)) &&
+            ReadExact(f, params.data(), count * sizeof(float));
   std::fclose(f);
   if (!ok) {
     return absl::DataLossError(absl::StrCat(path, ": truncated, foreign, or ", count,

@@ -71,10 +71,31 @@ absl::Status LoadShardCheckpoint(const std::string& dir, const CheckpointManifes
                                  int shard, EmbeddingTable& table,
                                  const std::function<bool(uint64_t key)>& keep);
 
+// What a shard's files hold, as ReadShardCheckpoint reads them along manifest.chain, file by
+// file: the keys erased, then the pending counts (pending_start first; `newest` for the chain's
+// last file), then rows_start(count) and each row: its key, last update and dim + state_floats
+// values (valid during the call). row answers false when it cannot keep the row
+// (RESOURCE_EXHAUSTED). Any callback but row may be empty.
+struct ShardRowsVisitor {
+  std::function<void(uint64_t key)> erased;
+  std::function<void(bool newest)> pending_start;
+  std::function<void(uint64_t key, uint32_t count, bool newest)> pending;
+  std::function<absl::Status(uint64_t rows)> rows_start;
+  std::function<bool(uint64_t key, uint32_t last_update, const float* values)> row;
+};
+// DATA_LOSS on a missing, truncated or foreign file (one of another dim or optimizer state).
+absl::Status ReadShardCheckpoint(const std::string& dir, const CheckpointManifest& manifest,
+                                 int shard, const ShardRowsVisitor& visit);
+
 // Reads the dense state of manifest.chain.back(); sizes must match the given vectors.
 absl::Status LoadDenseCheckpoint(const std::string& dir, const CheckpointManifest& manifest,
                                  int64_t* adam_step, std::vector<float>& params,
                                  std::vector<float>& m, std::vector<float>& v);
+
+// Reads only the MLP's weights of manifest.chain.back() (not its Adam moments); params' size
+// must match the file's.
+absl::Status LoadDenseParams(const std::string& dir, const CheckpointManifest& manifest,
+                             std::vector<float>& params);
 
 }  // namespace evoscale::trainer
 

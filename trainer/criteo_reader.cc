@@ -113,6 +113,22 @@ class CriteoFileSource : public ExampleSource {
 
 }  // namespace
 
+bool ParseCategoricalFeature(absl::string_view text, int field, uint64_t* fid,
+                             std::string* why) {
+  uint64_t v = 0;
+  if (!text.empty()) {
+    if (text.size() > 16) {
+      return Fail(why, absl::StrCat("categorical ", field + 1, " longer than 16 hex digits"));
+    }
+    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v, 16);
+    if (ec != std::errc() || p != text.data() + text.size()) {
+      return Fail(why, absl::StrCat("categorical ", field + 1, " is not hex"));
+    }
+  }
+  *fid = MakeFid(uint32_t(field), v);
+  return true;
+}
+
 bool ParseCriteoLine(absl::string_view line, float* label, float* dense, uint64_t* fids,
                      std::string* why) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
@@ -144,19 +160,11 @@ bool ParseCriteoLine(absl::string_view line, float* label, float* dense, uint64_
           return Fail(why, absl::StrCat("integer feature ", field, " is not an integer"));
         }
       }
-      dense[field - 1] = std::log1p(float(std::max<int64_t>(v, 0)));
-    } else {
-      uint64_t v = 0;
-      if (b != e) {
-        if (e - b > 16)
-          return Fail(
-              why, absl::StrCat("categorical ", field - kNumDense, " longer than 16 hex digits"));
-        auto [p, ec] = std::from_chars(b, e, v, 16);
-        if (ec != std::errc() || p != e) {
-          return Fail(why, absl::StrCat("categorical ", field - kNumDense, " is not hex"));
-        }
-      }
-      fids[field - 1 - kNumDense] = MakeFid(uint32_t(field - 1 - kNumDense), v);
+      dense[field - 1] = DenseFeature(v);
+    } else if (!ParseCategoricalFeature(absl::string_view(b, size_t(e - b)),
+                                        field - 1 - kNumDense, &fids[field - 1 - kNumDense],
+                                        why)) {
+      return false;
     }
     start = end + 1;
   }

@@ -9,6 +9,7 @@
 #ifndef EVOSCALE_TRAINER_CRITEO_READER_H_
 #define EVOSCALE_TRAINER_CRITEO_READER_H_
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <deque>
@@ -35,6 +36,14 @@ struct ReaderPosition {
   int64_t row = 0;
   int64_t offset = 0;
 };
+
+// One field of the layout, as ParseCriteoLine reads it (and evoscale-serve's requests): an
+// integer feature's value (log1p(max(v, 0))), and categorical field f's hex text (empty: the
+// field's missing value 0; at most 16 hex digits) as its id MakeFid(f, value). False, with the
+// reason in `why` when given, for text that is not hex.
+inline float DenseFeature(int64_t v) { return std::log1p(float(v > 0 ? v : 0)); }
+bool ParseCategoricalFeature(absl::string_view text, int field, uint64_t* fid,
+                             std::string* why = nullptr);
 
 // Parses one line (no trailing newline; a trailing '\r' is ignored). On success fills label,
 // dense[kNumDense], fids[kNumCategorical]; otherwise returns false and, if `why` is given, the

@@ -423,9 +423,16 @@
       this.resetPages();
       refresh();
     },
+    // What the trials table shows: a page loaded under another order, filter or page (a sort
+    // clicked while a refresh was in flight) is not drawn; the refresh that follows draws it.
+    tableQuery() {
+      const st = this.state;
+      return JSON.stringify([st.order, st.desc, st.states, st.filter, st.index, st.tokens[st.index]]);
+    },
     async load() {
       const st = this.state;
       const base = `/studies/${encodeURIComponent(st.id)}`;
+      const tableQuery = this.tableQuery();
       const q = new URLSearchParams({ page_size: String(TRIALS_PAGE_SIZE), order_by: `${st.desc ? '-' : ''}${st.order}` });
       if (st.states) q.set('state', st.states);
       if (st.filter) q.set('param', st.filter);
@@ -438,9 +445,9 @@
         apiText(`${base}/importance?${metric.slice(1)}`),
         api(`${base}/optimal`),
       ]);
-      return { study, page, analysisText, importance, optimal };
+      return { study, page, analysisText, importance, optimal, tableQuery };
     },
-    render({ study, page, analysisText, importance, optimal }) {
+    render({ study, page, analysisText, importance, optimal, tableQuery }) {
       const st = this.state;
       const spec = study.spec || {};
       st.spec = spec;
@@ -466,7 +473,7 @@
       document.getElementById('optimal-wrap').replaceChildren(best.length
         ? trialTable('optimal', best, st.id)
         : h('p', { id: 'optimal', class: 'muted' }, 'No completed trials yet.'));
-      this.renderTable(page);
+      if (tableQuery === this.tableQuery()) this.renderTable(page);
     },
     // Every chart from the last analysis (metric, log scale and size changes come here too).
     redraw() {

@@ -48,13 +48,15 @@ struct ExitedProcess {
 
 class EvoscaledProcess {
  public:
-  // Starts `build/bin/evoscaled args...` with its stdout (and, with `merge_stderr`, its
-  // stderr) on a pipe that ReadLine reads; waits for nothing.
+  // Starts `build/bin/<binary> args...` (evoscaled unless told; an absolute path as it is)
+  // with its stdout (and, with
+  // `merge_stderr`, its stderr) on a pipe that ReadLine reads; waits for nothing.
   static absl::StatusOr<std::unique_ptr<EvoscaledProcess>> Spawn(
-      const std::vector<std::string>& args, bool merge_stderr = false) {
+      const std::vector<std::string>& args, bool merge_stderr = false,
+      const std::string& binary = "evoscaled") {
     int out[2];
     if (pipe(out) != 0) return absl::InternalError("pipe");
-    std::vector<std::string> argv_strings = {BinDir() + "/evoscaled"};
+    std::vector<std::string> argv_strings = {binary[0] == '/' ? binary : BinDir() + "/" + binary};
     argv_strings.insert(argv_strings.end(), args.begin(), args.end());
     const pid_t pid = fork();
     if (pid < 0) return absl::InternalError("fork");

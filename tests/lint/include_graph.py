@@ -19,6 +19,7 @@ ALLOWED = {
     "trainer/": set(),
     "trainer_adapter/": set(),
     "service/common/": set(),
+    "serve/": {"trainer/", "service/common/"},
     "service/store/": {"service/common/"},
     "service/trial_template/": set(),
     "service/study/": {"search/", "service/store/", "service/common/", "service/trial_template/"},
@@ -33,7 +34,7 @@ ALLOWED = {
                  "service/trial_template/", "search/",
                  "load_model/", "trainer_adapter/"},
 }
-CODE_DIRS = ["search", "load_model", "trainer", "trainer_adapter", "service"]
+CODE_DIRS = ["search", "load_model", "trainer", "trainer_adapter", "service", "serve"]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 

@@ -1,0 +1,198 @@
+// evoscale-serve: a trained CTR model served over gRPC (evoscale.v1.PredictionService), with
+// /healthz and /metrics over HTTP. Prints one listening line, as evoscaled does:
+//   {"event":"listening","grpc":"HOST:PORT","http":"HOST:PORT","model_dir":...,"step":...}
+// SIGINT/SIGTERM stop it ({"event":"stopped"}). Exit codes: 0 stopped, 1 failed to start
+// (the model refused or a port taken), 2 bad flags.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+#include "nlohmann/json.hpp"
+#include "serve/model.h"
+#include "serve/prediction_service.h"
+#include "serve/serve_metrics.h"
+#include "serve/telemetry_reporter.h"
+#include "service/common/http_listener.h"
+#include "trainer/checkpoint.h"
+
+namespace {
+
+constexpr int kStartFailed = 1;
+constexpr int kBadUsage = 2;
+
+int Fail(int code, const std::string& message) {
+  std::cerr << "evoscale-serve: " << message << "\n";
+  std::cout << nlohmann::json{{"event", "error"}, {"message", message}}.dump() << std::endl;
+  return code;
+}
+
+std::string WithPort(const std::string& address, int port) {
+  return address.substr(0, address.rfind(':')) + ":" + std::to_string(port);
+}
+
+// When the model's checkpoint was written (its MANIFEST's time).
+std::chrono::system_clock::time_point MadeAt(const evoscale::serve::ModelInfo& info) {
+  const std::string manifest = absl::StrCat(
+      info.dir, info.ranks > 1 ? absl::StrCat("/rank-0-of-", info.ranks) : std::string(), "/",
+      evoscale::trainer::CheckpointName(info.step), "/MANIFEST");
+  struct stat st {};
+  if (stat(manifest.c_str(), &st) != 0) return std::chrono::system_clock::now();
+  return std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
+}
+
+struct Flags {
+  std::string model_dir, grpc_address = "127.0.0.1:50061", http_address = "127.0.0.1:8081";
+  std::string evoscaled, workload, instance;
+  int max_batch = 1024;
+  double report_every = 5;
+};
+
+// -1: go on; else the exit code (help printed, or bad flags reported).
+int ParseFlags(int argc, char** argv, Flags& f) {
+  CLI::App app("evoscale-serve: serves a trained evoscale-trainer model over gRPC",
+               "evoscale-serve");
+  app.add_option("--model-dir", f.model_dir,
+                 "the trainer's --checkpoint-dir (one process's or a job's)")
+      ->required();
+  app.add_option("--grpc", f.grpc_address,
+                 "gRPC address (PredictionService), HOST:PORT (port 0: any)")
+      ->capture_default_str();
+  app.add_option("--http", f.http_address, "HTTP address (/healthz, /metrics), HOST:PORT")
+      ->capture_default_str();
+  app.add_option("--max-batch", f.max_batch, "most examples in one Predict call")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--evoscaled", f.evoscaled, "evoscaled's gRPC address to report telemetry to");
+  app.add_option("--workload", f.workload, "this fleet's workload in evoscaled, NAMESPACE/NAME");
+  app.add_option("--instance", f.instance,
+                 "this replica's name in its reports (default: its gRPC address)");
+  app.add_option("--report-every", f.report_every, "seconds between telemetry reports")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 3600.0));  // evoscaled keeps one sample per second
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::ParseError& error) {
+    return Fail(kBadUsage, std::string(error.what()) + " (see evoscale-serve --help)");
+  }
+  if (f.evoscaled.empty() != f.workload.empty()) {
+    return Fail(kBadUsage, f.evoscaled.empty() ? "--workload needs --evoscaled ADDR"
+                                               : "--evoscaled needs --workload NAMESPACE/NAME");
+  }
+  return -1;
+}
+
+// /healthz and /metrics.
+evoscale::service::HttpResponse Http(evoscale::serve::ServeMetrics& metrics,
+                                     const std::string& method, const std::string& target) {
+  evoscale::service::HttpResponse r;
+  const std::string path = target.substr(0, target.find('?'));
+  if (method != "GET" && method != "HEAD") {
+    r.status = 405;
+    r.allow = "GET, HEAD";
+    r.body = R"({"error":{"code":"METHOD_NOT_ALLOWED","message":"GET only"}})";
+  } else if (path == "/healthz") {
+    r.content_type = "text/plain";
+    r.body = "ok\n";
+  } else if (path == "/metrics") {
+    r.content_type = "text/plain; version=0.0.4";
+    r.body = metrics.Scrape();
+  } else {
+    r.status = 404;
+    r.body =
+        R"({"error":{"code":"NOT_FOUND","message":"evoscale-serve has /healthz and /metrics"}})";
+  }
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  if (const int code = ParseFlags(argc, argv, flags); code >= 0) return code;
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  absl::StatusOr<std::unique_ptr<evoscale::serve::Model>> model =
+      evoscale::serve::Model::Load(flags.model_dir);
+  if (!model.ok()) return Fail(kStartFailed, std::string(model.status().message()));
+  const evoscale::serve::ModelInfo& info = (*model)->info();
+  evoscale::serve::ServeMetrics metrics;
+  metrics.SetModel((*model)->sparse_version(), (*model)->dense_version(), info.rows,
+                   info.memory_bytes, info.rows, MadeAt(info));
+
+  evoscale::serve::PredictionService service(model->get(), &metrics, flags.max_batch);
+  grpc::ServerBuilder builder;
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  int grpc_port = 0;
+  builder.AddListeningPort(flags.grpc_address, grpc::InsecureServerCredentials(), &grpc_port);
+  builder.RegisterService(&service);
+  // A full --max-batch request of long categorical strings stays under the limit.
+  builder.SetMaxReceiveMessageSize(std::max(4 << 20, flags.max_batch * 2048));
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || grpc_port == 0) {
+    return Fail(kStartFailed,
+                absl::StrCat("--grpc \"", flags.grpc_address, "\": cannot listen there"));
+  }
+  auto http = evoscale::service::HttpListener::Start(
+      flags.http_address, "--http",
+      [&metrics](const std::string& method, const std::string& target, const std::string&) {
+        return Http(metrics, method, target);
+      },
+      /*threads=*/1, "evoscale-serve");
+  if (!http.ok()) return Fail(kStartFailed, std::string(http.status().message()));
+
+  std::unique_ptr<evoscale::serve::TelemetryReporter> reporter;
+  if (!flags.evoscaled.empty()) {
+    evoscale::serve::ReporterOptions options;
+    options.evoscaled = flags.evoscaled;
+    options.workload = flags.workload;
+    options.instance =
+        flags.instance.empty() ? WithPort(flags.grpc_address, grpc_port) : flags.instance;
+    if (const char* token = std::getenv("EVOSCALE_TOKEN")) options.token = token;
+    options.period = std::chrono::milliseconds(int64_t(flags.report_every * 1000));
+    reporter = std::make_unique<evoscale::serve::TelemetryReporter>(options, &metrics);
+  }
+
+  nlohmann::ordered_json listening = {{"event", "listening"},
+                                      {"grpc", WithPort(flags.grpc_address, grpc_port)},
+                                      {"http", WithPort(flags.http_address, (*http)->port())},
+                                      {"model_dir", flags.model_dir},
+                                      {"step", info.step},
+                                      {"ranks", info.ranks},
+                                      {"rows", info.rows},
+                                      {"dim", info.dim},
+                                      {"model_bytes", info.memory_bytes}};
+  std::cout << listening.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+            << std::endl;
+
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  });
+  server->Wait();
+  waiter.join();
+  reporter.reset();
+  http->reset();
+  std::cout << nlohmann::json{{"event", "stopped"}}.dump() << std::endl;
+  return 0;
+}
