@@ -13,13 +13,14 @@
 #include <iostream>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
 #include "serve/model.h"
+#include "serve/model_sync_service.h"
+#include "serve/predict_server.h"
 #include "serve/prediction_service.h"
 #include "serve/serve_metrics.h"
 #include "serve/telemetry_reporter.h"
@@ -57,6 +58,7 @@ struct Flags {
   std::string model_dir, grpc_address = "127.0.0.1:50061", http_address = "127.0.0.1:8081";
   std::string evoscaled, workload, instance;
   int max_batch = 1024;
+  int threads = 2;
   double report_every = 5;
 };
 
@@ -75,6 +77,9 @@ int ParseFlags(int argc, char** argv, Flags& f) {
   app.add_option("--max-batch", f.max_batch, "most examples in one Predict call")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--threads", f.threads, "threads answering Predict")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   app.add_option("--evoscaled", f.evoscaled, "evoscaled's gRPC address to report telemetry to");
   app.add_option("--workload", f.workload, "this fleet's workload in evoscaled, NAMESPACE/NAME");
   app.add_option("--instance", f.instance,
@@ -140,18 +145,19 @@ int main(int argc, char** argv) {
                    info.memory_bytes, info.rows, MadeAt(info));
 
   evoscale::serve::PredictionService service(model->get(), &metrics, flags.max_batch);
-  grpc::ServerBuilder builder;
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  int grpc_port = 0;
-  builder.AddListeningPort(flags.grpc_address, grpc::InsecureServerCredentials(), &grpc_port);
-  builder.RegisterService(&service);
-  // A full --max-batch request of long categorical strings stays under the limit.
-  builder.SetMaxReceiveMessageSize(std::max(4 << 20, flags.max_batch * 2048));
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || grpc_port == 0) {
-    return Fail(kStartFailed,
-                absl::StrCat("--grpc \"", flags.grpc_address, "\": cannot listen there"));
-  }
+  evoscale::serve::ModelSyncService sync(model->get(), &metrics);
+  // A full --max-batch request of long categorical strings, and a push of 1M rows, stay under
+  // the message limit.
+  absl::StatusOr<std::unique_ptr<evoscale::serve::PredictServer>> server =
+      evoscale::serve::PredictServer::Start(
+          flags.grpc_address,
+          [&service](const evoscale::v1::PredictRequest& request,
+                     evoscale::v1::PredictResponse* response) {
+            return service.Handle(request, response);
+          },
+          flags.threads, std::max(64 << 20, flags.max_batch * 2048), {&sync});
+  if (!server.ok()) return Fail(kStartFailed, std::string(server.status().message()));
+  const int grpc_port = (*server)->port();
   auto http = evoscale::service::HttpListener::Start(
       flags.http_address, "--http",
       [&metrics](const std::string& method, const std::string& target, const std::string&) {
@@ -184,13 +190,9 @@ int main(int argc, char** argv) {
   std::cout << listening.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
             << std::endl;
 
-  std::thread waiter([&] {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  });
-  server->Wait();
-  waiter.join();
+  int sig = 0;
+  sigwait(&signals, &sig);
+  (*server)->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   reporter.reset();
   http->reset();
   std::cout << nlohmann::json{{"event", "stopped"}}.dump() << std::endl;

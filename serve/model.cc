@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "trainer/checkpoint.h"
+#include "trainer/feature_id.h"
 #include "trainer/internal/checkpoint_layout.h"
 
 namespace evoscale::serve {
@@ -154,14 +155,24 @@ absl::StatusOr<std::vector<int>> CheckLayout(const Chosen& chosen) {
   return sizes;
 }
 
-// Every rank's rows of every shard, along each chain, into `t` (embeddings only).
-absl::Status LoadRows(const Chosen& chosen, trainer::EmbeddingTable& t) {
+// Every rank's rows of every shard, along each chain, into the serving tables (embeddings
+// only), each row into tables[shard_of(key)].
+template <typename ShardOf>
+absl::Status LoadRows(const Chosen& chosen, std::vector<trainer::EmbeddingTable*> tables,
+                      ShardOf shard_of) {
   trainer::ShardRowsVisitor visit;
-  visit.erased = [&](uint64_t key) { t.Erase(key); };
-  visit.rows_start = [&](uint64_t rows) { return t.Reserve(t.size() + rows); };
+  visit.erased = [&](uint64_t key) { tables[shard_of(key)]->Erase(key); };
+  visit.rows_start = [&](uint64_t rows) {
+    for (trainer::EmbeddingTable* t : tables) {
+      absl::Status st = t->Reserve(t->size() + rows / tables.size() + 64);
+      if (!st.ok()) return st;
+    }
+    return absl::OkStatus();
+  };
   // The row's first dim values are its embedding (its optimizer state follows, unread).
   visit.row = [&](uint64_t key, uint32_t last_update, const float* values) {
-    return t.Restore(key, last_update, values) != trainer::EmbeddingTable::kNoRow;
+    return tables[shard_of(key)]->Restore(key, last_update, values) !=
+           trainer::EmbeddingTable::kNoRow;
   };
   for (size_t r = 0; r < chosen.manifests.size(); ++r) {
     for (int s = 0; s < chosen.manifests[r].shards; ++s) {
@@ -173,7 +184,16 @@ absl::Status LoadRows(const Chosen& chosen, trainer::EmbeddingTable& t) {
   return absl::OkStatus();
 }
 
+bool AllFinite(const float* v, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(v[i])) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+uint32_t Model::ShardOf(uint64_t key) { return trainer::ShardOfFid(key, kShards); }
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir) {
   absl::StatusOr<Chosen> chosen = ChooseCheckpoint(dir);
@@ -183,25 +203,28 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir) {
   const CheckpointManifest& first = chosen->manifests.front();
 
   std::unique_ptr<Model> model(new Model());
-  absl::StatusOr<std::unique_ptr<trainer::Mlp>> mlp =
-      trainer::Mlp::Create(*sizes, /*seed=*/0, trainer::DenseAdamConfig{});
+  absl::StatusOr<std::unique_ptr<trainer::Mlp>> mlp = trainer::Mlp::CreateForInference(*sizes);
   if (!mlp.ok()) return Refuse(NameOf(*chosen, 0), std::string(mlp.status().message()));
-  model->mlp_ = *std::move(mlp);
   absl::Status status =
-      trainer::LoadDenseParams(chosen->layout.folders[0], first, model->mlp_->params());
+      trainer::LoadDenseParams(chosen->layout.folders[0], first, (*mlp)->params());
   if (!status.ok()) return status;
-  // Serving needs no Adam moments.
-  model->mlp_->adam_m() = {};
-  model->mlp_->adam_v() = {};
+  model->mlp_.store(std::shared_ptr<const trainer::Mlp>(*std::move(mlp)));
 
   trainer::EmbeddingTableOptions options;
   options.dim = first.dim;
   options.state_floats = 0;
-  absl::StatusOr<std::unique_ptr<trainer::EmbeddingTable>> table =
-      trainer::EmbeddingTable::Create(options);
-  if (!table.ok()) return table.status();
-  model->table_ = *std::move(table);
-  status = LoadRows(*chosen, *model->table_);
+  options.max_rows = (size_t{1} << 28) / kShards;  // address space, committed as rows arrive
+  std::vector<trainer::EmbeddingTable*> tables;
+  for (Shard& shard : model->shards_) {
+    absl::StatusOr<std::unique_ptr<trainer::EmbeddingTable>> table =
+        trainer::EmbeddingTable::Create(options);
+    if (!table.ok()) return table.status();
+    absl::MutexLock lock(&shard.mu);
+    shard.table = *std::move(table);
+    tables.push_back(shard.table.get());
+  }
+  // Nothing else sees the model yet: the tables are filled without their locks.
+  status = LoadRows(*chosen, tables, [](uint64_t key) { return ShardOf(key); });
   if (!status.ok()) return status;
 
   ModelInfo& info = model->info_;
@@ -211,10 +234,35 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir) {
   info.dim = first.dim;
   info.mlp_sizes = *sizes;
   info.optimizer = first.optimizer;
-  info.rows = model->table_->size();
-  info.memory_bytes = model->table_->memory_bytes() + model->mlp_->num_params() * sizeof(float);
+  info.rows = model->rows();
+  info.memory_bytes = model->memory_bytes();
   model->input_ = sizes->front();
+  model->sparse_version_ = info.step;
+  model->dense_version_ = info.step;
   return model;
+}
+
+size_t Model::rows() const {
+  size_t n = 0;
+  for (const Shard& shard : shards_) {
+    absl::ReaderMutexLock lock(&shard.mu);
+    n += shard.table->size();
+  }
+  return n;
+}
+
+size_t Model::memory_bytes() const {
+  size_t n = mlp_.load()->memory_bytes();
+  for (const Shard& shard : shards_) {
+    absl::ReaderMutexLock lock(&shard.mu);
+    n += shard.table->memory_bytes();
+  }
+  return n;
+}
+
+std::map<std::string, int64_t> Model::source_versions() const {
+  absl::MutexLock lock(&sync_mu_);
+  return sources_;
 }
 
 std::unique_ptr<Model::Scratch> Model::Acquire() const {
@@ -227,9 +275,12 @@ std::unique_ptr<Model::Scratch> Model::Acquire() const {
     }
   }
   auto s = std::make_unique<Scratch>();
-  s->ws = mlp_->NewWorkspace(kChunk);
+  s->ws = mlp_.load()->NewWorkspace(kChunk);  // every MLP swapped in has the same sizes
   s->x.resize(size_t(kChunk) * input_);
   s->rows.resize(size_t(kChunk) * kNumCategorical);
+  s->keys.resize(size_t(kChunk) * kNumCategorical);
+  s->order.resize(size_t(kChunk) * kNumCategorical);
+  s->start.resize(kShards + 1);
   return s;
 }
 
@@ -238,29 +289,48 @@ void Model::Release(std::unique_ptr<Scratch> scratch) const {
   free_.push_back(std::move(scratch));
 }
 
-void Model::PredictLogits(const float* dense, const uint64_t* fids, int n, float* logits) const {
-  std::unique_ptr<Scratch> s = Acquire();
+void Model::Gather(const uint64_t* fids, int m, Scratch& s) const {
   const int dim = info_.dim;
   const size_t row_bytes = sizeof(float) * size_t(dim);
+  const size_t n = size_t(m) * kNumCategorical;
+  // The positions grouped by shard (a counting sort), so each shard is locked once.
+  uint32_t count[kShards + 1] = {};
+  for (size_t p = 0; p < n; ++p) ++count[ShardOf(fids[p]) + 1];
+  for (int k = 0; k < kShards; ++k) count[k + 1] += count[k];
+  std::copy(count, count + kShards + 1, s.start.begin());
+  for (size_t p = 0; p < n; ++p) s.order[count[ShardOf(fids[p])]++] = uint32_t(p);
+  for (int k = 0; k < kShards; ++k) {
+    const uint32_t b = s.start[k], e = s.start[k + 1];
+    if (b == e) continue;
+    for (uint32_t j = b; j < e; ++j) s.keys[j] = fids[s.order[j]];
+    const Shard& shard = shards_[k];
+    absl::ReaderMutexLock lock(&shard.mu);
+    const trainer::EmbeddingTable& table = *shard.table;
+    table.FindBatch(&s.keys[b], e - b, &s.rows[b]);
+    for (uint32_t j = b; j < e; ++j) {
+      // The trainer's input row: the 26 embeddings in slot order, then the 13 dense features.
+      const uint32_t p = s.order[j];
+      float* dst = s.x.data() + size_t(p / kNumCategorical) * input_ + (p % kNumCategorical) * dim;
+      if (s.rows[j] == trainer::EmbeddingTable::kNoRow) {
+        std::memset(dst, 0, row_bytes);
+      } else {
+        std::memcpy(dst, table.embedding(s.rows[j]), row_bytes);
+      }
+    }
+  }
+}
+
+void Model::PredictLogits(const float* dense, const uint64_t* fids, int n, float* logits) const {
+  std::unique_ptr<Scratch> s = Acquire();
+  const std::shared_ptr<const trainer::Mlp> mlp = mlp_.load(std::memory_order_acquire);
   for (int i0 = 0; i0 < n; i0 += kChunk) {
     const int m = std::min(kChunk, n - i0);
-    // The trainer's input row: the 26 embeddings in slot order, then the 13 dense features.
-    table_->FindBatch(fids + size_t(i0) * kNumCategorical, size_t(m) * kNumCategorical,
-                      s->rows.data());
+    Gather(fids + size_t(i0) * kNumCategorical, m, *s);
     for (int i = 0; i < m; ++i) {
-      float* x = s->x.data() + size_t(i) * input_;
-      const uint32_t* rows = s->rows.data() + size_t(i) * kNumCategorical;
-      for (int f = 0; f < kNumCategorical; ++f) {
-        if (rows[f] == trainer::EmbeddingTable::kNoRow) {
-          std::memset(x + f * dim, 0, row_bytes);
-        } else {
-          std::memcpy(x + f * dim, table_->embedding(rows[f]), row_bytes);
-        }
-      }
-      std::memcpy(x + kNumCategorical * dim, dense + size_t(i0 + i) * kNumDense,
-                  sizeof(float) * kNumDense);
+      std::memcpy(s->x.data() + size_t(i) * input_ + kNumCategorical * info_.dim,
+                  dense + size_t(i0 + i) * kNumDense, sizeof(float) * kNumDense);
     }
-    mlp_->Forward(s->ws, s->x.data(), m, logits + i0);
+    mlp->Forward(s->ws, s->x.data(), m, logits + i0);
   }
   Release(std::move(s));
 }
@@ -268,6 +338,85 @@ void Model::PredictLogits(const float* dense, const uint64_t* fids, int n, float
 void Model::Predict(const float* dense, const uint64_t* fids, int n, float* probabilities) const {
   PredictLogits(dense, fids, n, probabilities);
   for (int i = 0; i < n; ++i) probabilities[i] = 1.0f / (1.0f + std::exp(-probabilities[i]));
+}
+
+absl::StatusOr<size_t> Model::ApplyRows(const RowUpdate& u) {
+  // Every check before anything is applied.
+  if (u.dim != info_.dim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dim: ", u.dim, " where the served model's embeddings have ", info_.dim));
+  }
+  if (u.value_count != u.rows * size_t(info_.dim)) {
+    return absl::InvalidArgumentError(absl::StrCat("values: ", u.value_count, " for ", u.rows,
+                                                   " keys of dim ", info_.dim, " (want ",
+                                                   u.rows * size_t(info_.dim), ")"));
+  }
+  for (size_t i = 0; i < u.rows; ++i) {
+    if (!AllFinite(u.values + i * size_t(info_.dim), size_t(info_.dim))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("values: row ", i, " (key ", u.keys[i], ") is not finite"));
+    }
+  }
+  absl::MutexLock sync(&sync_mu_);
+  const auto it = sources_.find(u.source);
+  const int64_t last = it == sources_.end() ? info_.step : it->second;
+  if (u.version <= last) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "version ", u.version, " of source \"", u.source, "\" is not newer than ",
+        it == sources_.end() ? "the checkpoint's step " : "the version applied, ", last));
+  }
+  // By shard: each shard's part under its writer lock, once.
+  std::vector<std::vector<uint32_t>> by_shard(kShards);
+  for (size_t i = 0; i < u.rows; ++i) by_shard[ShardOf(u.keys[i])].push_back(uint32_t(i));
+  std::vector<std::vector<uint64_t>> erased(kShards);
+  for (size_t i = 0; i < u.erased_count; ++i) erased[ShardOf(u.erased[i])].push_back(u.erased[i]);
+  size_t applied = 0;
+  for (int k = 0; k < kShards; ++k) {
+    if (by_shard[k].empty() && erased[k].empty()) continue;
+    Shard& shard = shards_[k];
+    absl::MutexLock lock(&shard.mu);
+    trainer::EmbeddingTable& table = *shard.table;
+    for (uint64_t key : erased[k]) table.Erase(key);
+    for (uint32_t i : by_shard[k]) {
+      // A full arena (2^28 rows over the shards) keeps the row's old value (or none).
+      applied += table.Restore(u.keys[i], uint32_t(u.version), u.values + size_t(i) * info_.dim) !=
+                 trainer::EmbeddingTable::kNoRow;
+    }
+  }
+  sources_[u.source] = u.version;
+  int64_t oldest = sources_.begin()->second;
+  for (const auto& [source, version] : sources_) oldest = std::min(oldest, version);
+  sparse_version_.store(oldest, std::memory_order_release);
+  return applied;
+}
+
+absl::StatusOr<std::unique_ptr<trainer::Mlp>> Model::NewDense(
+    int64_t version, const std::vector<int>& sizes) const {
+  if (version <= dense_version()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "dense version ", version, " is not newer than the MLP served, ", dense_version()));
+  }
+  if (sizes != info_.mlp_sizes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mlp_sizes ", absl::StrJoin(sizes, ","), " where the served MLP is ",
+        absl::StrJoin(info_.mlp_sizes, ",")));
+  }
+  return trainer::Mlp::CreateForInference(sizes);
+}
+
+absl::Status Model::SwapDense(int64_t version, std::unique_ptr<trainer::Mlp> mlp) {
+  const std::vector<float>& params = mlp->params();
+  if (!AllFinite(params.data(), params.size())) {
+    return absl::InvalidArgumentError("params: a value is not finite");
+  }
+  absl::MutexLock sync(&sync_mu_);
+  if (version <= dense_version()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "dense version ", version, " is not newer than the MLP served, ", dense_version()));
+  }
+  mlp_.store(std::shared_ptr<const trainer::Mlp>(std::move(mlp)), std::memory_order_release);
+  dense_version_.store(version, std::memory_order_release);
+  return absl::OkStatus();
 }
 
 }  // namespace evoscale::serve

@@ -63,21 +63,19 @@ absl::Status ExamplesFromRequest(const v1::PredictRequest& request, int max_batc
   return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* PredictionService::Predict(grpc::CallbackServerContext* context,
-                                                     const v1::PredictRequest* request,
-                                                     v1::PredictResponse* response) {
+grpc::Status PredictionService::Handle(const v1::PredictRequest& request,
+                                       v1::PredictResponse* response) {
   const auto start = std::chrono::steady_clock::now();
-  // Each gRPC thread keeps its buffers from call to call.
+  // Each server thread keeps its buffers from call to call.
   thread_local std::vector<float> dense;
   thread_local std::vector<uint64_t> fids;
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const absl::Status parsed = ExamplesFromRequest(*request, max_batch_, &dense, &fids);
+  const absl::Status parsed = ExamplesFromRequest(request, max_batch_, &dense, &fids);
   grpc::Status status;
   int answered = 0;
   if (!parsed.ok()) {
     status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(parsed.message()));
   } else {
-    answered = request->examples_size();
+    answered = request.examples_size();
     response->mutable_probabilities()->Resize(answered, 0.0f);
     model_->Predict(dense.data(), fids.data(), answered,
                     response->mutable_probabilities()->mutable_data());
@@ -87,8 +85,7 @@ grpc::ServerUnaryReactor* PredictionService::Predict(grpc::CallbackServerContext
   metrics_->RecordRequest(
       CodeName(status.error_code()), answered,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  reactor->Finish(status);
-  return reactor;
+  return status;
 }
 
 }  // namespace evoscale::serve

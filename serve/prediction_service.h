@@ -8,7 +8,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "evoscale/v1/serving.grpc.pb.h"
+#include "evoscale/v1/serving.pb.h"
+#include "grpcpp/support/status.h"
 #include "serve/model.h"
 #include "serve/serve_metrics.h"
 
@@ -21,15 +22,14 @@ namespace evoscale::serve {
 absl::Status ExamplesFromRequest(const v1::PredictRequest& request, int max_batch,
                                  std::vector<float>* dense, std::vector<uint64_t>* fids);
 
-// Thread-safe; the model and metrics must outlive it.
-class PredictionService final : public v1::PredictionService::CallbackService {
+// Predict's answers (PredictServer calls Handle on its threads). Thread-safe; the model and
+// metrics must outlive it.
+class PredictionService {
  public:
   PredictionService(const Model* model, ServeMetrics* metrics, int max_batch)
       : model_(model), metrics_(metrics), max_batch_(max_batch) {}
 
-  grpc::ServerUnaryReactor* Predict(grpc::CallbackServerContext* context,
-                                    const v1::PredictRequest* request,
-                                    v1::PredictResponse* response) override;
+  grpc::Status Handle(const v1::PredictRequest& request, v1::PredictResponse* response);
 
  private:
   const Model* const model_;

@@ -58,7 +58,17 @@ ServeMetrics::ServeMetrics()
                        .Name("evoscale_serve_model_bytes")
                        .Help("Bytes the embedding table and the MLP hold")
                        .Register(*registry_)
-                       .Add({})) {}
+                       .Add({})),
+      pushes_(prometheus::BuildCounter()
+                  .Name("evoscale_serve_pushes_total")
+                  .Help("Pushes from trainers by kind (rows, dense) and result (applied, "
+                        "stale, invalid)")
+                  .Register(*registry_)) {}
+
+void ServeMetrics::RecordPush(const std::string& kind, const std::string& result) {
+  absl::MutexLock lock(&mu_);
+  pushes_.Add({{"kind", kind}, {"result", result}}).Increment();
+}
 
 int64_t ServeMetrics::Second(Clock::time_point t) const {
   return std::chrono::duration_cast<std::chrono::seconds>(t - start_).count();

@@ -8,6 +8,9 @@
 //   evoscale_serve_rows_applied_total        rows applied (loaded from checkpoints, pushed)
 //   evoscale_serve_staleness_seconds         now minus when the newest version applied was made
 //   evoscale_serve_model_bytes               what the table and the MLP hold
+//   evoscale_serve_pushes_total{kind,result} pushes from trainers: kind rows or dense, result
+//                                            applied, stale (an older version, refused) or
+//                                            invalid
 // Thread-safe.
 #ifndef EVOSCALE_SERVE_SERVE_METRICS_H_
 #define EVOSCALE_SERVE_SERVE_METRICS_H_
@@ -41,6 +44,9 @@ class ServeMetrics {
   void SetModel(int64_t sparse_version, int64_t dense_version, size_t rows, size_t bytes,
                 size_t applied, std::chrono::system_clock::time_point made);
 
+  // One push: kind "rows" or "dense", result "applied", "stale" or "invalid".
+  void RecordPush(const std::string& kind, const std::string& result);
+
   // Calls per second over the last 10 whole seconds (fewer since the start).
   double Qps() const;
   // The calls and their summed seconds since the previous call (for telemetry reports).
@@ -69,6 +75,7 @@ class ServeMetrics {
   prometheus::Counter& rows_applied_;
   prometheus::Gauge& staleness_;
   prometheus::Gauge& model_bytes_;
+  prometheus::Family<prometheus::Counter>& pushes_;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, prometheus::Counter*> by_code_ ABSL_GUARDED_BY(mu_);

@@ -9,8 +9,9 @@
 
 namespace evoscale::trainer {
 
-absl::StatusOr<std::unique_ptr<Mlp>> Mlp::Create(std::vector<int> sizes, uint64_t seed,
-                                                 DenseAdamConfig adam) {
+namespace {
+
+absl::Status CheckSizes(const std::vector<int>& sizes) {
   if (sizes.size() < 2) return absl::InvalidArgumentError("MLP needs at least one layer");
   for (size_t i = 0; i < sizes.size(); ++i) {
     if (sizes[i] <= 0 || sizes[i] > 65536) {
@@ -21,7 +22,20 @@ absl::StatusOr<std::unique_ptr<Mlp>> Mlp::Create(std::vector<int> sizes, uint64_
   if (sizes.back() != 1) {
     return absl::InvalidArgumentError(absl::StrCat("MLP output width ", sizes.back(), " != 1"));
   }
-  std::unique_ptr<Mlp> mlp(new Mlp(std::move(sizes), adam));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Mlp>> Mlp::CreateForInference(std::vector<int> sizes) {
+  if (absl::Status st = CheckSizes(sizes); !st.ok()) return st;
+  return std::unique_ptr<Mlp>(new Mlp(std::move(sizes), DenseAdamConfig{}, /*moments=*/false));
+}
+
+absl::StatusOr<std::unique_ptr<Mlp>> Mlp::Create(std::vector<int> sizes, uint64_t seed,
+                                                 DenseAdamConfig adam) {
+  if (absl::Status st = CheckSizes(sizes); !st.ok()) return st;
+  std::unique_ptr<Mlp> mlp(new Mlp(std::move(sizes), adam, /*moments=*/true));
   // PyTorch's nn.Linear default: kaiming_uniform(a=sqrt(5)) == U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
   // the bias from the same bound.
   std::mt19937_64 rng(seed ^ 0x6D6C7000ull);
@@ -36,7 +50,7 @@ absl::StatusOr<std::unique_ptr<Mlp>> Mlp::Create(std::vector<int> sizes, uint64_
   return mlp;
 }
 
-Mlp::Mlp(std::vector<int> sizes, DenseAdamConfig adam)
+Mlp::Mlp(std::vector<int> sizes, DenseAdamConfig adam, bool moments)
     : sizes_(std::move(sizes)), adam_(adam), kernels_(internal::BestMlpKernels()) {
   size_t offset = 0;
   const int layers = int(sizes_.size()) - 1;
@@ -47,8 +61,10 @@ Mlp::Mlp(std::vector<int> sizes, DenseAdamConfig adam)
     offset += sizes_[l + 1];
   }
   params_.assign(offset, 0.0f);
-  m_.assign(offset, 0.0f);
-  v_.assign(offset, 0.0f);
+  if (moments) {
+    m_.assign(offset, 0.0f);
+    v_.assign(offset, 0.0f);
+  }
   for (int l = 0; l < layers; ++l) {
     weight_ptrs_.push_back(params_.data() + w_offset_[l]);
     bias_ptrs_.push_back(params_.data() + b_offset_[l]);

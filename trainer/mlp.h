@@ -39,6 +39,10 @@ class Mlp {
   static absl::StatusOr<std::unique_ptr<Mlp>> Create(std::vector<int> sizes, uint64_t seed,
                                                      DenseAdamConfig adam);
 
+  // Weights only (all zero, to be filled through params()), no Adam moments: a model that only
+  // runs Forward (evoscale-serve). The same checks of sizes.
+  static absl::StatusOr<std::unique_ptr<Mlp>> CreateForInference(std::vector<int> sizes);
+
   Workspace NewWorkspace(int max_rows) const;
   // logits[i] for the n rows of x (n, input_size()); n <= ws.max_rows.
   void Forward(Workspace& ws, const float* x, int n, float* logits) const;
@@ -53,16 +57,17 @@ class Mlp {
   const std::vector<int>& sizes() const { return sizes_; }
   int input_size() const { return sizes_.front(); }
   size_t num_params() const { return params_.size(); }
-  // Bytes of weights plus Adam moments.
-  size_t memory_bytes() const { return 3 * params_.size() * sizeof(float); }
+  // Bytes of weights plus Adam moments (none for a model made for inference).
+  size_t memory_bytes() const { return (params_.size() + m_.size() + v_.size()) * sizeof(float); }
   // Flat state, for checkpoints: params, then m, then v.
   std::vector<float>& params() { return params_; }
+  const std::vector<float>& params() const { return params_; }
   std::vector<float>& adam_m() { return m_; }
   std::vector<float>& adam_v() { return v_; }
   const char* isa() const { return kernels_.isa; }
 
  private:
-  Mlp(std::vector<int> sizes, DenseAdamConfig adam);
+  Mlp(std::vector<int> sizes, DenseAdamConfig adam, bool moments);
   internal::MlpView View() const;
 
   // Constant after construction.

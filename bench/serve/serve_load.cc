@@ -1,8 +1,10 @@
 // serve_load: an open-loop load generator for PredictionService, and a null server (the
-// transport floor: the same RPC answered without a model).
+// transport floor: evoscale-serve's own gRPC server answering without a model).
 //
 //   serve_load load --target HOST:PORT --data test.tsv --qps N --seconds S [--batch B]
 //                   [--channels C]        one JSON line of figures
+//   serve_load push --target HOST:PORT --rows-per-s R --batch B --seconds S
+//                                         rows pushed on a schedule; one JSON line
 //   serve_load null --grpc HOST:PORT      prints {"event":"listening","grpc":...}, serves until
 //                                         SIGINT/SIGTERM
 //
@@ -19,6 +21,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,6 +31,7 @@
 #include "evoscale/v1/serving.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
+#include "serve/predict_server.h"
 
 namespace {
 
@@ -92,10 +96,31 @@ int Load(const std::string& target, const std::string& data, double qps, double 
   const int64_t n = std::max<int64_t>(1, int64_t(qps * seconds));
   std::vector<double> latency(size_t(n), -1);
   std::atomic<int64_t> done{0}, errors{0};
+  // gRPC's completion-queue client: the sender starts each call, one thread takes the answers.
   struct Call {
     grpc::ClientContext ctx;
     PredictResponse response;
+    grpc::Status status;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<PredictResponse>> rpc;
+    Clock::time_point due;
+    int64_t index = 0;
   };
+  grpc::CompletionQueue cq;
+  std::thread receiver([&] {
+    void* tag;
+    bool ok;
+    while (cq.Next(&tag, &ok)) {
+      auto* call = static_cast<Call*>(tag);
+      if (ok && call->status.ok()) {
+        latency[size_t(call->index)] =
+            std::chrono::duration<double>(Clock::now() - call->due).count();
+      } else {
+        errors.fetch_add(1);
+      }
+      delete call;
+      done.fetch_add(1);
+    }
+  });
   const auto interval = std::chrono::duration<double>(1.0 / qps);
   const Clock::time_point start = Clock::now() + std::chrono::milliseconds(10);
   for (int64_t i = 0; i < n; ++i) {
@@ -105,18 +130,13 @@ int Load(const std::string& target, const std::string& data, double qps, double 
     // every request that is due by then.
     if (due > Clock::now()) std::this_thread::sleep_until(due);
     auto* call = new Call;
+    call->due = due;
+    call->index = i;
     call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    stubs[size_t(i) % stubs.size()]->async()->Predict(
-        &call->ctx, &requests[size_t(i) % requests.size()], &call->response,
-        [call, due, i, &latency, &done, &errors](grpc::Status st) {
-          if (st.ok()) {
-            latency[size_t(i)] = std::chrono::duration<double>(Clock::now() - due).count();
-          } else {
-            errors.fetch_add(1);
-          }
-          delete call;
-          done.fetch_add(1);
-        });
+    call->rpc = stubs[size_t(i) % stubs.size()]->PrepareAsyncPredict(
+        &call->ctx, requests[size_t(i) % requests.size()], &cq);
+    call->rpc->StartCall();
+    call->rpc->Finish(&call->response, &call->status, call);
   }
   const double sent_s = std::chrono::duration<double>(Clock::now() - start).count();
   const Clock::time_point wait_until = Clock::now() + std::chrono::seconds(15);
@@ -147,46 +167,98 @@ int Load(const std::string& target, const std::string& data, double qps, double 
   std::cout << out.dump() << std::endl;
   // Calls still in flight hold pointers into this frame: wait for them before returning.
   while (done.load() < n) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  cq.Shutdown();
+  receiver.join();
   return 0;
 }
 
-// The transport floor: Predict answered with one fixed probability per example.
-class NullService final : public evoscale::v1::PredictionService::CallbackService {
-  grpc::ServerUnaryReactor* Predict(grpc::CallbackServerContext* context,
-                                    const PredictRequest* request,
-                                    PredictResponse* response) override {
-    response->mutable_probabilities()->Resize(request->examples_size(), 0.5f);
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
+// Pushes rows (ModelSyncService.PushRows) at `rows_per_s` in pushes of `batch` rows for
+// `seconds`: random ids of the 26 slots (a third of them new), one source, versions counting up
+// from the replica's. One JSON line: rows applied per second, push latency.
+int Push(const std::string& target, double rows_per_s, int batch, double seconds, int dim) {
+  auto stub = evoscale::v1::ModelSyncService::NewStub(
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  evoscale::v1::SyncState state;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_wait_for_ready(true);
+    const grpc::Status st = stub->GetSyncState(&ctx, {}, &state);
+    if (!st.ok()) {
+      std::cerr << "serve_load: " << target << ": " << st.error_message() << "\n";
+      return 1;
+    }
   }
-};
+  int64_t version = std::max(state.checkpoint_step(), state.source_versions().contains("bench")
+                                                          ? state.source_versions().at("bench")
+                                                          : int64_t{0});
+  std::mt19937_64 rng(7);
+  const int64_t pushes = std::max<int64_t>(1, int64_t(rows_per_s * seconds / batch));
+  const auto interval = std::chrono::duration<double>(double(batch) / rows_per_s);
+  std::vector<double> latency;
+  int64_t applied = 0, failed = 0;
+  evoscale::v1::PushRowsRequest request;
+  const Clock::time_point start = Clock::now();
+  for (int64_t i = 0; i < pushes; ++i) {
+    const Clock::time_point due =
+        start + std::chrono::duration_cast<Clock::duration>(interval * double(i));
+    if (due > Clock::now()) std::this_thread::sleep_until(due);
+    request.Clear();
+    request.set_source("bench");
+    request.set_version(++version);
+    request.set_dim(dim);
+    for (int r = 0; r < batch; ++r) {
+      const uint64_t slot = rng() % 26, value = rng() % 3 == 0 ? rng() : rng() % 20000;
+      request.add_keys((slot << 48) | (value & ((uint64_t{1} << 48) - 1)));
+      for (int d = 0; d < dim; ++d) request.add_values(0.001f * float(d));
+    }
+    evoscale::v1::PushResponse response;
+    grpc::ClientContext ctx;
+    const grpc::Status st = stub->PushRows(&ctx, request, &response);
+    latency.push_back(std::chrono::duration<double>(Clock::now() - due).count());
+    if (st.ok()) {
+      applied += response.rows_applied();
+    } else {
+      ++failed;
+    }
+  }
+  const double total_s = std::chrono::duration<double>(Clock::now() - start).count();
+  std::sort(latency.begin(), latency.end());
+  std::cout << nlohmann::ordered_json{{"target", target},
+                                      {"rows_per_s_target", rows_per_s},
+                                      {"batch", batch},
+                                      {"pushes", pushes},
+                                      {"failed", failed},
+                                      {"rows_applied_per_s", double(applied) / total_s},
+                                      {"push_p50_ms", 1e3 * Percentile(latency, 0.5)},
+                                      {"push_p99_ms", 1e3 * Percentile(latency, 0.99)}}
+                   .dump()
+            << std::endl;
+  return failed == 0 ? 0 : 1;
+}
 
-int Null(const std::string& address) {
+// The transport floor: evoscale-serve's own server (PredictServer) answering one fixed
+// probability per example, without a model.
+int Null(const std::string& address, int threads) {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  NullService service;
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) return 1;
+  auto server = evoscale::serve::PredictServer::Start(
+      address,
+      [](const PredictRequest& request, PredictResponse* response) {
+        response->mutable_probabilities()->Resize(request.examples_size(), 0.5f);
+        return grpc::Status::OK;
+      },
+      threads, 64 << 20);
+  if (!server.ok()) return 1;
   std::cout << nlohmann::json{{"event", "listening"},
                               {"grpc", address.substr(0, address.rfind(':') + 1) +
-                                           std::to_string(port)}}
+                                           std::to_string((*server)->port())}}
                    .dump()
             << std::endl;
-  std::thread waiter([&] {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    server->Shutdown();
-  });
-  server->Wait();
-  waiter.join();
+  int sig = 0;
+  sigwait(&signals, &sig);
   return 0;
 }
 
@@ -197,7 +269,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string target, data, address = "127.0.0.1:0";
   double qps = 1000, seconds = 5;
-  int batch = 1, channels = 4;
+  int batch = 1, channels = 4, threads = 2;
   CLI::App* load = app.add_subcommand("load", "send requests on a schedule, report latency");
   load->add_option("--target", target)->required();
   load->add_option("--data", data, "a Criteo file")->required();
@@ -205,9 +277,19 @@ int main(int argc, char** argv) {
   load->add_option("--seconds", seconds)->check(CLI::PositiveNumber);
   load->add_option("--batch", batch)->check(CLI::Range(1, 100000));
   load->add_option("--channels", channels)->check(CLI::Range(1, 64));
+  double rows_per_s = 1e6;
+  int dim = 16;
+  CLI::App* push = app.add_subcommand("push", "push rows to a replica on a schedule");
+  push->add_option("--target", target)->required();
+  push->add_option("--rows-per-s", rows_per_s)->check(CLI::PositiveNumber);
+  push->add_option("--batch", batch)->check(CLI::Range(1, 1000000));
+  push->add_option("--seconds", seconds)->check(CLI::PositiveNumber);
+  push->add_option("--dim", dim)->check(CLI::Range(1, 1024));
   CLI::App* null = app.add_subcommand("null", "serve Predict without a model");
   null->add_option("--grpc", address);
+  null->add_option("--threads", threads)->check(CLI::Range(1, 64));
   CLI11_PARSE(app, argc, argv);
   if (*load) return Load(target, data, qps, seconds, batch, channels);
-  return Null(address);
+  if (*push) return Push(target, rows_per_s, batch, seconds, dim);
+  return Null(address, threads);
 }

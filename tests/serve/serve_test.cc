@@ -2,6 +2,7 @@
 // sample (a checkpoint the real trainer wrote in this process), checkpoints of another layout
 // refused naming what differs, and every bad request answered INVALID_ARGUMENT naming the
 // example and the field, over a real gRPC server on port 0.
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -11,10 +12,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "evoscale/v1/serving.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "serve/model.h"
+#include "serve/model_sync_service.h"
+#include "serve/predict_server.h"
 #include "serve/prediction_service.h"
 #include "serve/serve_metrics.h"
 #include "trainer/checkpoint.h"
@@ -297,12 +301,14 @@ TEST(ServeServiceTest, ARealServerAnswersWhatTheModelSaysAndRefusesBadRequests) 
   ASSERT_TRUE(model.ok()) << model.status();
   ServeMetrics metrics;
   PredictionService service(model->get(), &metrics, /*max_batch=*/100);
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_NE(port, 0);
+  absl::StatusOr<std::unique_ptr<PredictServer>> server = PredictServer::Start(
+      "127.0.0.1:0",
+      [&service](const v1::PredictRequest& request, v1::PredictResponse* response) {
+        return service.Handle(request, response);
+      },
+      /*threads=*/2, 4 << 20);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
   auto stub = v1::PredictionService::NewStub(grpc::CreateChannel(
       absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
 
@@ -338,7 +344,217 @@ TEST(ServeServiceTest, ARealServerAnswersWhatTheModelSaysAndRefusesBadRequests) 
             std::string::npos);
   EXPECT_NE(scrape.find("evoscale_serve_examples_total 100"), std::string::npos);
   EXPECT_NE(scrape.find("evoscale_serve_request_seconds_count 3"), std::string::npos);
-  server->Shutdown();
+  (*server)->Shutdown(std::chrono::system_clock::now());
+}
+
+
+// ---- Online updates (ModelSyncService) --------------------------------------------------------
+
+class ServeSyncTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kData + "test.tsv")) GTEST_SKIP() << "no " << kData;
+    final_line_ = Train(Synthetic(), dir_.path());
+    absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(dir_.path());
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = *std::move(model);
+    step_ = model_->info().step;
+    predict_ = std::make_unique<PredictionService>(model_.get(), &metrics_, 100);
+    sync_ = std::make_unique<ModelSyncService>(model_.get(), &metrics_);
+    absl::StatusOr<std::unique_ptr<PredictServer>> server = PredictServer::Start(
+        "127.0.0.1:0",
+        [this](const v1::PredictRequest& request, v1::PredictResponse* response) {
+          return predict_->Handle(request, response);
+        },
+        2, 64 << 20, {sync_.get()});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                       grpc::InsecureChannelCredentials());
+    predict_stub_ = v1::PredictionService::NewStub(channel);
+    sync_stub_ = v1::ModelSyncService::NewStub(channel);
+    test_ = Read(kData + "test.tsv");
+    *request_.add_examples() = ExampleOf(test_.lines[0]);
+  }
+
+  v1::PredictResponse Ask() {
+    v1::PredictResponse response;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(predict_stub_->Predict(&ctx, request_, &response).ok());
+    return response;
+  }
+  grpc::Status Push(const v1::PushRowsRequest& push, v1::PushResponse* response = nullptr) {
+    v1::PushResponse ignored;
+    grpc::ClientContext ctx;
+    return sync_stub_->PushRows(&ctx, push, response ? response : &ignored);
+  }
+  // A push setting example 0's ids' rows (all, or only `only`) to `value`.
+  v1::PushRowsRequest RowsOfExample0(int64_t version, float value, int only = -1) {
+    v1::PushRowsRequest push;
+    push.set_version(version);
+    push.set_dim(16);
+    for (int f = 0; f < trainer::kNumCategorical; ++f) {
+      if (only >= 0 && f != only) continue;
+      push.add_keys(test_.fids[f]);
+      for (int d = 0; d < 16; ++d) push.add_values(value);
+    }
+    return push;
+  }
+
+  TempDir dir_;
+  nlohmann::json final_line_;
+  std::unique_ptr<Model> model_;
+  int64_t step_ = 0;
+  ServeMetrics metrics_;
+  std::unique_ptr<PredictionService> predict_;
+  std::unique_ptr<ModelSyncService> sync_;
+  std::unique_ptr<PredictServer> server_;
+  std::unique_ptr<v1::PredictionService::Stub> predict_stub_;
+  std::unique_ptr<v1::ModelSyncService::Stub> sync_stub_;
+  Examples test_;
+  v1::PredictRequest request_;
+};
+
+TEST_F(ServeSyncTest, PushedRowsAnswerAtOnceAndRefusedPushesChangeNothing) {
+  const v1::PredictResponse before = Ask();
+  EXPECT_EQ(before.sparse_version(), step_);
+  // A reference: the same checkpoint with the same rows applied directly.
+  absl::StatusOr<std::unique_ptr<Model>> reference = Model::Load(dir_.path());
+  ASSERT_TRUE(reference.ok());
+  const v1::PushRowsRequest push = RowsOfExample0(step_ + 5, 0.25f);
+  RowUpdate u;
+  u.version = step_ + 5;
+  u.dim = 16;
+  u.keys = push.keys().data();
+  u.rows = size_t(push.keys_size());
+  u.values = push.values().data();
+  u.value_count = size_t(push.values_size());
+  ASSERT_TRUE((*reference)->ApplyRows(u).ok());
+  float want = 0;
+  (*reference)->Predict(test_.dense.data(), test_.fids.data(), 1, &want);
+
+  v1::PushResponse pushed;
+  ASSERT_TRUE(Push(push, &pushed).ok());
+  EXPECT_EQ(pushed.rows_applied(), 26);
+  EXPECT_EQ(pushed.sparse_version(), step_ + 5);
+  const v1::PredictResponse after = Ask();
+  EXPECT_FLOAT_EQ(after.probabilities(0), want);
+  EXPECT_NE(after.probabilities(0), before.probabilities(0));
+  EXPECT_EQ(after.sparse_version(), step_ + 5);
+  EXPECT_EQ(after.dense_version(), step_);
+
+  // Refused, each naming why, and the answer stays what it was.
+  grpc::Status st = Push(RowsOfExample0(step_ + 5, 0.9f));
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(st.error_message(), absl::StrCat("version ", step_ + 5, " of source \"\" is not newer "
+                                             "than the version applied, ", step_ + 5));
+  v1::PushRowsRequest bad = RowsOfExample0(step_ + 6, 0.9f);
+  bad.set_dim(8);
+  EXPECT_EQ(Push(bad).error_message(), "dim: 8 where the served model's embeddings have 16");
+  bad = RowsOfExample0(step_ + 6, 0.9f);
+  bad.mutable_values()->RemoveLast();
+  EXPECT_EQ(Push(bad).error_message(), "values: 415 for 26 keys of dim 16 (want 416)");
+  bad = RowsOfExample0(step_ + 6, 0.9f);
+  bad.set_values(25 * 16 + 3, std::nanf(""));  // the last row: the 25 before it stay unapplied
+  st = Push(bad);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("values: row 25"), std::string::npos) << st.error_message();
+  EXPECT_FLOAT_EQ(Ask().probabilities(0), want);
+  EXPECT_EQ(Ask().sparse_version(), step_ + 5);
+
+  // An id the trainer evicted answers as a missing one (zeros), as in the trainer.
+  v1::PushRowsRequest evict;
+  evict.set_version(step_ + 7);
+  evict.set_dim(16);
+  for (int f = 0; f < trainer::kNumCategorical; ++f) evict.add_erased(test_.fids[f]);
+  ASSERT_TRUE(Push(evict).ok());
+  std::vector<uint64_t> unseen(trainer::kNumCategorical, 1);  // ids no model has
+  for (int f = 0; f < trainer::kNumCategorical; ++f) unseen[f] = trainer::MakeFid(f, 0xfeedbeefULL + f);
+  float missing = 0;
+  model_->Predict(test_.dense.data(), unseen.data(), 1, &missing);
+  EXPECT_FLOAT_EQ(Ask().probabilities(0), missing);
+
+  const std::string scrape = metrics_.Scrape();
+  EXPECT_NE(scrape.find("evoscale_serve_pushes_total{kind=\"rows\",result=\"applied\"} 2"),
+            std::string::npos) << scrape;
+  EXPECT_NE(scrape.find("evoscale_serve_pushes_total{kind=\"rows\",result=\"stale\"} 1"),
+            std::string::npos);
+  EXPECT_NE(scrape.find("evoscale_serve_pushes_total{kind=\"rows\",result=\"invalid\"} 3"),
+            std::string::npos);
+  EXPECT_NE(scrape.find(absl::StrCat("evoscale_serve_sparse_version ", step_ + 7)),
+            std::string::npos);
+}
+
+TEST_F(ServeSyncTest, VersionsAreOrderedPerSourceAndTheOldestIsAnswered) {
+  v1::PushRowsRequest push = RowsOfExample0(step_ + 10, 0.1f);
+  push.set_source("rank-0-of-2");
+  ASSERT_TRUE(Push(push).ok());
+  push = RowsOfExample0(step_ + 4, 0.2f, /*only=*/3);
+  push.set_source("rank-1-of-2");
+  ASSERT_TRUE(Push(push).ok());  // older than rank 0's, newer than rank 1's last (none)
+  EXPECT_EQ(Ask().sparse_version(), step_ + 4);
+  // A version at or below the checkpoint's step is older than what the replica holds.
+  push = RowsOfExample0(step_, 0.2f);
+  push.set_source("rank-2-of-3");
+  grpc::Status st = Push(push);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(st.error_message().find("the checkpoint's step"), std::string::npos);
+
+  grpc::ClientContext ctx;
+  v1::SyncState state;
+  ASSERT_TRUE(sync_stub_->GetSyncState(&ctx, v1::GetSyncStateRequest(), &state).ok());
+  EXPECT_EQ(state.checkpoint_step(), step_);
+  EXPECT_EQ(state.sparse_version(), step_ + 4);
+  EXPECT_EQ(state.source_versions().at("rank-0-of-2"), step_ + 10);
+  EXPECT_EQ(state.source_versions().at("rank-1-of-2"), step_ + 4);
+  EXPECT_EQ(state.source_versions().count("rank-2-of-3"), 0u);
+}
+
+TEST_F(ServeSyncTest, ANewMlpArrivesInChunksAndIsSwappedInWhole) {
+  const size_t params = 429 * 32 + 32 + 32 * 16 + 16 + 16 + 1;
+  auto push = [&](int64_t version, const std::string& sizes, int64_t total, size_t send,
+                  float value) {
+    grpc::ClientContext ctx;
+    v1::PushResponse response;
+    auto writer = sync_stub_->PushDense(&ctx, &response);
+    v1::DenseChunk first;
+    first.set_version(version);
+    first.set_mlp_sizes(sizes);
+    first.set_total_params(total);
+    size_t sent = 0;
+    for (bool head = true; head || sent < send; head = false) {
+      v1::DenseChunk chunk = head ? first : v1::DenseChunk();
+      for (size_t i = 0; i < 4096 && sent < send; ++i, ++sent) chunk.add_params(value);
+      if (!writer->Write(chunk)) break;
+    }
+    writer->WritesDone();
+    return writer->Finish();
+  };
+  const std::string sizes = "429,32,16,1";
+  // Zero weights: every logit 0, every probability one half.
+  grpc::Status st = push(step_ + 1, sizes, params, params, 0.0f);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  v1::PredictResponse r = Ask();
+  EXPECT_FLOAT_EQ(r.probabilities(0), 0.5f);
+  EXPECT_EQ(r.dense_version(), step_ + 1);
+  EXPECT_EQ(r.sparse_version(), step_);
+
+  st = push(step_ + 1, sizes, params, params, 1.0f);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << st.error_message();
+  st = push(step_ + 2, "429,64,1", params, params, 1.0f);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(st.error_message(), "mlp_sizes 429,64,1 where the served MLP is 429,32,16,1");
+  st = push(step_ + 2, sizes, params, params - 7, 1.0f);
+  EXPECT_EQ(st.error_message(),
+            absl::StrCat("params: ", params - 7, " of total_params ", params, " arrived"));
+  st = push(step_ + 2, sizes, params + 1, params, 1.0f);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  st = push(step_ + 2, sizes, params, params, std::nanf(""));
+  EXPECT_EQ(st.error_message(), "params: a value is not finite");
+  // Nothing refused was swapped in.
+  r = Ask();
+  EXPECT_FLOAT_EQ(r.probabilities(0), 0.5f);
+  EXPECT_EQ(r.dense_version(), step_ + 1);
 }
 
 }  // namespace
