@@ -22,6 +22,7 @@
 #include "trainer/internal/checkpoint_layout.h"
 #include "trainer/internal/embedding_exchange.h"
 #include "trainer/internal/embedding_shard.h"
+#include "trainer/internal/row_pusher.h"
 #include "trainer/internal/job_report.h"
 #include "trainer/internal/run_options.h"
 #include "trainer/metrics.h"
@@ -192,6 +193,7 @@ class Training {
   std::vector<Mlp::Workspace> workspaces_;  // one per worker
   std::vector<Mlp::Workspace*> workspace_ptrs_;
   std::unique_ptr<BatchReader> reader_;
+  std::unique_ptr<internal::RowPusher> pusher_;  // --serve: changed rows to the replicas
 
   // Batch buffers: workers write disjoint parts between barriers. x_ holds the MLP's input
   // (batch, input) until the backward pass, which overwrites it with the input's gradient
@@ -235,6 +237,12 @@ class Training {
 absl::Status Training::Setup() {
   absl::Status status = CreateModel();
   if (status.ok()) status = PrepareCheckpointDir();
+  if (status.ok() && !config_.serve.empty()) {
+    absl::StatusOr<std::unique_ptr<internal::RowPusher>> pusher =
+        internal::RowPusher::Create(config_, rank_, ranks_, shards_);
+    if (pusher.ok()) pusher_ = *std::move(pusher);
+    status = pusher.status();
+  }
   if (!status.ok()) return status;
   absl::StatusOr<std::unique_ptr<ExampleSource>> source =
       internal::OpenSource(config_, /*for_eval=*/false, position_);
@@ -573,6 +581,11 @@ void Training::OnStepEnd() {
   }
   position_ = batch_->end;
   reader_->Recycle(std::move(batch_));
+  // Pushed when due, and while input is late (a stream's rows never wait on its pauses).
+  if (pusher_ != nullptr) {
+    pusher_->AtStepEnd(step_, shards_, *mlp_, false);
+    while (!reader_->WaitReady(0.02)) pusher_->AtStepEnd(step_, shards_, *mlp_, false, true);
+  }
   const bool last = config_.max_steps > 0 && step_ >= config_.max_steps;
   if (!last) {
     absl::StatusOr<std::unique_ptr<ExampleBatch>> next = reader_->Next();
@@ -589,6 +602,7 @@ void Training::OnStepEnd() {
     batch_.reset();
   }
   if (!status_.ok()) return;  // another rank failed: the job ends without a checkpoint
+  if (pusher_ != nullptr && batch_ == nullptr) pusher_->AtStepEnd(step_, shards_, *mlp_, true);
   checkpoint_now_ = !checkpoint_dir_.empty() &&
                     ((config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0) ||
                      batch_ == nullptr);
@@ -731,6 +745,7 @@ absl::Status Training::Train() {
   for (int t = 1; t < threads_; ++t) workers.emplace_back([this, t] { Worker(t); });
   Worker(0);
   for (auto& w : workers) w.join();
+  if (pusher_ != nullptr) pusher_->Finish(step_, shards_, *mlp_);
   train_seconds_ = internal::SecondsSince(train_start_);
   bytes_at_train_end_ = comm_->bytes_sent();
   malformed_ = reader_->malformed();
@@ -852,6 +867,7 @@ absl::Status Training::EvaluateAndReport() {
   if (comm_->distributed()) {
     (*details)["bytes_exchanged_per_example"] = Figure(job->bytes_exchanged_per_example);
   }
+  if (pusher_ != nullptr) (*details)["serve"] = pusher_->Details();
   Emit(FinalLine(job->summary, *details));
   return absl::OkStatus();
 }
@@ -867,7 +883,8 @@ absl::Status RunCpuTrainer(const TrainerConfig& config, const EventSink& sink, i
   // with the first failing rank's reason.
   status = (*comm)->FirstFailure(status);
   if (status.ok()) status = training.Train();
-  if (status.ok() && training.interrupted()) {
+  // A stream ends when it is stopped: that is its end, not an interruption.
+  if (status.ok() && training.interrupted() && !config.stream) {
     status = absl::AbortedError(absl::StrCat(
         "stopped at step ", training.step(),
         config.checkpoint_dir.empty() ? " (no checkpoint_dir: nothing saved)"

@@ -8,11 +8,20 @@
 #include <cstring>
 #include <utility>
 
+#include <poll.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "trainer/feature_id.h"
+#include "trainer/stop_request.h"
 
 namespace evoscale::trainer {
 namespace {
+
+enum class StreamMode { kNone, kUntilEof, kFollow };
 
 constexpr size_t kReadChunk = size_t{1} << 20;
 
@@ -23,8 +32,9 @@ bool Fail(std::string* why, std::string message) {
 
 class CriteoFileSource : public ExampleSource {
  public:
-  CriteoFileSource(std::string path, FILE* file, int epochs, ReaderPosition start)
-      : path_(std::move(path)), file_(file), epochs_(epochs), pos_(start) {}
+  CriteoFileSource(std::string path, FILE* file, int epochs, ReaderPosition start,
+                   StreamMode stream = StreamMode::kNone)
+      : path_(std::move(path)), file_(file), epochs_(epochs), pos_(start), stream_(stream) {}
   ~CriteoFileSource() override { std::fclose(file_); }
 
   absl::StatusOr<bool> Next(float* label, float* dense, uint64_t* fids, int64_t* row) override {
@@ -89,6 +99,11 @@ class CriteoFileSource : public ExampleSource {
       tail_ -= head_;
       head_ = 0;
       if (buffer_.size() < tail_ + kReadChunk) buffer_.resize(tail_ + kReadChunk);
+      if (stream_ != StreamMode::kNone) {
+        absl::StatusOr<bool> more = ReadStream();
+        if (!more.ok() || !*more) return more;
+        continue;
+      }
       const size_t got = std::fread(buffer_.data() + tail_, 1, kReadChunk, file_);
       if (got < kReadChunk) {
         if (std::ferror(file_)) {
@@ -100,10 +115,35 @@ class CriteoFileSource : public ExampleSource {
     }
   }
 
+  // A stream's next bytes, as they come (never waiting for a whole chunk): false at its end
+  // (stdin's EOF; a followed file only once a stop is requested, a partial last line dropped).
+  absl::StatusOr<bool> ReadStream() {
+    const int fd = fileno(file_);
+    while (true) {
+      pollfd readable{fd, POLLIN, 0};
+      const int ready = poll(&readable, 1, 50);
+      if (StopRequested()) return false;
+      if (ready <= 0) continue;
+      const ssize_t got = read(fd, buffer_.data() + tail_, kReadChunk);
+      if (got > 0) {
+        tail_ += size_t(got);
+        return true;
+      }
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) return absl::DataLossError(absl::StrCat(path_, ": read: ", std::strerror(errno)));
+      if (stream_ == StreamMode::kUntilEof) {  // stdin's end: what is left is the last line
+        eof_ = true;
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a file: wait for more
+    }
+  }
+
   const std::string path_;
   FILE* const file_;
   const int epochs_;
   ReaderPosition pos_;
+  const StreamMode stream_;
   std::vector<char> buffer_;
   size_t head_ = 0, tail_ = 0, line_bytes_ = 0;
   bool eof_ = false;
@@ -169,6 +209,30 @@ bool ParseCriteoLine(absl::string_view line, float* label, float* dense, uint64_
     start = end + 1;
   }
   return true;
+}
+
+absl::StatusOr<std::unique_ptr<ExampleSource>> OpenCriteoStream(const std::string& path,
+                                                                ReaderPosition start) {
+  if (path == "-") {
+    FILE* in = fdopen(dup(STDIN_FILENO), "rb");
+    if (in == nullptr) return absl::InternalError(absl::StrCat("stdin: ", std::strerror(errno)));
+    start.offset = 0;  // a pipe resumes with whatever comes next
+    return std::unique_ptr<ExampleSource>(
+        new CriteoFileSource("stdin", in, 1, start, StreamMode::kUntilEof));
+  }
+  FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) {
+    const int err = errno;
+    std::string message = absl::StrCat(path, ": ", std::strerror(err));
+    if (err == ENOENT) return absl::NotFoundError(message);
+    return absl::PermissionDeniedError(message);
+  }
+  if (lseek(fileno(file), off_t(start.offset), SEEK_SET) < 0) {
+    std::fclose(file);
+    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot resume at offset ", start.offset));
+  }
+  return std::unique_ptr<ExampleSource>(
+      new CriteoFileSource(path, file, 1, start, StreamMode::kFollow));
 }
 
 absl::StatusOr<std::unique_ptr<ExampleSource>> OpenCriteoFile(const std::string& path, int epochs,
@@ -351,6 +415,16 @@ void BatchReader::Recycle(std::unique_ptr<ExampleBatch> batch) {
   if (batch == nullptr) return;
   absl::MutexLock lock(&mu_);
   free_.push_back(std::move(batch));
+}
+
+bool BatchReader::WaitReady(double seconds) const {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(
+                                  +[](const BatchReader* r) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                    return !r->ready_.empty() || r->done_ || !r->status_.ok();
+                                  },
+                                  this),
+                              absl::Seconds(seconds));
 }
 
 int64_t BatchReader::lines() const {

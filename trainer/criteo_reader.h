@@ -77,6 +77,12 @@ class ExampleSource {
 absl::StatusOr<std::unique_ptr<ExampleSource>> OpenCriteoFile(const std::string& path, int epochs,
                                                               ReaderPosition start = {});
 
+// A stream of the Criteo text format, read once as it comes (online training): "-" is stdin,
+// ending at its EOF; a file is followed past its end (tail -f) from `start.offset` until a stop
+// is requested (stop_request.h). A partial last line waits for its newline.
+absl::StatusOr<std::unique_ptr<ExampleSource>> OpenCriteoStream(const std::string& path,
+                                                                ReaderPosition start = {});
+
 // A generated click log in the spirit of ../shared/bench/ctr/gen_synth.py: Zipf(1.15) ids over
 // fixed per-field vocabularies, per-id logistic weights, Poisson dense features and one pairwise
 // interaction, all drawn from a fixed ground truth; row r of a given seed is a pure function of
@@ -149,6 +155,9 @@ class BatchReader {
 
   int64_t lines() const;
   int64_t malformed() const;
+  // Whether Next would answer at once (a batch is ready, or the data is over), waiting up to
+  // `seconds` for it.
+  bool WaitReady(double seconds) const;
 
  private:
   void Run();

@@ -35,6 +35,9 @@ Trains the CTR model of ../shared/bench/ctr/torch_dnn.py and prints JSON lines o
   --min-count N             ids get a row at their N-th sighting (all slots)
   --min-count-slots S:N,..  per-slot thresholds       --expire-after-steps N (0: never)
   --evict-every N (1000 steps)
+  --stream                  train on --train without end (- is stdin; a file is followed)
+  --serve HOST:PORT,...     push changed rows to evoscale-serve replicas
+  --push-every S (1 s)      --dense-every S (60 s: the MLP)
 )";
 
 namespace {
@@ -200,6 +203,16 @@ void DefineFlags(FlagSet& flags, ParsedFlags* parsed) {
   flags.Integer("evict-every", &c.evict_every);
   flags.Integer("checkpoint-every", &c.checkpoint_every);
   flags.Integer("full-checkpoint-every", &c.full_checkpoint_every);
+  flags.Switch("stream", &c.stream);
+  flags.Value("serve", ValueKind::kList, [&c](const std::string& flag, const std::string& value) {
+    c.serve.clear();
+    for (absl::string_view part : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
+      if (part.rfind(':') == absl::string_view::npos) Reject(flag, value, "is not HOST:PORT,...");
+      c.serve.emplace_back(part);
+    }
+  });
+  flags.Number("push-every", &c.push_every_s);
+  flags.Number("dense-every", &c.dense_every_s);
   flags.Switch("help", &parsed->help);
 }
 

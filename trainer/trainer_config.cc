@@ -46,6 +46,18 @@ absl::Status ValidateConfig(const TrainerConfig& c) {
   if (c.full_checkpoint_every < 1) {
     return bad(absl::StrCat("--full-checkpoint-every ", c.full_checkpoint_every, ": must be >= 1"));
   }
+  if (c.stream && c.train_path.empty()) {
+    return bad("--stream needs --train FILE or --train - (stdin)");
+  }
+  if (c.stream && c.epochs != 1) return bad("--stream reads its examples once: drop --epochs");
+  if (c.train_path == "-" && !c.stream) return bad("--train - (stdin) needs --stream");
+  if (!(c.push_every_s > 0 && c.push_every_s <= 3600)) {
+    return bad(absl::StrCat("--push-every ", c.push_every_s, ": must be in (0, 3600] seconds"));
+  }
+  if (!(c.dense_every_s > 0 && c.dense_every_s <= 86400)) {
+    return bad(absl::StrCat("--dense-every ", c.dense_every_s, ": must be in (0, 86400] seconds"));
+  }
+  if (!c.serve.empty() && c.device != "cpu") return bad("--serve: only --device cpu pushes rows yet");
   if (c.device != "cpu" && c.device != "cuda") {
     return bad(absl::StrCat("--device \"", c.device, "\": expected cpu or cuda"));
   }

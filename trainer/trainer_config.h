@@ -43,6 +43,16 @@ struct TrainerConfig {
   int full_checkpoint_every = 8;    // every k-th checkpoint is full, the others deltas
   bool resume = false;
 
+  // Online training: the training examples without end (--train - is stdin, ending at its EOF;
+  // a file is followed past its end, as tail -f does, until SIGTERM). One pass, nothing held
+  // out (evaluation only on --test).
+  bool stream = false;
+  // Serving replicas (evoscale-serve's gRPC addresses) that get every changed row at most every
+  // push_every_s seconds, and the MLP at most every dense_every_s (and at the end).
+  std::vector<std::string> serve;
+  double push_every_s = 1;
+  double dense_every_s = 60;
+
   std::string device = "cpu";
   int64_t progress_every = 100;  // steps between progress events
 };

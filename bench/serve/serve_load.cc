@@ -5,6 +5,7 @@
 //                   [--channels C]        one JSON line of figures
 //   serve_load push --target HOST:PORT --rows-per-s R --batch B --seconds S
 //                                         rows pushed on a schedule; one JSON line
+//   serve_load wake [--sleeps N]          how late a 100 us sleep wakes here (the floor)
 //   serve_load null --grpc HOST:PORT      prints {"event":"listening","grpc":...}, serves until
 //                                         SIGINT/SIGTERM
 //
@@ -105,6 +106,7 @@ int Load(const std::string& target, const std::string& data, double qps, double 
     Clock::time_point due;
     int64_t index = 0;
   };
+  std::vector<double> lag(size_t(n), 0);  // sent - due: the generator's own delay
   grpc::CompletionQueue cq;
   std::thread receiver([&] {
     void* tag;
@@ -133,6 +135,7 @@ int Load(const std::string& target, const std::string& data, double qps, double 
     call->due = due;
     call->index = i;
     call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    lag[size_t(i)] = std::chrono::duration<double>(Clock::now() - due).count();
     call->rpc = stubs[size_t(i) % stubs.size()]->PrepareAsyncPredict(
         &call->ctx, requests[size_t(i) % requests.size()], &cq);
     call->rpc->StartCall();
@@ -149,6 +152,7 @@ int Load(const std::string& target, const std::string& data, double qps, double 
     if (v >= 0) ok.push_back(v);
   }
   std::sort(ok.begin(), ok.end());
+  std::sort(lag.begin(), lag.end());
   nlohmann::ordered_json out = {
       {"target", target},
       {"batch", batch},
@@ -163,7 +167,9 @@ int Load(const std::string& target, const std::string& data, double qps, double 
       {"p90_ms", 1e3 * Percentile(ok, 0.90)},
       {"p99_ms", 1e3 * Percentile(ok, 0.99)},
       {"p999_ms", 1e3 * Percentile(ok, 0.999)},
-      {"max_ms", ok.empty() ? 0.0 : 1e3 * ok.back()}};
+      {"max_ms", ok.empty() ? 0.0 : 1e3 * ok.back()},
+      {"send_lag_p50_ms", 1e3 * Percentile(lag, 0.50)},
+      {"send_lag_p99_ms", 1e3 * Percentile(lag, 0.99)}};
   std::cout << out.dump() << std::endl;
   // Calls still in flight hold pointers into this frame: wait for them before returning.
   while (done.load() < n) std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -236,6 +242,26 @@ int Push(const std::string& target, double rows_per_s, int batch, double seconds
   return failed == 0 ? 0 : 1;
 }
 
+// The machine's own floor: how late a thread that sleeps 100 us wakes, over `count` sleeps
+// (every server and client thread that blocks pays this on its next request).
+int Wake(int count) {
+  std::vector<double> late;
+  for (int i = 0; i < count; ++i) {
+    const Clock::time_point due = Clock::now() + std::chrono::microseconds(100);
+    std::this_thread::sleep_until(due);
+    late.push_back(std::chrono::duration<double>(Clock::now() - due).count());
+  }
+  std::sort(late.begin(), late.end());
+  std::cout << nlohmann::ordered_json{{"sleeps", count},
+                                      {"late_p50_ms", 1e3 * Percentile(late, 0.5)},
+                                      {"late_p90_ms", 1e3 * Percentile(late, 0.9)},
+                                      {"late_p99_ms", 1e3 * Percentile(late, 0.99)},
+                                      {"late_max_ms", 1e3 * late.back()}}
+                   .dump()
+            << std::endl;
+  return 0;
+}
+
 // The transport floor: evoscale-serve's own server (PredictServer) answering one fixed
 // probability per example, without a model.
 int Null(const std::string& address, int threads) {
@@ -285,11 +311,15 @@ int main(int argc, char** argv) {
   push->add_option("--batch", batch)->check(CLI::Range(1, 1000000));
   push->add_option("--seconds", seconds)->check(CLI::PositiveNumber);
   push->add_option("--dim", dim)->check(CLI::Range(1, 1024));
+  int sleeps = 20000;
+  CLI::App* wake = app.add_subcommand("wake", "how late this machine wakes a sleeping thread");
+  wake->add_option("--sleeps", sleeps)->check(CLI::Range(1, 10000000));
   CLI::App* null = app.add_subcommand("null", "serve Predict without a model");
   null->add_option("--grpc", address);
   null->add_option("--threads", threads)->check(CLI::Range(1, 64));
   CLI11_PARSE(app, argc, argv);
   if (*load) return Load(target, data, qps, seconds, batch, channels);
   if (*push) return Push(target, rows_per_s, batch, seconds, dim);
+  if (*wake) return Wake(sleeps);
   return Null(address, threads);
 }

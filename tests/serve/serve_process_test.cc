@@ -2,9 +2,11 @@
 // process, and a job of two ranks under Debian's Open MPI) with the trainer's own test AUC over
 // gRPC; /healthz and /metrics; refusing a checkpoint of another layout and bad flags at start;
 // reporting its telemetry to a real evoscaled, which then knows the serving workload.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -73,8 +75,12 @@ struct Served {
 };
 
 absl::StatusOr<Served> StartServe(const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {"--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"};
-  args.insert(args.end(), extra.begin(), extra.end());
+  std::vector<std::string> args = extra;
+  for (const char* flag : {"--grpc", "--http"}) {
+    if (std::find(extra.begin(), extra.end(), flag) == extra.end()) {
+      args.insert(args.end(), {flag, "127.0.0.1:0"});
+    }
+  }
   absl::StatusOr<std::unique_ptr<EvoscaledProcess>> p =
       EvoscaledProcess::Spawn(args, false, "evoscale-serve");
   if (!p.ok()) return p.status();
@@ -240,6 +246,150 @@ TEST_F(ServeProcessTest, ItReportsItsTelemetryToEvoscaledAsAServingWorkload) {
     return stub->GetWorkload(&ctx, request, &workload).ok() && workload.sample_count() >= 2;
   })) << workload.DebugString();
   EXPECT_EQ(workload.kind(), v1::Workload::SERVING);
+}
+
+
+// A child with a pipe to its stdin (the stream) and one from its stdout.
+struct Piped {
+  pid_t pid = -1;
+  FILE* in = nullptr;
+  int out = -1;
+};
+
+Piped SpawnPiped(const std::vector<std::string>& args) {
+  // Close-on-exec: the replicas started later must not hold the stream open (its end is EOF).
+  int in[2], out[2];
+  EXPECT_EQ(pipe2(in, O_CLOEXEC), 0);
+  EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
+  Piped p;
+  p.pid = fork();
+  if (p.pid == 0) {
+    dup2(in[0], STDIN_FILENO);
+    dup2(out[1], STDOUT_FILENO);
+    close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  p.in = fdopen(in[1], "w");
+  p.out = out[0];
+  return p;
+}
+
+int64_t ReplicaVersion(const std::string& address) {
+  auto stub = v1::ModelSyncService::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  v1::SyncState state;
+  return stub->GetSyncState(&ctx, v1::GetSyncStateRequest(), &state).ok()
+             ? state.sparse_version() : -1;
+}
+
+// Every probability the replica answers for the test file, 100 examples a call.
+std::vector<float> Scores(const std::string& address) {
+  int64_t version = 0;
+  std::vector<float> scores;
+  auto stub = v1::PredictionService::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  std::ifstream in(kData + "test.tsv");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  for (size_t i0 = 0; i0 < lines.size(); i0 += 100) {
+    v1::PredictRequest request;
+    for (size_t i = i0; i < std::min(lines.size(), i0 + 100); ++i) {
+      std::vector<std::string> fields = absl::StrSplit(lines[i], '\t');
+      v1::Example* e = request.add_examples();
+      for (int f = 1; f <= 13; ++f) e->add_numeric(fields[f].empty() ? 0 : std::stoll(fields[f]));
+      for (int f = 14; f < 40; ++f) e->add_categorical(fields[f]);
+    }
+    v1::PredictResponse response;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(stub->Predict(&ctx, request, &response).ok());
+    scores.insert(scores.end(), response.probabilities().begin(), response.probabilities().end());
+    version = response.sparse_version();
+  }
+  (void)version;
+  return scores;
+}
+
+// Online training end to end: a replica deployed from a checkpoint of the first 2,000 rows, a
+// trainer that resumes from it and trains on the rest from stdin, pushing to the replica; the
+// replica killed with SIGKILL mid-stream and restarted (on its port) from the newest
+// checkpoint. At the end the replica answers exactly what the trainer's final model answers:
+// no update lost.
+TEST_F(ServeProcessTest, AStreamingTrainerKeepsAReplicaEqualToItsModelAcrossAKill) {
+  TempDir dir;
+  const std::string ckpt = dir.path() + "/ckpt";
+  std::ifstream train(kData + "train.tsv");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(train, line);) lines.push_back(line);
+  {
+    std::ofstream first(dir.path() + "/first.tsv");
+    for (int i = 0; i < 2000; ++i) first << lines[i] << "\n";
+  }
+  const Ran deployed = RunToEnd(BinDir() + "/evoscale-trainer",
+                                {"--train", dir.path() + "/first.tsv", "--batch-size", "256",
+                                 "--holdout-fraction", "0", "--checkpoint-dir", ckpt});
+  ASSERT_EQ(deployed.exit_code, 0) << deployed.output;
+  absl::StatusOr<Served> replica = StartServe({"--model-dir", ckpt});
+  ASSERT_TRUE(replica.ok()) << replica.status();
+  const std::string address = replica->grpc;
+  const std::vector<float> frozen = Scores(address);
+
+  Piped trainer = SpawnPiped({BinDir() + "/evoscale-trainer", "--stream", "--train", "-",
+                              "--resume", "--checkpoint-dir", ckpt, "--batch-size", "256",
+                              "--checkpoint-every", "4", "--serve", address, "--push-every",
+                              "0.05", "--progress-every", "4"});
+  auto feed = [&](size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) std::fprintf(trainer.in, "%s\n", lines[i].c_str());
+    std::fflush(trainer.in);
+  };
+  feed(2000, 4000);
+  EXPECT_TRUE(AwaitCondition([&] { return ReplicaVersion(address) >= 14; }))
+      << ReplicaVersion(address);
+  // Down mid-stream: the trainer keeps training and checkpointing meanwhile.
+  replica->process->Stop(SIGKILL);
+  feed(4000, 5600);
+  // Back on the same address, from the newest checkpoint; the trainer catches it up.
+  absl::StatusOr<Served> back = absl::UnavailableError("not started");
+  EXPECT_TRUE(AwaitCondition([&] {
+    back = StartServe({"--model-dir", ckpt, "--grpc", address});
+    return back.ok();
+  }, absl::Seconds(20), absl::Milliseconds(100)));
+  ASSERT_TRUE(back.ok()) << back.status();
+  feed(5600, lines.size());
+  std::fclose(trainer.in);  // the stream ends: the last push, the last checkpoint
+  std::string out;
+  char chunk[4096];
+  for (ssize_t n; (n = read(trainer.out, chunk, sizeof chunk)) > 0;) out.append(chunk, size_t(n));
+  close(trainer.out);
+  int status = 0;
+  waitpid(trainer.pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  const nlohmann::json final_line =
+      nlohmann::json::parse(out.substr(out.rfind("{\"event\":\"final\"")), nullptr, false);
+  ASSERT_TRUE(final_line.is_object()) << out;
+  EXPECT_GE(final_line["serve"]["catch_ups"].get<int>(), 1) << final_line.dump();
+  EXPECT_EQ(final_line["serve"]["replicas_behind"], 0) << final_line.dump();
+  EXPECT_EQ(ReplicaVersion(address), final_line["steps"].get<int64_t>());
+
+  // The trainer's final model, from its last checkpoint, against the replica that lived
+  // through the kill: every probability the same.
+  absl::StatusOr<Served> reference = StartServe({"--model-dir", ckpt});
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  const std::vector<float> want = Scores(reference->grpc), got = Scores(address);
+  ASSERT_EQ(got.size(), want.size());
+  int differ = 0;
+  for (size_t i = 0; i < got.size(); ++i) differ += got[i] != want[i];
+  EXPECT_EQ(differ, 0) << "of " << got.size();
+  int moved = 0;
+  for (size_t i = 0; i < got.size(); ++i) moved += got[i] != frozen[i];
+  EXPECT_GT(moved, int(got.size()) / 2) << "the online model is not the deployed one";
 }
 
 }  // namespace

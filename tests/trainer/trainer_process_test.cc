@@ -170,6 +170,43 @@ TEST_F(TrainerProcessTest, KillNineThenResumeEndsWithTheUninterruptedAuc) {
   EXPECT_NEAR(Number(final_line, "logloss"), Number(plain.lines.back(), "logloss"), 0.002);
 }
 
+// --stream on a file follows it past its end (tail -f): rows appended after the start are
+// trained on, and SIGTERM ends the stream cleanly at the end of its step: one final line and a
+// checkpoint whose position is where --resume goes on (the partial batch after it included).
+TEST_F(TrainerProcessTest, AStreamFollowsItsFileUntilSigterm) {
+  const std::string data = std::string(EVOSCALE_SOURCE_DIR) + "/../shared/data/criteo-8k/";
+  if (!std::filesystem::exists(data + "train.tsv")) GTEST_SKIP() << "no " << data;
+  std::filesystem::create_directories(dir_);
+  std::ifstream in(data + "train.tsv");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  const std::string file = dir_ + "/stream.tsv";
+  {
+    std::ofstream first(file);
+    for (size_t i = 0; i < 3000; ++i) first << lines[i] << "\n";
+  }
+  bool appended = false;
+  ChildResult r = RunTrainer(
+      {"--stream", "--train", file, "--batch-size", "256", "--progress-every", "1",
+       "--checkpoint-dir", dir_ + "/ckpt"},
+      [&](const std::string& line) {
+        const double examples = Number(line, "examples");
+        if (!appended && examples >= 2816) {  // 11 full batches of the first 3,000 rows
+          std::ofstream more(file, std::ios::app);
+          for (size_t i = 3000; i < lines.size(); ++i) more << lines[i] << "\n";
+          appended = true;
+        }
+        return appended && examples >= 7168;  // every full batch of the 7,200
+      },
+      {}, [](pid_t pid) { kill(pid, SIGTERM); });
+  EXPECT_EQ(r.exit_code, 0);
+  ASSERT_FALSE(r.lines.empty());
+  const std::string& last = r.lines.back();
+  EXPECT_NE(last.find("\"event\":\"final\""), std::string::npos) << last;
+  EXPECT_EQ(Number(last, "examples"), 7168) << last;
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/ckpt/ckpt-000000000028/MANIFEST"));
+}
+
 TEST_F(TrainerProcessTest, BadFlagsExitWithUsageAndAnErrorEvent) {
   ChildResult bad = RunTrainer({"--synthetic", "10", "--batch-size", "x"});
   EXPECT_EQ(bad.exit_code, 2);

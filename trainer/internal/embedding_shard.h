@@ -46,6 +46,9 @@ struct EmbeddingShard {
   std::vector<uint32_t> found;    // FindRows' rows
   int64_t evicted = 0;
   absl::Status checkpoint_status;
+  // Online training with --serve: the rows updated since the last push (may repeat).
+  bool track_changed = false;
+  std::vector<uint32_t> changed;
 };
 
 // The table options of each of a run's `num_shards` shards: rows of config's embedding-dim
@@ -100,6 +103,7 @@ void EmbeddingShard::ApplyGradients(size_t m, uint32_t now, const SparseOptimize
     optimizer.Apply(t.embedding(row), t.state(row), grads.data() + i * dim, dim);
     t.MarkUpdated(row, now);
     t.header(row)->scratch = 0;
+    if (track_changed) changed.push_back(row);
   }
 }
 

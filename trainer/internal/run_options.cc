@@ -15,7 +15,7 @@ BatchReaderOptions ReaderOptions(const TrainerConfig& config, int batch_size, in
   options.batch_size = batch_size;
   options.num_shards = num_shards;
   options.max_malformed_fraction = config.max_malformed_fraction;
-  if (config.test_path.empty()) {
+  if (config.test_path.empty() && !config.stream) {  // a stream holds nothing out
     options.filter.holdout_every = HoldoutEvery(config.holdout_fraction);
     options.filter.holdout = for_eval;
   }
@@ -29,9 +29,14 @@ absl::StatusOr<std::unique_ptr<ExampleSource>> OpenSource(const TrainerConfig& c
     return MakeSyntheticSource(config.synthetic_rows, config.seed + 1, for_eval ? 1 : config.epochs,
                                start);
   }
+  if (for_eval && config.stream && config.test_path.empty()) {
+    // Nothing to evaluate on (a stream holds nothing out): EvaluateJob reads no rows of this.
+    return MakeSyntheticSource(1, 0, 1);
+  }
   if (for_eval) {
     return OpenCriteoFile(config.test_path.empty() ? config.train_path : config.test_path, 1);
   }
+  if (config.stream) return OpenCriteoStream(config.train_path, start);
   return OpenCriteoFile(config.train_path, config.epochs, start);
 }
 

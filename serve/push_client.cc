@@ -1,0 +1,94 @@
+// The trainer's side of ModelSyncService: the ModelSink (trainer/model_sink.h) that
+// evoscale-trainer --serve pushes through, registered at static initialisation. Linked into
+// evoscale-trainer as an object library (a static library's unreferenced registration would
+// be dropped by the linker).
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "evoscale/v1/serving.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "trainer/model_sink.h"
+
+namespace evoscale::serve {
+namespace {
+
+constexpr size_t kDenseChunk = 1 << 16;  // floats per DenseChunk
+constexpr auto kDeadline = std::chrono::seconds(30);
+
+absl::Status FromGrpc(const std::string& address, const grpc::Status& st) {
+  return absl::Status(static_cast<absl::StatusCode>(st.error_code()),
+                      absl::StrCat(address, ": ", st.error_message()));
+}
+
+class GrpcModelSink final : public trainer::ModelSink {
+ public:
+  GrpcModelSink(std::string address, std::string source)
+      : address_(std::move(address)),
+        source_(std::move(source)),
+        stub_(v1::ModelSyncService::NewStub(grpc::CreateChannel(
+            address_, grpc::InsecureChannelCredentials()))) {}
+
+  const std::string& address() const override { return address_; }
+
+  absl::StatusOr<int64_t> AppliedVersion() override {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    v1::SyncState state;
+    const grpc::Status st = stub_->GetSyncState(&ctx, v1::GetSyncStateRequest(), &state);
+    if (!st.ok()) return FromGrpc(address_, st);
+    const auto it = state.source_versions().find(source_);
+    return it == state.source_versions().end() ? state.checkpoint_step() : it->second;
+  }
+
+  absl::Status PushRows(const trainer::RowPush& push) override {
+    v1::PushRowsRequest request;
+    request.set_source(source_);
+    request.set_version(push.version);
+    request.set_dim(push.dim);
+    request.mutable_keys()->Add(push.keys.begin(), push.keys.end());
+    request.mutable_values()->Add(push.values.begin(), push.values.end());
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + kDeadline);
+    v1::PushResponse response;
+    const grpc::Status st = stub_->PushRows(&ctx, request, &response);
+    return st.ok() ? absl::OkStatus() : FromGrpc(address_, st);
+  }
+
+  absl::Status PushDense(const trainer::DensePush& push) override {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + kDeadline);
+    v1::PushResponse response;
+    auto writer = stub_->PushDense(&ctx, &response);
+    for (size_t i = 0; i == 0 || i < push.params.size(); i += kDenseChunk) {
+      v1::DenseChunk chunk;
+      if (i == 0) {
+        chunk.set_version(push.version);
+        chunk.set_mlp_sizes(absl::StrJoin(push.sizes, ","));
+        chunk.set_total_params(int64_t(push.params.size()));
+      }
+      const size_t end = std::min(push.params.size(), i + kDenseChunk);
+      chunk.mutable_params()->Add(push.params.begin() + i, push.params.begin() + end);
+      if (!writer->Write(chunk)) break;
+    }
+    writer->WritesDone();
+    const grpc::Status st = writer->Finish();
+    return st.ok() ? absl::OkStatus() : FromGrpc(address_, st);
+  }
+
+ private:
+  const std::string address_, source_;
+  std::unique_ptr<v1::ModelSyncService::Stub> stub_;
+};
+
+const bool kRegistered = trainer::RegisterModelSinkFactory(
+    [](const std::string& address,
+       const std::string& source) -> absl::StatusOr<std::unique_ptr<trainer::ModelSink>> {
+      return std::make_unique<GrpcModelSink>(address, source);
+    });
+
+}  // namespace
+}  // namespace evoscale::serve
