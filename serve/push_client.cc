@@ -16,7 +16,9 @@
 namespace evoscale::serve {
 namespace {
 
-constexpr size_t kDenseChunk = 1 << 16;  // floats per DenseChunk
+// Floats per DenseChunk: 64 KiB, a tenth of the default MLP's weights, so that a replica holds
+// at most about 1.1x the MLP beside the one it serves while a new one arrives.
+constexpr size_t kDenseChunk = 1 << 14;
 constexpr auto kDeadline = std::chrono::seconds(30);
 
 absl::Status FromGrpc(const std::string& address, const grpc::Status& st) {
