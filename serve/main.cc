@@ -146,8 +146,8 @@ int main(int argc, char** argv) {
 
   evoscale::serve::PredictionService service(model->get(), &metrics, flags.max_batch);
   evoscale::serve::ModelSyncService sync(model->get(), &metrics);
-  // A full --max-batch request of long categorical strings, and a push of 1M rows, stay under
-  // the message limit.
+  // Messages up to 1 GiB: a trainer's catch-up push holds every row changed since a replica's
+  // version (about 14 million rows of dim 16), in one versioned message.
   absl::StatusOr<std::unique_ptr<evoscale::serve::PredictServer>> server =
       evoscale::serve::PredictServer::Start(
           flags.grpc_address,
@@ -155,7 +155,7 @@ int main(int argc, char** argv) {
                      evoscale::v1::PredictResponse* response) {
             return service.Handle(request, response);
           },
-          flags.threads, std::max(64 << 20, flags.max_batch * 2048), {&sync});
+          flags.threads, 1 << 30, {&sync});
   if (!server.ok()) return Fail(kStartFailed, std::string(server.status().message()));
   const int grpc_port = (*server)->port();
   auto http = evoscale::service::HttpListener::Start(
