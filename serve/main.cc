@@ -26,6 +26,7 @@
 #include "serve/telemetry_reporter.h"
 #include "service/common/http_listener.h"
 #include "trainer/checkpoint.h"
+#include "trainer/internal/checkpoint_layout.h"
 
 namespace {
 
@@ -44,9 +45,9 @@ std::string WithPort(const std::string& address, int port) {
 
 // When the model's checkpoint was written (its MANIFEST's time).
 std::chrono::system_clock::time_point MadeAt(const evoscale::serve::ModelInfo& info) {
-  const std::string manifest = absl::StrCat(
-      info.dir, info.ranks > 1 ? absl::StrCat("/rank-0-of-", info.ranks) : std::string(), "/",
-      evoscale::trainer::CheckpointName(info.step), "/MANIFEST");
+  const std::string manifest =
+      absl::StrCat(evoscale::trainer::internal::RankCheckpointDir(info.dir, 0, info.ranks), "/",
+                   evoscale::trainer::CheckpointName(info.step), "/MANIFEST");
   struct stat st {};
   if (stat(manifest.c_str(), &st) != 0) return std::chrono::system_clock::now();
   return std::chrono::system_clock::time_point(

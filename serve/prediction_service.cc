@@ -35,7 +35,6 @@ absl::Status ExamplesFromRequest(const v1::PredictRequest& request, int max_batc
   }
   dense->resize(size_t(n) * kNumDense);
   fids->resize(size_t(n) * kNumCategorical);
-  std::string why;
   for (int i = 0; i < n; ++i) {
     const v1::Example& e = request.examples(i);
     if (e.numeric_size() != kNumDense) {

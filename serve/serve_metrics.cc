@@ -6,17 +6,25 @@
 
 namespace evoscale::serve {
 
+namespace {
+
+// A metric of one series (no labels), registered in `registry`.
+prometheus::Gauge& NewGauge(prometheus::Registry& registry, const char* name, const char* help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add({});
+}
+prometheus::Counter& NewCounter(prometheus::Registry& registry, const char* name, const char* help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add({});
+}
+
+}  // namespace
+
 ServeMetrics::ServeMetrics()
     : registry_(std::make_shared<prometheus::Registry>()),
       requests_(prometheus::BuildCounter()
                     .Name("evoscale_serve_requests_total")
                     .Help("Predict calls by gRPC status code")
                     .Register(*registry_)),
-      examples_(prometheus::BuildCounter()
-                    .Name("evoscale_serve_examples_total")
-                    .Help("Examples answered")
-                    .Register(*registry_)
-                    .Add({})),
+      examples_(NewCounter(*registry_, "evoscale_serve_examples_total", "Examples answered")),
       latency_(prometheus::BuildHistogram()
                    .Name("evoscale_serve_request_seconds")
                    .Help("A Predict call's time in the server")
@@ -24,41 +32,18 @@ ServeMetrics::ServeMetrics()
                    .Add({}, prometheus::Histogram::BucketBoundaries{
                                 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
                                 0.025, 0.05, 0.1, 0.25})),
-      qps_(prometheus::BuildGauge()
-               .Name("evoscale_serve_qps")
-               .Help("Predict calls per second over the last 10 s")
-               .Register(*registry_)
-               .Add({})),
-      sparse_version_(prometheus::BuildGauge()
-                          .Name("evoscale_serve_sparse_version")
-                          .Help("The embedding rows' version answering now (a training step)")
-                          .Register(*registry_)
-                          .Add({})),
-      dense_version_(prometheus::BuildGauge()
-                         .Name("evoscale_serve_dense_version")
-                         .Help("The MLP's version answering now (a training step)")
-                         .Register(*registry_)
-                         .Add({})),
-      rows_(prometheus::BuildGauge()
-                .Name("evoscale_serve_rows")
-                .Help("Embedding rows held")
-                .Register(*registry_)
-                .Add({})),
-      rows_applied_(prometheus::BuildCounter()
-                        .Name("evoscale_serve_rows_applied_total")
-                        .Help("Embedding rows applied, from checkpoints and pushes")
-                        .Register(*registry_)
-                        .Add({})),
-      staleness_(prometheus::BuildGauge()
-                     .Name("evoscale_serve_staleness_seconds")
-                     .Help("Seconds since the newest version applied was made")
-                     .Register(*registry_)
-                     .Add({})),
-      model_bytes_(prometheus::BuildGauge()
-                       .Name("evoscale_serve_model_bytes")
-                       .Help("Bytes the embedding table and the MLP hold")
-                       .Register(*registry_)
-                       .Add({})),
+      qps_(NewGauge(*registry_, "evoscale_serve_qps", "Predict calls per second over the last 10 s")),
+      sparse_version_(NewGauge(*registry_, "evoscale_serve_sparse_version",
+                            "The embedding rows' version answering now (a training step)")),
+      dense_version_(NewGauge(*registry_, "evoscale_serve_dense_version",
+                           "The MLP's version answering now (a training step)")),
+      rows_(NewGauge(*registry_, "evoscale_serve_rows", "Embedding rows held")),
+      rows_applied_(NewCounter(*registry_, "evoscale_serve_rows_applied_total",
+                            "Embedding rows applied, from checkpoints and pushes")),
+      staleness_(NewGauge(*registry_, "evoscale_serve_staleness_seconds",
+                       "Seconds since the newest version applied was made")),
+      model_bytes_(NewGauge(*registry_, "evoscale_serve_model_bytes",
+                         "Bytes the embedding table and the MLP hold")),
       pushes_(prometheus::BuildCounter()
                   .Name("evoscale_serve_pushes_total")
                   .Help("Pushes from trainers by kind (rows, dense) and result (applied, "

@@ -383,21 +383,28 @@ absl::Status LoadShardCheckpoint(const std::string& dir, const CheckpointManifes
   return ReadShardCheckpoint(dir, manifest, shard, visit);
 }
 
-absl::Status LoadDenseCheckpoint(const std::string& dir, const CheckpointManifest& manifest,
-                                 int64_t* adam_step, std::vector<float>& params,
-                                 std::vector<float>& m, std::vector<float>& v) {
+namespace {
+
+// The dense state of manifest.chain.back(): the weights, and the Adam step and moments when m
+// and v are given (without them the file's size is still checked whole).
+absl::Status ReadDense(const std::string& dir, const CheckpointManifest& manifest,
+                       int64_t* adam_step, std::vector<float>& params, std::vector<float>* m,
+                       std::vector<float>* v) {
   const std::string path = absl::StrCat(dir, "/", manifest.chain.back(), "/dense.bin");
   FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) return absl::DataLossError(absl::StrCat(path, ": ", std::strerror(errno)));
   char magic[8];
   uint64_t count = 0;
+  const bool moments = m != nullptr && v != nullptr;
   bool ok = ReadExact(f, magic, sizeof(magic)) &&
             std::memcmp(magic, kDenseMagic, sizeof(magic)) == 0 &&
             ReadExact(f, &count, sizeof(count)) && count == params.size() &&
+            (moments || FileSize(f) == sizeof(magic) + sizeof(count) + sizeof(*adam_step) +
+                                           3 * count * sizeof(float)) &&
             ReadExact(f, adam_step, sizeof(*adam_step)) &&
             ReadExact(f, params.data(), count * sizeof(float)) &&
-            ReadExact(f, m.data(), count * sizeof(float)) &&
-            ReadExact(f, v.data(), count * sizeof(float));
+            (!moments || (ReadExact(f, m->data(), count * sizeof(float)) &&
+                          ReadExact(f, v->data(), count * sizeof(float))));
   std::fclose(f);
   if (!ok) {
     return absl::DataLossError(absl::StrCat(path, ": truncated, foreign, or ", count,
@@ -406,27 +413,18 @@ absl::Status LoadDenseCheckpoint(const std::string& dir, const CheckpointManifes
   return absl::OkStatus();
 }
 
+}  // namespace
+
+absl::Status LoadDenseCheckpoint(const std::string& dir, const CheckpointManifest& manifest,
+                                 int64_t* adam_step, std::vector<float>& params,
+                                 std::vector<float>& m, std::vector<float>& v) {
+  return ReadDense(dir, manifest, adam_step, params, &m, &v);
+}
+
 absl::Status LoadDenseParams(const std::string& dir, const CheckpointManifest& manifest,
                              std::vector<float>& params) {
-  const std::string path = absl::StrCat(dir, "/", manifest.chain.back(), "/dense.bin");
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return absl::DataLossError(absl::StrCat(path, ": ", std::strerror(errno)));
-  char magic[8];
-  uint64_t count = 0;
   int64_t adam_step = 0;
-  bool ok = ReadExact(f, magic, sizeof(magic)) &&
-            std::memcmp(magic, kDenseMagic, sizeof(magic)) == 0 &&
-            ReadExact(f, &count, sizeof(count)) && count == params.size() &&
-            FileSize(f) == sizeof(magic) + sizeof(count) + sizeof(adam_step) +
-                               3 * count * sizeof(float) &&
-            ReadExact(f, &adam_step, sizeof(adam_step)) &&
-            ReadExact(f, params.data(), count * sizeof(float));
-  std::fclose(f);
-  if (!ok) {
-    return absl::DataLossError(absl::StrCat(path, ": truncated, foreign, or ", count,
-                                            " parameters where the model has ", params.size()));
-  }
-  return absl::OkStatus();
+  return ReadDense(dir, manifest, &adam_step, params, nullptr, nullptr);
 }
 
 }  // namespace evoscale::trainer

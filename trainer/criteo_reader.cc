@@ -211,6 +211,20 @@ bool ParseCriteoLine(absl::string_view line, float* label, float* dense, uint64_
   return true;
 }
 
+namespace {
+
+// `path` opened to read: NOT_FOUND when it is missing, PERMISSION_DENIED otherwise.
+absl::StatusOr<FILE*> OpenForReading(const std::string& path) {
+  FILE* file = std::fopen(path.c_str(), "rb");
+  if (file != nullptr) return file;
+  const int err = errno;
+  std::string message = absl::StrCat(path, ": ", std::strerror(err));
+  if (err == ENOENT) return absl::NotFoundError(message);
+  return absl::PermissionDeniedError(message);
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<ExampleSource>> OpenCriteoStream(const std::string& path,
                                                                 ReaderPosition start) {
   if (path == "-") {
@@ -220,13 +234,9 @@ absl::StatusOr<std::unique_ptr<ExampleSource>> OpenCriteoStream(const std::strin
     return std::unique_ptr<ExampleSource>(
         new CriteoFileSource("stdin", in, 1, start, StreamMode::kUntilEof));
   }
-  FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) {
-    const int err = errno;
-    std::string message = absl::StrCat(path, ": ", std::strerror(err));
-    if (err == ENOENT) return absl::NotFoundError(message);
-    return absl::PermissionDeniedError(message);
-  }
+  absl::StatusOr<FILE*> opened = OpenForReading(path);
+  if (!opened.ok()) return opened.status();
+  FILE* file = *opened;
   if (lseek(fileno(file), off_t(start.offset), SEEK_SET) < 0) {
     std::fclose(file);
     return absl::InvalidArgumentError(absl::StrCat(path, ": cannot resume at offset ", start.offset));
@@ -238,13 +248,9 @@ absl::StatusOr<std::unique_ptr<ExampleSource>> OpenCriteoStream(const std::strin
 absl::StatusOr<std::unique_ptr<ExampleSource>> OpenCriteoFile(const std::string& path, int epochs,
                                                               ReaderPosition start) {
   if (epochs < 1) return absl::InvalidArgumentError(absl::StrCat("epochs ", epochs, " < 1"));
-  FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) {
-    const int err = errno;
-    std::string message = absl::StrCat(path, ": ", std::strerror(err));
-    if (err == ENOENT) return absl::NotFoundError(message);
-    return absl::PermissionDeniedError(message);
-  }
+  absl::StatusOr<FILE*> opened = OpenForReading(path);
+  if (!opened.ok()) return opened.status();
+  FILE* file = *opened;
   if (std::fseek(file, 0, SEEK_END) != 0) {
     std::fclose(file);
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a seekable file"));

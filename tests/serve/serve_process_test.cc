@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "evoscale/v1/autoscaler.grpc.pb.h"
 #include "evoscale/v1/serving.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -23,6 +22,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/e2e/evoscaled_process.h"
 #include "tests/e2e/http_get.h"
+#include "tests/serve/criteo_example.h"
 #include "tests/support/test_support.h"
 #include "trainer/checkpoint.h"
 #include "trainer/metrics.h"
@@ -97,33 +97,42 @@ absl::StatusOr<Served> StartServe(const std::vector<std::string>& extra) {
   return s;
 }
 
-// The test file's examples through Predict, 100 at a time: the AUC of the answers.
-double ServedAuc(const std::string& address, int64_t* version) {
+// Every probability the replica at `address` answers for the test file, 100 examples a call;
+// `version`, when given, the sparse version of the last answer (and each answer's dense version
+// must be its sparse one).
+std::vector<float> Scores(const std::string& address, int64_t* version = nullptr) {
   auto stub = v1::PredictionService::NewStub(
       grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   std::ifstream in(kData + "test.tsv");
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
-  std::vector<float> scores, labels;
+  std::vector<float> scores;
   for (size_t i0 = 0; i0 < lines.size(); i0 += 100) {
     v1::PredictRequest request;
     for (size_t i = i0; i < std::min(lines.size(), i0 + 100); ++i) {
-      std::vector<std::string> fields = absl::StrSplit(lines[i], '\t');
-      labels.push_back(fields[0] == "1" ? 1.0f : 0.0f);
-      v1::Example* e = request.add_examples();
-      for (int f = 1; f <= 13; ++f) e->add_numeric(fields[f].empty() ? 0 : std::stoll(fields[f]));
-      for (int f = 14; f < 40; ++f) e->add_categorical(fields[f]);
+      *request.add_examples() = ExampleOf(lines[i]);
     }
     v1::PredictResponse response;
     grpc::ClientContext ctx;
     const grpc::Status st = stub->Predict(&ctx, request, &response);
     EXPECT_TRUE(st.ok()) << st.error_message();
-    if (!st.ok()) return -1;
+    if (!st.ok()) return {};
     scores.insert(scores.end(), response.probabilities().begin(), response.probabilities().end());
-    *version = response.sparse_version();
-    EXPECT_EQ(response.dense_version(), response.sparse_version());
+    if (version != nullptr) {
+      *version = response.sparse_version();
+      EXPECT_EQ(response.dense_version(), response.sparse_version());
+    }
   }
-  return trainer::ExactAuc(scores, labels);
+  return scores;
+}
+
+// The AUC of the replica's answers for the test file (-1 when it did not answer them all).
+double ServedAuc(const std::string& address, int64_t* version) {
+  std::ifstream in(kData + "test.tsv");
+  std::vector<float> labels;
+  for (std::string line; std::getline(in, line);) labels.push_back(line[0] == '1' ? 1.0f : 0.0f);
+  const std::vector<float> scores = Scores(address, version);
+  return scores.size() == labels.size() ? trainer::ExactAuc(scores, labels) : -1;
 }
 
 class ServeProcessTest : public ::testing::Test {
@@ -288,33 +297,6 @@ int64_t ReplicaVersion(const std::string& address) {
   v1::SyncState state;
   return stub->GetSyncState(&ctx, v1::GetSyncStateRequest(), &state).ok()
              ? state.sparse_version() : -1;
-}
-
-// Every probability the replica answers for the test file, 100 examples a call.
-std::vector<float> Scores(const std::string& address) {
-  int64_t version = 0;
-  std::vector<float> scores;
-  auto stub = v1::PredictionService::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  std::ifstream in(kData + "test.tsv");
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  for (size_t i0 = 0; i0 < lines.size(); i0 += 100) {
-    v1::PredictRequest request;
-    for (size_t i = i0; i < std::min(lines.size(), i0 + 100); ++i) {
-      std::vector<std::string> fields = absl::StrSplit(lines[i], '\t');
-      v1::Example* e = request.add_examples();
-      for (int f = 1; f <= 13; ++f) e->add_numeric(fields[f].empty() ? 0 : std::stoll(fields[f]));
-      for (int f = 14; f < 40; ++f) e->add_categorical(fields[f]);
-    }
-    v1::PredictResponse response;
-    grpc::ClientContext ctx;
-    EXPECT_TRUE(stub->Predict(&ctx, request, &response).ok());
-    scores.insert(scores.end(), response.probabilities().begin(), response.probabilities().end());
-    version = response.sparse_version();
-  }
-  (void)version;
-  return scores;
 }
 
 // Online training end to end: a replica deployed from a checkpoint of the first 2,000 rows, a

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "evoscale/v1/serving.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -25,6 +24,7 @@
 #include "trainer/criteo_reader.h"
 #include "trainer/feature_id.h"
 #include "trainer/metrics.h"
+#include "tests/serve/criteo_example.h"
 #include "trainer/trainer.h"
 
 namespace evoscale::serve {
@@ -92,16 +92,7 @@ Examples Read(const std::string& path) {
   return e;
 }
 
-// A Criteo line (label first) as a request's example.
-v1::Example ExampleOf(const std::string& line) {
-  std::vector<std::string> fields = absl::StrSplit(line, '\t');
-  v1::Example e;
-  for (int f = 1; f <= trainer::kNumDense; ++f) {
-    e.add_numeric(fields[f].empty() ? 0 : std::stoll(fields[f]));
-  }
-  for (int f = 1 + trainer::kNumDense; f < int(fields.size()); ++f) e.add_categorical(fields[f]);
-  return e;
-}
+using testing::ExampleOf;
 
 void Rewrite(const std::string& path, const std::string& key, const std::string& value) {
   std::ifstream in(path);
