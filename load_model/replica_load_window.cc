@@ -13,7 +13,7 @@ std::optional<LoadSample> ReplicaLoadWindow::Add(
     start_ = start;
     instances_.clear();
     reports_.clear();
-    gpu_utilization_ = cpu_ = qps_ = latency_ = 0;
+    gpu_utilization_ = cpu_ = qps_ = latency_ = requested_cpu_ = requested_ = 0;
     samples_ = gpu_samples_ = latency_samples_ = 0;
   }
   instances_.insert(s.instance);
@@ -21,6 +21,10 @@ std::optional<LoadSample> ReplicaLoadWindow::Add(
   ++samples_;
   cpu_ += s.cpu_cores;
   qps_ += s.qps;
+  if (s.cpu_request_cores > 0) {
+    requested_cpu_ += s.cpu_cores;
+    requested_ += s.cpu_request_cores;
+  }
   if (s.gpu_utilization > 0) {
     gpu_utilization_ += s.gpu_utilization;
     ++gpu_samples_;
@@ -40,6 +44,8 @@ LoadSample ReplicaLoadWindow::Close(absl::FunctionRef<double(absl::Time)> cpu_re
   ls.replicas = n;
   if (gpu_samples_ > 0) {
     ls.utilization = gpu_utilization_ / gpu_samples_;
+  } else if (requested_ > 0) {
+    ls.utilization = requested_cpu_ / requested_;
   } else {
     const double request = cpu_request(ls.time);
     ls.utilization = request > 0 ? cpu_ / reports / request : 0;

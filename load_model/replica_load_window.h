@@ -24,6 +24,7 @@ struct InstanceSample {
   double qps = 0;              // requests per second (this container's share of its instance's)
   double gpu_utilization = 0;  // 0..1; 0: none reported
   double latency_ms = 0;       // 0: none reported
+  double cpu_request_cores = 0;  // the container's request as its pod spec sets it; 0: unknown
 };
 
 // Not thread-safe. Samples should arrive in time order; one older than the open window counts
@@ -34,9 +35,11 @@ class ReplicaLoadWindow {
 
   // Adds `s`. When `s` opens a later window, the open one is closed first and returned:
   //  - replicas: the distinct instances that reported in it;
-  //  - utilization: the mean GPU utilisation when any sample had one, else the mean CPU per
+  //  - utilization: the mean GPU utilisation when any sample had one; else, when samples
+  //    reported their CPU request, their CPU summed over their requests summed (the
+  //    HorizontalPodAutoscaler's utilisation of the pods' own requests); else the mean CPU per
   //    instance (its containers' samples at one time summed) over `cpu_request(end)`, the
-  //    instance's request (0 when that request is 0): CPU-bound serving;
+  //    instance's recommended request (0 when that request is 0): CPU-bound serving;
   //  - qps: the instances' mean QPS (summed likewise) summed over instances (the offered load);
   //  - latency_ms: the mean of the reported latencies, -1 when none.
   std::optional<LoadSample> Add(const InstanceSample& s,
@@ -52,6 +55,7 @@ class ReplicaLoadWindow {
   // containers it has. Sums per instance are divided by their count.
   std::set<std::pair<int64_t, double>> reports_;
   double gpu_utilization_ = 0, cpu_ = 0, qps_ = 0, latency_ = 0;  // sums
+  double requested_cpu_ = 0, requested_ = 0;  // over the samples that reported a request
   int samples_ = 0, gpu_samples_ = 0, latency_samples_ = 0;
 };
 

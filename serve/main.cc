@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -176,6 +177,11 @@ int main(int argc, char** argv) {
         flags.instance.empty() ? WithPort(flags.grpc_address, grpc_port) : flags.instance;
     if (const char* token = std::getenv("EVOSCALE_TOKEN")) options.token = token;
     options.period = std::chrono::milliseconds(int64_t(flags.report_every * 1000));
+    const evoscale::serve::Model* served = model->get();
+    options.versions = [served] {
+      return std::map<std::string, int64_t>{{"sparse", served->sparse_version()},
+                                            {"dense", served->dense_version()}};
+    };
     reporter = std::make_unique<evoscale::serve::TelemetryReporter>(options, &metrics);
   }
 

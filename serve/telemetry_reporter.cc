@@ -38,6 +38,29 @@ TelemetryReporter::~TelemetryReporter() {
   thread_.join();
 }
 
+v1::TelemetrySample TelemetryReporter::Measure() {
+  const double cpu_now = CpuSeconds();
+  const auto wall_now = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(wall_now - wall_).count();
+  const ServeMetrics::Period period = metrics_->TakePeriod();
+  v1::TelemetrySample sample;
+  sample.set_workload(options_.workload);
+  sample.set_instance(options_.instance);
+  *sample.mutable_time() = google::protobuf::util::TimeUtil::GetCurrentTime();
+  sample.set_cpu_cores(seconds > 0 ? (cpu_now - cpu_seconds_) / seconds : 0);
+  sample.set_memory_bytes(double(trainer::CurrentRssBytes()));
+  sample.set_qps(seconds > 0 ? double(period.calls) / seconds : 0);
+  sample.set_latency_seconds(period.calls > 0 ? period.seconds / double(period.calls) : 0);
+  if (options_.versions) {
+    for (const auto& [name, version] : options_.versions()) {
+      (*sample.mutable_versions())[name] = version;
+    }
+  }
+  cpu_seconds_ = cpu_now;
+  wall_ = wall_now;
+  return sample;
+}
+
 void TelemetryReporter::Run() {
   auto channel = grpc::CreateChannel(options_.evoscaled, grpc::InsecureChannelCredentials());
   auto stub = v1::AutoscalerService::NewStub(channel);
@@ -52,24 +75,11 @@ void TelemetryReporter::Run() {
     }
     failing = what;
   };
-  double cpu = CpuSeconds();
-  auto wall = std::chrono::steady_clock::now();
+  cpu_seconds_ = CpuSeconds();
+  wall_ = std::chrono::steady_clock::now();
   metrics_->TakePeriod();
   while (!stop_.WaitForNotificationWithTimeout(absl::FromChrono(options_.period))) {
-    const double cpu_now = CpuSeconds();
-    const auto wall_now = std::chrono::steady_clock::now();
-    const double seconds = std::chrono::duration<double>(wall_now - wall).count();
-    const ServeMetrics::Period period = metrics_->TakePeriod();
-    v1::TelemetrySample sample;
-    sample.set_workload(options_.workload);
-    sample.set_instance(options_.instance);
-    *sample.mutable_time() = google::protobuf::util::TimeUtil::GetCurrentTime();
-    sample.set_cpu_cores(seconds > 0 ? (cpu_now - cpu) / seconds : 0);
-    sample.set_memory_bytes(double(trainer::CurrentRssBytes()));
-    sample.set_qps(seconds > 0 ? double(period.calls) / seconds : 0);
-    sample.set_latency_seconds(period.calls > 0 ? period.seconds / double(period.calls) : 0);
-    cpu = cpu_now;
-    wall = wall_now;
+    const v1::TelemetrySample sample = Measure();
     if (!known) {
       grpc::ClientContext get;
       Authorize(get, options_.token);

@@ -152,11 +152,26 @@ nlohmann::json Column(absl::Span<const Row> rows, T Row::*field, bool Row::*pres
 }
 
 // A workload's usage per pod over time with the recommendation as it stood (null where there
-// was none), and replicas running against recommended: one array per field of its buckets.
+// was none), and replicas running against recommended: one array per field of its buckets;
+// `instances_now`, the instances reporting now with what they serve.
 std::string WorkloadHistoryJson(const std::string& workload, const WorkloadHistory& h) {
   using B = WorkloadHistoryBucket;
   const absl::Span<const B> b = h.buckets;
   bool B::*const rec = &B::has_recommendation;
+  nlohmann::json latency = nlohmann::json::array();
+  for (const B& row : b) {
+    latency.push_back(row.latency_seconds >= 0 ? nlohmann::json(row.latency_seconds) : nullptr);
+  }
+  nlohmann::json now = nlohmann::json::array();
+  for (const InstanceNow& in : h.instances) {
+    nlohmann::json versions = nlohmann::json::object();
+    for (const auto& [name, version] : in.versions) versions[name] = version;
+    now.push_back({{"instance", in.instance},
+                   {"time", in.time},
+                   {"versions", versions},
+                   {"versions_time", in.versions.empty() ? nlohmann::json(nullptr)
+                                                         : nlohmann::json(in.versions_time)}});
+  }
   return Dump({{"workload", workload},
                {"bucket_seconds", h.bucket_seconds},
                {"times", Column(b, &B::start)},
@@ -165,6 +180,7 @@ std::string WorkloadHistoryJson(const std::string& workload, const WorkloadHisto
                {"cpu_cores_max", Column(b, &B::cpu_cores_max)},
                {"memory_bytes_max", Column(b, &B::memory_bytes_max)},
                {"qps", Column(b, &B::qps)},
+               {"latency_seconds", latency},
                {"cpu_target", Column(b, &B::cpu_target, rec)},
                {"cpu_lower", Column(b, &B::cpu_lower, rec)},
                {"cpu_upper", Column(b, &B::cpu_upper, rec)},
@@ -173,7 +189,8 @@ std::string WorkloadHistoryJson(const std::string& workload, const WorkloadHisto
                {"memory_upper", Column(b, &B::memory_upper, rec)},
                {"cpu_limit", Column(b, &B::cpu_limit, rec)},
                {"memory_limit", Column(b, &B::memory_limit, rec)},
-               {"replicas_recommended", Column(b, &B::replicas, rec)}});
+               {"replicas_recommended", Column(b, &B::replicas, rec)},
+               {"instances_now", now}});
 }
 
 }  // namespace

@@ -797,7 +797,10 @@
         h('div', { class: 'grid' },
           card('workload-cpu', 'CPU per pod, with the recommendation'),
           card('workload-memory', 'Memory per pod, with the recommendation'),
-          card('workload-replicas', 'Replicas: running and recommended')));
+          card('workload-replicas', 'Replicas: running and recommended'),
+          card('workload-load', 'Requests per second, all pods'),
+          card('workload-latency', 'Mean latency of a request'),
+          card('workload-instances', 'Pods reporting now: what each serves')));
     },
     async load() {
       const path = workloadPath(this.state.name);
@@ -819,7 +822,7 @@
       st.text = hist;
       const d = JSON.parse(hist);
       if (d.times.length === 0) {
-        for (const id of ['workload-cpu', 'workload-memory', 'workload-replicas']) {
+        for (const id of ['workload-cpu', 'workload-memory', 'workload-replicas', 'workload-load', 'workload-latency', 'workload-instances']) {
           empty(id, 'No telemetry yet: send samples with ReportTelemetry (or ', h('code', null, 'evoscale telemetry'), ').');
         }
         return;
@@ -854,7 +857,42 @@
         { label: 'running', values: d.instances, step: true, color: EvoCharts.PALETTE[1] },
         { label: 'recommended', values: d.replicas_recommended, step: true, color: EvoCharts.PALETTE[0], width: 2 }],
       { time: true, xLabel: 'time', yLabel: 'replicas' });
+      EvoCharts.lines(chartEl('workload-load'), d.times, [
+        { label: 'requests/s', values: d.qps, color: EvoCharts.PALETTE[1] }],
+      { time: true, xLabel: 'time', yLabel: 'requests/s' });
+      const latency = d.latency_seconds || [];
+      if (latency.every((v) => v === null)) {
+        empty('workload-latency', 'No latency reported: samples carry it in ', h('code', null, 'latency_seconds'), '.');
+      } else {
+        EvoCharts.lines(chartEl('workload-latency'), d.times, [
+          { label: 'mean latency', values: latency.map((v) => (v === null ? null : 1000 * v)), color: EvoCharts.PALETTE[2] }],
+        { time: true, xLabel: 'time', yLabel: 'ms' });
+      }
+      this.renderInstances(d.instances_now || []);
       document.getElementById('chart-workload-cpu').dataset.buckets = String(d.times.length);
+    },
+    // Each pod reporting now, when it last reported and the versions it serves (an online
+    // model's replicas: sparse and dense), so a replica that fell behind stands out.
+    renderInstances(pods) {
+      const names = [...new Set(pods.flatMap((p) => Object.keys(p.versions)))].sort();
+      const el = chartEl('workload-instances');
+      EvoCharts.reset(el);
+      const newest = Object.fromEntries(names.map((n) => [n, Math.max(...pods.map((p) => Number(p.versions[n] ?? -1)))]));
+      el.append(h('table', { class: 'instances' },
+        h('thead', null, h('tr', null, h('th', null, 'pod'), h('th', null, 'last report'),
+          ...names.map((n) => h('th', { class: 'num' }, `${n} version`)))),
+        h('tbody', null, ...pods.map((p) => h('tr', null,
+          h('td', null, p.instance),
+          h('td', null, new Date(1000 * p.time).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z')),
+          ...names.map((n) => {
+            const v = p.versions[n];
+            const behind = v !== undefined && Number(v) < newest[n];
+            return h('td', { class: behind ? 'num behind' : 'num', title: behind ? `behind the newest (${newest[n]})` : '' },
+              v === undefined ? '—' : String(v));
+          }))))));
+      if (names.length === 0) el.append(h('p', { class: 'muted' }, 'No versions reported (TelemetrySample.versions).'));
+      el.dataset.drawn = '1';
+      el.dataset.rows = String(pods.length);
     },
   };
 

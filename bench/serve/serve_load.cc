@@ -5,6 +5,9 @@
 //                   [--channels C]        one JSON line of figures
 //   serve_load push --target HOST:PORT --rows-per-s R --batch B --seconds S
 //                                         rows pushed on a schedule; one JSON line
+//   serve_load live --data test.tsv [--batch B]
+//                                         open-loop load over a set of replicas that changes,
+//                                         driven by commands on stdin (see Live below)
 //   serve_load wake [--sleeps N]          how late a 100 us sleep wakes here (the floor)
 //   serve_load null --grpc HOST:PORT      prints {"event":"listening","grpc":...}, serves until
 //                                         SIGINT/SIGTERM
@@ -21,13 +24,16 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "evoscale/v1/serving.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -242,6 +248,195 @@ int Push(const std::string& target, double rows_per_s, int batch, double seconds
   return failed == 0 ? 0 : 1;
 }
 
+// Open-loop load over replicas behind a client-side balancer (round robin over the replicas
+// live now, as gRPC's round_robin policy), driven by one command a line on stdin:
+//   targets A,B,...  the live replicas from now on (a new one joins once connected; calls in
+//                    flight to one that left finish); "targets" alone: none (calls fail)
+//   qps X            the rate from now on (the schedule goes on from the last due time)
+//   tick             one JSON line for the calls that finished since the last tick: count, ok,
+//                    errors, latency percentiles (from each call's due time), and per replica
+//                    its ok calls, errors and mean latency
+//   quit             (or end of input) stop sending, wait for the calls in flight, exit
+// A call not answered within 2 s is an error.
+struct LiveTarget {
+  std::string address;
+  std::unique_ptr<evoscale::v1::PredictionService::Stub> stub;
+};
+
+struct LiveStats {
+  std::vector<double> latency;  // of the calls that succeeded
+  struct PerTarget {
+    int64_t ok = 0, errors = 0;
+    double latency_sum = 0;
+  };
+  std::map<std::string, PerTarget> targets;
+  int64_t errors = 0, no_target = 0;
+  double lag_max = 0;
+};
+
+int Live(const std::string& data, int batch) {
+  const std::vector<PredictRequest> requests = Requests(data, batch, 256);
+  if (requests.empty() || requests[0].examples_size() == 0) {
+    std::cerr << "serve_load: no examples in " << data << "\n";
+    return 2;
+  }
+  std::mutex mu;
+  std::vector<std::shared_ptr<LiveTarget>> live;  // guarded by mu
+  LiveStats stats;                                // guarded by mu
+  std::atomic<double> rate{0};
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> in_flight{0};
+  struct Call {
+    grpc::ClientContext ctx;
+    PredictResponse response;
+    grpc::Status status;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<PredictResponse>> rpc;
+    std::shared_ptr<LiveTarget> target;
+    Clock::time_point due;
+  };
+  grpc::CompletionQueue cq;
+  std::thread receiver([&] {
+    void* tag;
+    bool ok;
+    while (cq.Next(&tag, &ok)) {
+      auto* call = static_cast<Call*>(tag);
+      const double seconds = std::chrono::duration<double>(Clock::now() - call->due).count();
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        LiveStats::PerTarget& t = stats.targets[call->target->address];
+        if (ok && call->status.ok()) {
+          stats.latency.push_back(seconds);
+          ++t.ok;
+          t.latency_sum += seconds;
+        } else {
+          ++stats.errors;
+          ++t.errors;
+        }
+      }
+      delete call;
+      in_flight.fetch_sub(1);
+    }
+  });
+  std::thread sender([&] {
+    size_t next = 0;
+    int64_t sent = 0;
+    Clock::time_point due = Clock::now();
+    while (!stop.load()) {
+      const double r = rate.load();
+      if (r <= 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        due = Clock::now();
+        continue;
+      }
+      due += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1.0 / r));
+      if (due > Clock::now()) std::this_thread::sleep_until(due);
+      std::shared_ptr<LiveTarget> target;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        stats.lag_max = std::max(stats.lag_max,
+                                 std::chrono::duration<double>(Clock::now() - due).count());
+        if (live.empty()) {
+          ++stats.no_target;
+          ++stats.errors;
+          continue;
+        }
+        target = live[next++ % live.size()];
+      }
+      auto* call = new Call;
+      call->due = due;
+      call->target = std::move(target);
+      call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+      in_flight.fetch_add(1);
+      call->rpc = call->target->stub->PrepareAsyncPredict(
+          &call->ctx, requests[size_t(sent++) % requests.size()], &cq);
+      call->rpc->StartCall();
+      call->rpc->Finish(&call->response, &call->status, call);
+    }
+  });
+  std::map<std::string, std::shared_ptr<LiveTarget>> known;  // by address, connected
+  Clock::time_point last_tick = Clock::now();
+  for (std::string line; std::getline(std::cin, line);) {
+    std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (words.empty()) continue;
+    if (words[0] == "quit") break;
+    if (words[0] == "qps" && words.size() == 2) {
+      double r = 0;
+      if (!absl::SimpleAtod(words[1], &r) || r < 0) {
+        std::cerr << "serve_load live: qps: \"" << words[1] << "\" is not a rate\n";
+        continue;
+      }
+      rate.store(r);
+    } else if (words[0] == "targets") {
+      std::vector<std::shared_ptr<LiveTarget>> next;
+      if (words.size() > 1) {
+        for (absl::string_view a : absl::StrSplit(words[1], ',', absl::SkipEmpty())) {
+          const std::string address(a);
+          auto it = known.find(address);
+          if (it == known.end()) {
+            auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+            if (!channel->WaitForConnected(std::chrono::system_clock::now() +
+                                           std::chrono::seconds(5))) {
+              std::cerr << "serve_load live: " << address << ": not connected in 5 s\n";
+              continue;
+            }
+            auto t = std::make_shared<LiveTarget>();
+            t->address = address;
+            t->stub = evoscale::v1::PredictionService::NewStub(channel);
+            it = known.emplace(address, std::move(t)).first;
+          }
+          next.push_back(it->second);
+        }
+      }
+      // Replicas that left are forgotten here; their calls in flight hold them until answered.
+      for (auto it = known.begin(); it != known.end();) {
+        const bool kept = std::find(next.begin(), next.end(), it->second) != next.end();
+        it = kept ? std::next(it) : known.erase(it);
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      live = std::move(next);
+    } else if (words[0] == "tick") {
+      LiveStats taken;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        std::swap(taken, stats);
+      }
+      const Clock::time_point now = Clock::now();
+      std::sort(taken.latency.begin(), taken.latency.end());
+      nlohmann::ordered_json per_target = nlohmann::ordered_json::object();
+      for (const auto& [address, t] : taken.targets) {
+        per_target[address] = {{"ok", t.ok},
+                               {"errors", t.errors},
+                               {"latency_mean_ms", t.ok > 0 ? 1e3 * t.latency_sum / t.ok : 0.0}};
+      }
+      std::cout << nlohmann::ordered_json{
+                       {"seconds", std::chrono::duration<double>(now - last_tick).count()},
+                       {"qps_target", rate.load()},
+                       {"ok", taken.latency.size()},
+                       {"errors", taken.errors},
+                       {"no_target", taken.no_target},
+                       {"p50_ms", 1e3 * Percentile(taken.latency, 0.50)},
+                       {"p99_ms", 1e3 * Percentile(taken.latency, 0.99)},
+                       {"max_ms", taken.latency.empty() ? 0.0 : 1e3 * taken.latency.back()},
+                       {"send_lag_max_ms", 1e3 * taken.lag_max},
+                       {"targets", per_target}}
+                       .dump()
+                << std::endl;
+      last_tick = now;
+    } else {
+      std::cerr << "serve_load live: unknown command \"" << line << "\"\n";
+    }
+  }
+  stop.store(true);
+  sender.join();
+  const Clock::time_point wait_until = Clock::now() + std::chrono::seconds(10);
+  while (in_flight.load() > 0 && Clock::now() < wait_until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  cq.Shutdown();
+  receiver.join();
+  return 0;
+}
+
 // The machine's own floor: how late a thread that sleeps 100 us wakes, over `count` sleeps
 // (every server and client thread that blocks pays this on its next request).
 int Wake(int count) {
@@ -311,6 +506,9 @@ int main(int argc, char** argv) {
   push->add_option("--batch", batch)->check(CLI::Range(1, 1000000));
   push->add_option("--seconds", seconds)->check(CLI::PositiveNumber);
   push->add_option("--dim", dim)->check(CLI::Range(1, 1024));
+  CLI::App* live = app.add_subcommand("live", "load over a changing set of replicas (stdin)");
+  live->add_option("--data", data, "a Criteo file")->required();
+  live->add_option("--batch", batch)->check(CLI::Range(1, 100000));
   int sleeps = 20000;
   CLI::App* wake = app.add_subcommand("wake", "how late this machine wakes a sleeping thread");
   wake->add_option("--sleeps", sleeps)->check(CLI::Range(1, 10000000));
@@ -321,5 +519,6 @@ int main(int argc, char** argv) {
   if (*load) return Load(target, data, qps, seconds, batch, channels);
   if (*push) return Push(target, rows_per_s, batch, seconds, dim);
   if (*wake) return Wake(sleeps);
+  if (*live) return Live(data, batch);
   return Null(address, threads);
 }

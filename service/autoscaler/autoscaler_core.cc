@@ -16,6 +16,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "load_model/replica_load_window.h"
 #include "service/autoscaler/internal/recommenders.h"
+#include "service/autoscaler/internal/sample_check.h"
 #include "service/autoscaler/internal/usage_history.h"
 
 namespace evoscale::service {
@@ -29,9 +30,6 @@ namespace {
 using ::google::protobuf::util::TimeUtil;
 
 double ToUnixSecondsDouble(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoch()); }
-double ToUnixSecondsDouble(const google::protobuf::Timestamp& t) {
-  return static_cast<double>(t.seconds()) + t.nanos() * 1e-9;
-}
 google::protobuf::Timestamp ToTimestamp(double unix_seconds) {
   return TimeUtil::NanosecondsToTimestamp(std::llround(unix_seconds * 1e9));
 }
@@ -99,12 +97,15 @@ WorkloadHistory MergedHistory(const std::deque<internal::UsageBucket>& buckets,
   out.bucket_seconds = static_cast<double>(minutes) * internal::kHistoryBucketSeconds;
   // Sums over the buckets of the interval being filled.
   int64_t pod_samples = 0;
-  double cpu_sum = 0, qps_sum = 0;
+  double cpu_sum = 0, qps_sum = 0, latency_sum = 0;
+  int64_t latency_samples = 0;
   int merged = 0;
   auto finish = [&] {
     WorkloadHistoryBucket& b = out.buckets.back();
     b.cpu_cores_mean = pod_samples > 0 ? cpu_sum / static_cast<double>(pod_samples) : 0;
     b.qps = qps_sum / merged;
+    b.latency_seconds =
+        latency_samples > 0 ? latency_sum / static_cast<double>(latency_samples) : -1;
   };
   for (size_t i = 0; i < buckets.size(); ++i) {
     const internal::UsageBucket& u = buckets[i];
@@ -113,7 +114,8 @@ WorkloadHistory MergedHistory(const std::deque<internal::UsageBucket>& buckets,
       if (i > 0) finish();
       out.buckets.emplace_back().start = static_cast<double>(interval) * out.bucket_seconds;
       pod_samples = 0;
-      cpu_sum = qps_sum = 0;
+      cpu_sum = qps_sum = latency_sum = 0;
+      latency_samples = 0;
       merged = 0;
     }
     WorkloadHistoryBucket& b = out.buckets.back();
@@ -122,6 +124,8 @@ WorkloadHistory MergedHistory(const std::deque<internal::UsageBucket>& buckets,
     b.memory_bytes_max = std::max(b.memory_bytes_max, u.memory_max);
     pod_samples += u.pod_samples;
     cpu_sum += u.cpu_sum;
+    latency_sum += u.latency_sum;
+    latency_samples += u.latency_samples;
     // The bucket's offered load: mean QPS per pod sample, times the instances reporting.
     qps_sum += u.pod_samples > 0 ? u.qps_sum / static_cast<double>(u.pod_samples) * u.instances : 0;
     ++merged;
@@ -191,8 +195,9 @@ struct AutoscalerCore::WorkloadState {
   void Feed(const TelemetryRow& r, const SeriesKey& key) {
     // Before the models take the sample: a history bucket it closes keeps the recommendation
     // that stood until now, computed once per bucket.
-    history.Add(key.first, r.timestamp, r.cpu_cores, r.memory_bytes, r.qps,
+    history.Add(key.first, r.timestamp, r.cpu_cores, r.memory_bytes, r.qps, r.latency_ms / 1000,
                 [this] { return ClosingSnapshot(); });
+    if (!r.versions.empty()) history.SetVersions(key.first, r.timestamp, r.versions);
     const absl::Time t = absl::FromUnixSeconds(0) + absl::Seconds(r.timestamp);
     Container& c = ContainerNamed(key.second);
     load_model::UsageSample u;
@@ -221,7 +226,8 @@ struct AutoscalerCore::WorkloadState {
                                             .cpu_cores = r.cpu_cores,
                                             .qps = r.qps,
                                             .gpu_utilization = r.gpu_utilization,
-                                            .latency_ms = r.latency_ms};
+                                            .latency_ms = r.latency_ms,
+                                            .cpu_request_cores = r.cpu_request_cores};
     std::optional<load_model::LoadSample> closed =
         window.Add(sample, [this](absl::Time at) { return InstanceCpuTarget(at); });
     if (closed.has_value()) {
@@ -502,78 +508,6 @@ v1::ListWorkloadsResponse AutoscalerCore::ListWorkloads() {
   return resp;
 }
 
-namespace {
-
-// A sample's own fields, before any state is consulted: the reason and message of the first
-// problem, or nullopt when the sample is well formed.
-struct Rejection {
-  const char* reason;
-  std::string message;
-};
-
-std::optional<Rejection> CheckSampleFields(const v1::TelemetrySample& s, double now) {
-  if (s.instance().empty() || s.instance().size() > kMaxInstanceNameLength) {
-    return Rejection{"bad_field",
-                     StrCat("instance: must be 1 to ", kMaxInstanceNameLength, " bytes")};
-  }
-  if (s.container().size() > kMaxInstanceNameLength) {
-    return Rejection{"bad_field",
-                     StrCat("container: longer than ", kMaxInstanceNameLength, " bytes")};
-  }
-  const struct {
-    const char* name;
-    double value;
-  } fields[] = {{"cpu_cores", s.cpu_cores()},
-                {"memory_bytes", s.memory_bytes()},
-                {"gpu_utilization", s.gpu_utilization()},
-                {"gpu_memory_bytes", s.gpu_memory_bytes()},
-                {"qps", s.qps()},
-                {"latency_seconds", s.latency_seconds()}};
-  for (const auto& f : fields) {
-    if (!std::isfinite(f.value)) {
-      return Rejection{"not_finite", StrFormat("%s: %g is not finite", f.name, f.value)};
-    }
-    if (f.value < 0) {
-      return Rejection{"negative", StrFormat("%s: %g is negative", f.name, f.value)};
-    }
-  }
-  if (!s.has_time()) return Rejection{"bad_field", "time: must be set"};
-  const google::protobuf::Timestamp& t = s.time();
-  if (t.seconds() < TimeUtil::kTimestampMinSeconds ||
-      t.seconds() > TimeUtil::kTimestampMaxSeconds || t.nanos() < 0 || t.nanos() > 999999999) {
-    return Rejection{"bad_field", StrFormat("time: seconds %d, nanos %d is not a valid Timestamp",
-                                            t.seconds(), t.nanos())};
-  }
-  if (t.seconds() <= 0) {
-    return Rejection{"bad_field",
-                     StrCat("time: ", TimeUtil::ToString(t), " is not after 1970-01-01")};
-  }
-  if (s.gpu_utilization() > 1) {
-    return Rejection{"bad_field",
-                     StrFormat("gpu_utilization: %g must be in [0, 1]", s.gpu_utilization())};
-  }
-  if (const double ahead = ToUnixSecondsDouble(t) - now; ahead > kMaxFutureSkewSeconds) {
-    return Rejection{"future", StrFormat("time: %s is %.0f s ahead of the server's clock",
-                                         TimeUtil::ToString(t), ahead)};
-  }
-  return std::nullopt;
-}
-
-TelemetryRow ToRow(const v1::TelemetrySample& s, int64_t instance_id) {
-  TelemetryRow r;
-  r.instance_id = instance_id;
-  r.timestamp = ToUnixSecondsDouble(s.time());
-  r.cpu_cores = s.cpu_cores();
-  r.memory_bytes = s.memory_bytes();
-  r.gpu_utilization = s.gpu_utilization();
-  r.gpu_memory_bytes = s.gpu_memory_bytes();
-  r.qps = s.qps();
-  r.latency_ms = s.latency_seconds() * 1000;
-  r.oom = s.oom();
-  return r;
-}
-
-}  // namespace
 
 // What one batch will do once stored: its accepted rows, the series it creates, the newest
 // timestamp of each series it touches, and its rejections.
@@ -613,7 +547,7 @@ AutoscalerCore::IngestPlan AutoscalerCore::PlanIngest(const v1::TelemetryBatch& 
                                         "\"; create it with PutWorkload"));
       continue;
     }
-    if (std::optional<Rejection> bad = CheckSampleFields(s, now); bad.has_value()) {
+    if (std::optional<SampleRejection> bad = CheckSampleFields(s, now); bad.has_value()) {
       reject(bad->reason, bad->message);
       continue;
     }
@@ -745,7 +679,19 @@ absl::StatusOr<WorkloadHistory> AutoscalerCore::History(absl::string_view worklo
   if (!w.history.buckets().empty()) {
     if (absl::StatusOr<v1::Recommendation> r = w.Current(now); r.ok()) newest = SnapshotOf(*r);
   }
-  return MergedHistory(w.history.buckets(), newest, max_points);
+  WorkloadHistory out = MergedHistory(w.history.buckets(), newest, max_points);
+  for (const auto& [name, series] : w.history.Instances()) {
+    if (out.instances.size() >= kMaxInstancesNow) break;
+    if (!out.instances.empty() &&
+        series->last_time() < out.instances.front().time - kInstancesNowSeconds) {
+      break;
+    }
+    out.instances.push_back({.instance = name,
+                             .time = series->last_time(),
+                             .versions = series->versions(),
+                             .versions_time = series->versions_time()});
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<UsagePoint>> AutoscalerCore::InstanceHistory(absl::string_view workload,

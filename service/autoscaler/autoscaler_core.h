@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "evoscale/v1/autoscaler.pb.h"
 #include "load_model/recommender.h"
+#include "service/autoscaler/internal/sample_check.h"
 #include "service/common/clock.h"
 #include "service/store/telemetry_store.h"
 
@@ -29,13 +30,10 @@ namespace evoscale::service {
 
 inline constexpr int kMaxSamplesPerBatch = 100000;
 inline constexpr int kMaxWorkloadNameLength = 253;
-inline constexpr int kMaxInstanceNameLength = 253;
 // Container names per workload (each has its own load models): samples naming more are
 // rejected as "too_many_containers".
 inline constexpr size_t kMaxContainersPerWorkload = 64;
 inline constexpr int kMaxReportedErrors = 10;
-// Samples stamped further ahead of the server's clock than this are rejected.
-inline constexpr double kMaxFutureSkewSeconds = 300;
 // Samples of all instances within one window make one replica-load observation.
 inline constexpr double kLoadWindowSeconds = 60;
 // A container whose newest sample is older than the workload's newest by more than this is
@@ -54,6 +52,9 @@ struct WorkloadHistoryBucket {
   // Requests per second offered to the workload: the mean QPS of a pod sample x instances
   // (the instances' QPS summed, where they report equally often).
   double qps = 0;
+  // The mean of the latencies its samples reported (TelemetrySample.latency_seconds); -1 when
+  // none did.
+  double latency_seconds = -1;
   // The workload's recommendation (what one pod should request, and replicas) as it stood
   // when the bucket closed, i.e. when the first sample of a later bucket arrived; for the
   // newest bucket, the current one (GetRecommendation's answer now). A bucket that late
@@ -65,10 +66,25 @@ struct WorkloadHistoryBucket {
   int replicas = 0;
 };
 
+// One instance as its newest reports left it.
+struct InstanceNow {
+  std::string instance;
+  double time = 0;  // unix seconds of its newest sample
+  // What it serves (TelemetrySample.versions) by name, from its newest report of them at
+  // `versions_time`; empty when it never reported any.
+  std::vector<std::pair<std::string, int64_t>> versions;
+  double versions_time = 0;
+};
+
 struct WorkloadHistory {
   double bucket_seconds = 60;                  // the width of every bucket
   std::vector<WorkloadHistoryBucket> buckets;  // oldest first; only spans that had samples
+  // The instances heard from within kInstancesNowSeconds of the newest one, newest first, at
+  // most kMaxInstancesNow.
+  std::vector<InstanceNow> instances;
 };
+inline constexpr double kInstancesNowSeconds = 300;
+inline constexpr size_t kMaxInstancesNow = 100;
 
 // One pod sample of an instance.
 struct UsagePoint {

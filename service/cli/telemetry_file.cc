@@ -33,7 +33,8 @@ using ::google::protobuf::util::TimeUtil;
 
 constexpr char kColumns[] =
     "workload, instance, container, time, cpu_cores, memory_bytes, gpu_utilization, "
-    "gpu_memory_bytes, qps, latency_seconds, oom; or the earlier timestamp (unix seconds) and "
+    "gpu_memory_bytes, qps, latency_seconds, oom, cpu_request_cores; or the earlier timestamp "
+    "(unix seconds) and "
     "latency_ms";
 
 absl::StatusOr<Timestamp> TimeFromUnixSeconds(double seconds, absl::string_view field) {

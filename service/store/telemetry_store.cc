@@ -54,6 +54,11 @@ constexpr const char* kMigrations[] = {
     DROP TABLE instances;
     ALTER TABLE instances_v2 RENAME TO instances;
     )sql",
+    // 2 -> 3: the container's CPU request as reported (TelemetrySample.cpu_request_cores; 0
+    // for the samples before, which did not report it).
+    R"sql(
+    ALTER TABLE samples ADD COLUMN cpu_request REAL NOT NULL DEFAULT 0;
+    )sql",
 };
 static_assert(std::size(kMigrations) == TelemetryStore::kSchemaVersion);
 
@@ -142,7 +147,7 @@ absl::Status TelemetryStore::Init() {
        "INSERT INTO instances(id, workload_id, name, container) VALUES(?1, ?2, ?3, ?4)"},
       {&put_sample_,
        "INSERT INTO samples(instance_id, resolution, ts, cpu, mem, gpu_util, gpu_mem, qps, "
-       "latency, oom) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"},
+       "latency, oom, cpu_request) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"},
   };
   for (const auto& [stmt, sql] : statements) {
     int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, stmt, nullptr);
@@ -187,6 +192,7 @@ absl::Status TelemetryStore::Append(absl::Span<const StoredInstance> new_instanc
     sqlite3_bind_double(put_sample_, 8, r.qps);
     sqlite3_bind_double(put_sample_, 9, r.latency_ms);
     sqlite3_bind_int(put_sample_, 10, r.oom ? 1 : 0);
+    sqlite3_bind_double(put_sample_, 11, r.cpu_request_cores);
     if (absl::Status st = StepDone(db_, put_sample_, "put sample"); !st.ok()) return st;
   }
   return tx.Commit();
@@ -203,15 +209,17 @@ absl::StatusOr<int64_t> TelemetryStore::Compact(const RetentionPolicy& policy, d
   // the later mean wins for means: buckets are folded once their whole width is old).
   const std::string fold = absl::StrCat(
       "INSERT INTO samples(instance_id, resolution, ts, cpu, mem, gpu_util, gpu_mem, qps, "
-      "latency, oom) SELECT instance_id, ",
+      "latency, oom, cpu_request) SELECT instance_id, ",
       static_cast<int>(policy.bucket_seconds),
       ", CAST(ts / ?1 AS INTEGER) * ?1, avg(cpu), max(mem), avg(gpu_util), max(gpu_mem), "
-      "avg(qps), avg(latency), max(oom) FROM samples WHERE resolution = 0 AND ts < ?2 "
+      "avg(qps), avg(latency), max(oom), avg(cpu_request) FROM samples "
+      "WHERE resolution = 0 AND ts < ?2 "
       "GROUP BY instance_id, CAST(ts / ?1 AS INTEGER) "
       "ON CONFLICT(resolution, ts, instance_id) DO UPDATE SET "
       "cpu = excluded.cpu, mem = max(mem, excluded.mem), gpu_util = excluded.gpu_util, "
       "gpu_mem = max(gpu_mem, excluded.gpu_mem), qps = excluded.qps, "
-      "latency = excluded.latency, oom = max(oom, excluded.oom)");
+      "latency = excluded.latency, oom = max(oom, excluded.oom), "
+      "cpu_request = excluded.cpu_request");
   int64_t removed = 0;
   auto run = [&](const std::string& sql, std::initializer_list<double> params) -> absl::Status {
     sqlite3_stmt* s = nullptr;
@@ -295,8 +303,8 @@ absl::Status TelemetryStore::ScanSamples(const std::function<void(const Telemetr
   absl::MutexLock lock(&mu_);
   return internal::ForEachRow(
       db_,
-      "SELECT instance_id, resolution, ts, cpu, mem, gpu_util, gpu_mem, qps, latency, oom "
-      "FROM samples ORDER BY ts, instance_id",
+      "SELECT instance_id, resolution, ts, cpu, mem, gpu_util, gpu_mem, qps, latency, oom, "
+      "cpu_request FROM samples ORDER BY ts, instance_id",
       "scan samples", [&](sqlite3_stmt* s) {
         TelemetryRow r;
         r.instance_id = sqlite3_column_int64(s, 0);
@@ -309,6 +317,7 @@ absl::Status TelemetryStore::ScanSamples(const std::function<void(const Telemetr
         r.qps = sqlite3_column_double(s, 7);
         r.latency_ms = sqlite3_column_double(s, 8);
         r.oom = sqlite3_column_int(s, 9) != 0;
+        r.cpu_request_cores = sqlite3_column_double(s, 10);
         fn(r);
         return absl::OkStatus();
       });

@@ -38,6 +38,9 @@ struct TelemetryRow {
   double qps = 0;
   double latency_ms = 0;  // TelemetrySample.latency_seconds, in milliseconds as stored
   bool oom = false;
+  double cpu_request_cores = 0;  // 0: not reported
+  // TelemetrySample.versions, in memory only: not stored (rows read back have none).
+  std::vector<std::pair<std::string, int64_t>> versions;
   int32_t resolution = 0;  // 0 = raw; else the bucket width in seconds
 };
 
@@ -70,7 +73,7 @@ class TelemetryStore {
   TelemetryStore(const TelemetryStore&) = delete;
   TelemetryStore& operator=(const TelemetryStore&) = delete;
 
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   absl::Status PutWorkload(int64_t id, const v1::Workload& workload);
 

@@ -302,6 +302,14 @@ TEST_F(AutoscalerE2eTest, BadSamplesAreCountedByReasonAndNothingStoredIsCorrupte
   EXPECT_THAT(resp.errors(5), HasSubstr("unknown workload \"default/nobody\""));
   EXPECT_THAT(resp.errors(8), HasSubstr("latency_seconds: -0.5 is negative"));
   EXPECT_THAT(resp.errors(9), HasSubstr("time: must be set"));
+  // A reported CPU request is checked as the usage fields are.
+  bad.Clear();
+  add(kWorkload, "ranker-0", end + 70)->set_cpu_request_cores(-1);
+  v1::ReportTelemetryResponse request_resp;
+  ASSERT_TRUE(Report({bad}, &request_resp).ok());
+  EXPECT_EQ(request_resp.rejected(), 1);
+  ASSERT_EQ(request_resp.errors_size(), 1);
+  EXPECT_THAT(request_resp.errors(0), HasSubstr("cpu_request_cores: -1 is negative"));
 
   // A malformed workload is refused with the field named.
   v1::Workload ignored;

@@ -75,5 +75,26 @@ TEST(ReplicaLoadWindowTest, ContainersOfOneInstanceAddUpToOneReplica) {
   EXPECT_DOUBLE_EQ(closed->latency_ms, 10);
 }
 
+// Reported requests are what the pods hold: utilisation is their usage over them (as the
+// HorizontalPodAutoscaler computes it), not over the recommended request.
+TEST(ReplicaLoadWindowTest, ReportedRequestsAreTheUtilisationDenominator) {
+  ReplicaLoadWindow window(60);
+  auto recommended = [](absl::Time) { return 10.0; };  // would give 0.03 if it counted
+  EXPECT_FALSE(window.Add({.instance = 1, .timestamp = 0, .cpu_cores = 0.2, .qps = 50,
+                           .cpu_request_cores = 0.25}, recommended));
+  EXPECT_FALSE(window.Add({.instance = 2, .timestamp = 10, .cpu_cores = 0.1, .qps = 30,
+                           .cpu_request_cores = 0.25}, recommended));
+  std::optional<LoadSample> closed = window.Add({.instance = 1, .timestamp = 60}, recommended);
+  ASSERT_TRUE(closed.has_value());
+  EXPECT_EQ(closed->replicas, 2);
+  EXPECT_DOUBLE_EQ(closed->utilization, (0.2 + 0.1) / (0.25 + 0.25));
+  EXPECT_DOUBLE_EQ(closed->qps, 80);
+  // A later window whose samples report no request goes back to the recommended one.
+  EXPECT_FALSE(window.Add({.instance = 2, .timestamp = 70, .cpu_cores = 5}, recommended));
+  closed = window.Add({.instance = 1, .timestamp = 130}, recommended);
+  ASSERT_TRUE(closed.has_value());
+  EXPECT_DOUBLE_EQ(closed->utilization, (0.0 + 5.0) / 2 / 10.0);
+}
+
 }  // namespace
 }  // namespace evoscale::load_model

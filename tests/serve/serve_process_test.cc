@@ -255,6 +255,23 @@ TEST_F(ServeProcessTest, ItReportsItsTelemetryToEvoscaledAsAServingWorkload) {
     return stub->GetWorkload(&ctx, request, &workload).ok() && workload.sample_count() >= 2;
   })) << workload.DebugString();
   EXPECT_EQ(workload.kind(), v1::Workload::SERVING);
+  // What the dashboard reads: the replica with the versions it serves, its latency and QPS.
+  nlohmann::json history;
+  EXPECT_TRUE(AwaitCondition([&] {
+    history = nlohmann::json::parse(
+        HttpGet((*evoscaled)->http_address(), "/api/v1/workloads/default/ranker/history").body,
+        nullptr, false);
+    if (!history.is_object() || history["instances_now"].empty()) return false;
+    for (const nlohmann::json& l : history["latency_seconds"]) {
+      if (l.is_number() && l.get<double>() > 0) return true;
+    }
+    return false;
+  })) << history.dump();
+  ASSERT_EQ(history["instances_now"].size(), 1u) << history.dump();
+  const nlohmann::json& replica = history["instances_now"][0];
+  EXPECT_EQ(replica["instance"], "replica-0");
+  EXPECT_EQ(replica["versions"]["sparse"].get<int64_t>(), version);
+  EXPECT_EQ(replica["versions"]["dense"].get<int64_t>(), version);  // one checkpoint: both
 }
 
 

@@ -587,5 +587,60 @@ TEST_F(AutoscalerHistoryTest, ReopenedCoreReplaysTheSameHistory) {
   }
 }
 
+// A serving workload's mean latency per minute (over the samples that reported one) and each
+// pod's newest versions, newest report first; a pod silent for 5 minutes before the newest is
+// no longer listed. Versions are not stored: after a restart the next report brings them.
+TEST_F(AutoscalerHistoryTest, LatencyPerMinuteAndEachPodsNewestVersions) {
+  PutWorkload(kWeb);
+  auto sample = [](const char* pod, int64_t t, double latency, int64_t sparse) {
+    v1::TelemetrySample s = Sample(kWeb, pod, "", t, 0.5, 1e8, 10);
+    s.set_latency_seconds(latency);
+    if (sparse >= 0) {
+      (*s.mutable_versions())["sparse"] = sparse;
+      (*s.mutable_versions())["dense"] = 3;
+    }
+    return s;
+  };
+  Ingest({sample("web-0", Minute(0), 0.002, 10), sample("web-1", Minute(0), 0.004, 9),
+          sample("old", Minute(0), 0, -1)});
+  Ingest({sample("web-0", Minute(1), 0, 11), sample("web-1", Minute(1), 0.006, -1)});
+  Ingest({sample("web-0", Minute(9), 0.001, 12)});
+  Ingest({sample("web-1", Minute(9) + 1, 0.001, 12)});
+  WorkloadHistory h = HistoryOf(kWeb);
+  ASSERT_EQ(h.buckets.size(), 3u);
+  EXPECT_DOUBLE_EQ(h.buckets[0].latency_seconds, (0.002 + 0.004) / 2);  // "old" reported none
+  EXPECT_DOUBLE_EQ(h.buckets[1].latency_seconds, 0.006);
+  ASSERT_EQ(h.instances.size(), 2u);  // "old" last reported 9 minutes before the newest
+  EXPECT_EQ(h.instances[0].instance, "web-1");
+  EXPECT_EQ(h.instances[0].time, Minute(9) + 1);
+  using Versions = std::vector<std::pair<std::string, int64_t>>;
+  EXPECT_EQ(h.instances[0].versions, (Versions{{"dense", 3}, {"sparse", 12}}));
+  EXPECT_EQ(h.instances[1].instance, "web-0");
+  EXPECT_EQ(h.instances[1].versions, (Versions{{"dense", 3}, {"sparse", 12}}));
+  EXPECT_EQ(h.instances[1].versions_time, Minute(9));
+
+  // A bad version is refused, naming it; nothing of the sample is kept.
+  v1::TelemetryBatch bad;
+  *bad.add_samples() = sample("web-0", Minute(10), 0.001, 13);
+  (*bad.mutable_samples(0)->mutable_versions())["sparse"] = -1;
+  *bad.add_samples() = sample("web-0", Minute(10) + 1, 0.001, 13);
+  (*bad.mutable_samples(1)->mutable_versions())[std::string(65, 'x')] = 1;
+  v1::ReportTelemetryResponse resp;
+  ASSERT_TRUE(core_->Ingest(bad, &resp).ok());
+  EXPECT_EQ(resp.rejected(), 2);
+  ASSERT_EQ(resp.errors_size(), 2);
+  EXPECT_THAT(resp.errors(0), HasSubstr("versions[sparse]: -1 is negative"));
+  EXPECT_THAT(resp.errors(1), HasSubstr("must be 1 to 64 bytes"));
+  h = HistoryOf(kWeb);
+  EXPECT_EQ(h.instances[1].versions, (Versions{{"dense", 3}, {"sparse", 12}}));
+
+  Reopen();
+  h = HistoryOf(kWeb);
+  ASSERT_EQ(h.buckets.size(), 3u);
+  EXPECT_DOUBLE_EQ(h.buckets[0].latency_seconds, (0.002 + 0.004) / 2);
+  ASSERT_EQ(h.instances.size(), 2u);
+  EXPECT_TRUE(h.instances[0].versions.empty());
+}
+
 }  // namespace
 }  // namespace evoscale::service

@@ -623,6 +623,24 @@ test('a workload: usage under the recommendation band, replicas running and reco
   assert.ok(replicas.data[0].every((n) => n === 3), 'three replicas running throughout');
   assert.ok(replicas.data[1].filter((n) => n !== null).length > 0, 'recommended replicas drawn');
   assert.match(await page.locator('#workload-rec').innerText(), /replicas/);
+  // A serving workload's load: requests/s of all pods (3 x 200 +- 120), the mean latency in
+  // ms (4 +- 2), and each pod's versions, the one behind marked.
+  await until(page, 'the load, latency and pods', () => ['load', 'latency', 'instances'].every((c) =>
+    document.querySelector(`#chart-workload-${c}`)?.dataset.drawn === '1'));
+  const load = await chart(page, '#chart-workload-load');
+  assert.equal(load.x.length, seeded.minutes);
+  assert.ok(load.data[0].every((q) => q > 3 * 60 && q < 3 * 340), `requests/s ${load.data[0].slice(0, 5)}`);
+  const latency = await chart(page, '#chart-workload-latency');
+  assert.equal(latency.x.length, seeded.minutes);
+  assert.ok(latency.data[0].every((ms) => ms >= 1.9 && ms <= 6.1), `latency ms ${latency.data[0].slice(0, 5)}`);
+  const pods = await page.locator('#chart-workload-instances tbody tr').allInnerTexts();
+  assert.equal(pods.length, 3);
+  const heads = await page.locator('#chart-workload-instances thead th').allInnerTexts();
+  assert.deepEqual(heads, ['pod', 'last report', 'dense version', 'sparse version']);
+  const behind = await page.locator('#chart-workload-instances td.behind').allInnerTexts();
+  assert.equal(behind.length, 1, 'pod-2 alone is behind on sparse rows');
+  const sparse = await page.locator('#chart-workload-instances tbody tr td:nth-child(4)').allInnerTexts();
+  assert.equal(Math.max(...sparse.map(Number)) - Number(behind[0]), 2);
   assert.ok(await painted(page, '#chart-workload-cpu') > 1000);
   await shot(page, 'workload');
   // Requests apart from limits (evoscale, requests at the median): a limit line above the

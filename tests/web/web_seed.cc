@@ -361,6 +361,11 @@ void Workload(const Args& a) {
       s->set_cpu_cores(std::max(0.05, 1.0 + 0.6 * std::sin(phase) + noise(rng)));
       s->set_memory_bytes((1.5 + 0.1 * static_cast<double>(t - start) / 3600.0 + 0.02 * k) * (1 << 30));
       s->set_qps(std::max(0.0, 200 + 120 * std::sin(phase) + 10 * noise(rng)));
+      s->set_latency_seconds(0.004 + 0.002 * std::sin(phase));
+      // An online model's replicas: the last one a minute behind the others' sparse rows.
+      const bool behind = k + 1 == a.instances && a.instances > 1;
+      (*s->mutable_versions())["sparse"] = 100 + (t - start) / 30 - (behind ? 2 : 0);
+      (*s->mutable_versions())["dense"] = 1;
       ++samples;
     }
     minutes[t / 60] = 1;

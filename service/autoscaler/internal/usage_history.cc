@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <tuple>
 
 namespace evoscale::service::internal {
 
@@ -106,7 +107,8 @@ bool InstanceSeries::FirstInBucket(int64_t index) {
 }
 
 void UsageHistory::Add(absl::string_view instance, double time, double cpu_cores,
-                       double memory_bytes, double qps, Snapshot snapshot) {
+                       double memory_bytes, double qps, double latency_seconds,
+                       Snapshot snapshot) {
   // The bucket first: opening one may sweep instances, and closing one must not see this sample.
   UsageBucket* bucket = BucketFor(time, snapshot);
   InstanceSeries& series = InstanceNamed(instance);
@@ -122,6 +124,10 @@ void UsageHistory::Add(absl::string_view instance, double time, double cpu_cores
   if (bucket == nullptr) return;
   bucket->cpu_sum += cpu_cores;
   bucket->qps_sum += qps;
+  if (latency_seconds > 0) {
+    bucket->latency_sum += latency_seconds;
+    ++bucket->latency_samples;
+  }
   // A container too far behind its siblings (pod == nullptr) adds to the sums, not the counts;
   // its own usage is all that is known of its pod's.
   bucket->cpu_max = std::max(bucket->cpu_max, pod != nullptr ? pod->cpu_cores : cpu_cores);
@@ -133,6 +139,24 @@ void UsageHistory::Add(absl::string_view instance, double time, double cpu_cores
       ++bucket->instances;
     }
   }
+}
+
+void UsageHistory::SetVersions(absl::string_view instance, double time,
+                               std::vector<std::pair<std::string, int64_t>> versions) {
+  auto it = instances_.find(instance);
+  if (it == instances_.end() || time < it->second.versions_time_) return;
+  it->second.versions_ = std::move(versions);
+  it->second.versions_time_ = time;
+}
+
+std::vector<std::pair<std::string, const InstanceSeries*>> UsageHistory::Instances() const {
+  std::vector<std::pair<std::string, const InstanceSeries*>> out;
+  out.reserve(instances_.size());
+  for (const auto& [name, series] : instances_) out.emplace_back(name, &series);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return std::tie(b.second->last_time_, a.first) < std::tie(a.second->last_time_, b.first);
+  });
+  return out;
 }
 
 const InstanceSeries* UsageHistory::instance(absl::string_view name) const {

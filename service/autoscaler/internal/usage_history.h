@@ -24,6 +24,7 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -62,6 +63,8 @@ struct UsageBucket {
   double cpu_max = 0;       // of any pod sample
   double memory_max = 0;    // of any pod sample
   double qps_sum = 0;       // of the pod samples' QPS
+  double latency_sum = 0;   // of the reported mean latencies, in seconds
+  int64_t latency_samples = 0;  // samples that reported a latency
   // Set as the bucket closed (a later one opened) when the workload had a recommendation
   // then; never for the newest bucket, whose recommendation is the current one.
   std::optional<RecommendationSnapshot> recommendation;
@@ -73,6 +76,12 @@ class InstanceSeries {
   // Its series, oldest first: the kept points and the newest pod sample, evenly thinned to
   // `max_points` when that is > 0 (the first and the newest are always there).
   std::vector<PodSample> Points(int max_points) const;
+  // Sample time of its newest sample.
+  double last_time() const { return last_time_; }
+  // The versions its newest report of them named (TelemetrySample.versions), sorted by name,
+  // and that report's time; empty, 0 when none did.
+  const std::vector<std::pair<std::string, int64_t>>& versions() const { return versions_; }
+  double versions_time() const { return versions_time_; }
 
  private:
   friend class UsageHistory;
@@ -98,6 +107,8 @@ class InstanceSeries {
   bool has_bucket_ = false;
   int64_t newest_bucket_ = 0;
   uint64_t bucket_bits_ = 0;  // bit d: counted in bucket newest_bucket_ - d
+  std::vector<std::pair<std::string, int64_t>> versions_;
+  double versions_time_ = 0;
 };
 
 class UsageHistory {
@@ -110,7 +121,12 @@ class UsageHistory {
   // into the instance's series; one into a past minute that had no bucket makes one, with the
   // recommendation of the bucket before it.
   void Add(absl::string_view instance, double time, double cpu_cores, double memory_bytes,
-           double qps, Snapshot snapshot);
+           double qps, double latency_seconds, Snapshot snapshot);
+  // Records what `instance` served at `time` (kept when no later report of versions was).
+  void SetVersions(absl::string_view instance, double time,
+                   std::vector<std::pair<std::string, int64_t>> versions);
+  // Every instance with a series, newest report first.
+  std::vector<std::pair<std::string, const InstanceSeries*>> Instances() const;
 
   // Oldest first, at most kHistoryBuckets, only minutes that had samples.
   const std::deque<UsageBucket>& buckets() const { return buckets_; }

@@ -31,6 +31,7 @@ using ::evoscale::testing::ScopedTempDir;
 using ::evoscale::testing::StatusIs;
 using ::google::protobuf::util::MessageDifferencer;
 using ::testing::AllOf;
+using ::testing::ElementsAre;
 using ::testing::Eq;
 using ::testing::HasSubstr;
 
@@ -525,6 +526,42 @@ TEST_F(StoreTest, TelemetryStoreMigratesSchema1ToContainersAndSeconds) {
   EXPECT_TRUE((*store)->Append({sidecar}, {}).ok());
   const StoredInstance again{.id = 5, .workload_id = 1, .name = "pod-0", .container = ""};
   EXPECT_FALSE((*store)->Append({again}, {}).ok());
+}
+
+// Schema 3 keeps each sample's reported CPU request: the migrated rows read 0 (not reported),
+// new rows keep theirs, and folding raw samples into a bucket keeps their mean.
+TEST_F(StoreTest, TelemetryStoreKeepsReportedCpuRequestsThroughBuckets) {
+  const std::string telemetry = dir_.File("requests.telemetry.db");
+  absl::StatusOr<std::unique_ptr<TelemetryStore>> store =
+      TelemetryStore::Open(telemetry, Durability::kProcessCrash);
+  ASSERT_TRUE(store.ok()) << store.status();
+  v1::Workload w;
+  w.set_name("default/ranker");
+  ASSERT_TRUE((*store)->PutWorkload(1, w).ok());
+  const StoredInstance pod{.id = 1, .workload_id = 1, .name = "pod-0"};
+  std::vector<TelemetryRow> rows;
+  for (double request : {0.25, 0.75}) {
+    rows.push_back({.instance_id = 1, .timestamp = 1000.0 + 100 * rows.size(), .cpu_cores = 0.1,
+                    .cpu_request_cores = request});
+  }
+  ASSERT_TRUE((*store)->Append({pod}, rows).ok());
+  std::vector<double> requests;
+  auto scan = [&] {
+    requests.clear();
+    ASSERT_TRUE((*store)
+                    ->ScanSamples([&](const TelemetryRow& r) {
+                      requests.push_back(r.cpu_request_cores);
+                    })
+                    .ok());
+  };
+  scan();
+  EXPECT_THAT(requests, ElementsAre(0.25, 0.75));
+  RetentionPolicy policy;
+  policy.raw_retention_seconds = 60;
+  policy.bucket_seconds = 600;
+  ASSERT_TRUE((*store)->Compact(policy, /*now=*/5000).ok());
+  scan();
+  EXPECT_THAT(requests, ElementsAre(0.5));
 }
 
 // Found by the soak bench (the studies WAL reached 14 GB in 10 minutes): the checkpointer's
