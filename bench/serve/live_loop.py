@@ -28,9 +28,11 @@ starting or serving, counts: it holds its request), and the same for a fixed fle
 
 Needs root (cgroup v1 CPU groups below /sys/fs/cgroup/cpu) and a build with the benches.
 
-usage: live_loop.py [--minutes 0:660] [--minute-seconds 0.5] [--peak-qps 2400]
-                    [--replica-cores 0.2] [--max-replicas 8] [--policies evoscale,hpa,fixed]
-                    [--json FILE]
+usage: live_loop.py [--minutes 0:660] [--minute-seconds 0.5] [--peak-qps 1000]
+                    [--replica-cores 0.2] [--max-replicas 6] [--policies evoscale,hpa,fixed]
+                    [--repeats 1] [--json FILE]
+With --repeats N the policies run N times in turn (the order reversed every other round, so
+that neither always follows the other), and the table gives each policy's median.
 """
 import argparse
 import collections
@@ -185,7 +187,7 @@ def cli(server, *args):
 
 
 def run_policy(args, policy, shape, scale, server, model_dir, workdir):
-    workload = f"default/live-{policy}"
+    workload = f"default/live-{policy}-{args.round}"
     fixed = policy == "fixed"
     if not fixed:
         cli(server, "workload", "put", workload, "--policy", policy, "--target-utilization",
@@ -201,7 +203,7 @@ def run_policy(args, policy, shape, scale, server, model_dir, workdir):
 
     def start_replica(minute):
         counter[0] += 1
-        r = Replica(f"evoscale-live-{os.getpid()}-{policy}-{counter[0]}", model_dir,
+        r = Replica(f"evoscale-live-{os.getpid()}-{policy}-{args.round}-{counter[0]}", model_dir,
                     args.replica_cores, args.cfs_period_us, workdir)
         r.started_minute = minute
         replicas.append(r)
@@ -239,7 +241,8 @@ def run_policy(args, policy, shape, scale, server, model_dir, workdir):
             serving = [r for r in replicas if r in serving_set]
             ok = stats["errors"] == 0 and stats["p99_ms"] <= args.slo_ms
             row = {"minute": m, "qps": round(qps, 1), "replicas": alive,
-                   "serving": len(serving), "p99_ms": round(stats["p99_ms"], 3),
+                   "serving": len(serving), "requests": stats["ok"] + stats["errors"],
+                   "p99_ms": round(stats["p99_ms"], 3),
                    "errors": stats["errors"], "slo_met": ok}
             # Each serving replica's minute, as its telemetry.
             lines = []
@@ -314,16 +317,17 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--minutes", default="0:660", help="FIRST:LAST trace minutes to replay")
     ap.add_argument("--minute-seconds", type=float, default=0.5)
-    ap.add_argument("--peak-qps", type=float, default=2400)
+    ap.add_argument("--peak-qps", type=float, default=1000)
     ap.add_argument("--batch", type=int, default=10, help="examples per request")
     ap.add_argument("--replica-cores", type=float, default=0.2)
     ap.add_argument("--cfs-period-us", type=int, default=100000)
-    ap.add_argument("--max-replicas", type=int, default=8)
+    ap.add_argument("--max-replicas", type=int, default=6)
     ap.add_argument("--initial-replicas", type=int, default=1)
     ap.add_argument("--startup-minutes", type=int, default=2)
     ap.add_argument("--target-utilization", type=float, default=0.6)
     ap.add_argument("--slo-ms", type=float, default=50)
     ap.add_argument("--policies", default="evoscale,hpa,fixed")
+    ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--model-dir")
     ap.add_argument("--json")
     ap.add_argument("--verbose", action="store_true")
@@ -350,8 +354,13 @@ def main():
     results = []
     try:
         address = json.loads(server.stdout.readline())["grpc"]
-        for policy in args.policies.split(","):
-            results.append(run_policy(args, policy, shape, scale, address, model_dir, workdir))
+        policies = args.policies.split(",")
+        for round_ in range(args.repeats):
+            for policy in (policies if round_ % 2 == 0 else policies[::-1]):
+                args.round = round_
+                result = run_policy(args, policy, shape, scale, address, model_dir, workdir)
+                result["round"] = round_
+                results.append(result)
     finally:
         server.terminate()
         server.wait()
@@ -359,12 +368,17 @@ def main():
           f"{args.peak_qps:.0f} requests/s of {args.batch} examples, one trace minute per "
           f"{args.minute_seconds} s; replicas of {args.replica_cores} cores (CFS quota), "
           f"startup {args.startup_minutes} min, SLO p99 <= {args.slo_ms} ms and no errors")
-    print("| policy | minutes meeting the SLO | replica-minutes | scale events | median p99 ms |"
-          " errors |")
-    print("|---|---|---|---|---|---|")
+    print("| policy | round | minutes meeting the SLO | replica-minutes | scale events |"
+          " median p99 ms | errors |")
+    print("|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {r['policy']} | {r['slo_met_percent']}% | {r['replica_minutes']} | "
+        print(f"| {r['policy']} | {r['round']} | {r['slo_met_percent']}% | {r['replica_minutes']} | "
               f"{r['scale_events']} | {r['p99_ms_median']} | {r['errors']} |")
+    for policy in policies:
+        rs = [r for r in results if r["policy"] == policy]
+        print(f"{policy}: median over {len(rs)} rounds: SLO met in "
+              f"{statistics.median(r['slo_met_percent'] for r in rs)}% of minutes, "
+              f"{statistics.median(r['replica_minutes'] for r in rs)} replica-minutes")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"args": {k: v for k, v in vars(args).items()}, "results": results}, f,

@@ -321,6 +321,7 @@ int Live(const std::string& data, int batch) {
     size_t next = 0;
     int64_t sent = 0;
     Clock::time_point due = Clock::now();
+    double scheduled = 0;  // the rate `due` was scheduled at
     while (!stop.load()) {
       const double r = rate.load();
       if (r <= 0) {
@@ -328,7 +329,20 @@ int Live(const std::string& data, int batch) {
         due = Clock::now();
         continue;
       }
-      due += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1.0 / r));
+      if (r != scheduled) {
+        // A new rate: the next call is due one new interval after the last one, or now.
+        due = std::max(due, Clock::now() - std::chrono::duration_cast<Clock::duration>(
+                                               std::chrono::duration<double>(1.0 / r)));
+        scheduled = r;
+      }
+      const Clock::time_point following =
+          due + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1.0 / r));
+      // Sleep at most 10 ms at a time, so that a new rate or a stop is seen.
+      if (following > Clock::now() + std::chrono::milliseconds(10)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        continue;
+      }
+      due = following;
       if (due > Clock::now()) std::this_thread::sleep_until(due);
       std::shared_ptr<LiveTarget> target;
       {
