@@ -62,6 +62,7 @@ struct Flags {
   int max_batch = 1024;
   int threads = 2;
   double report_every = 5;
+  double cpu_request = 0;
 };
 
 // -1: go on; else the exit code (help printed, or bad flags reported).
@@ -89,6 +90,10 @@ int ParseFlags(int argc, char** argv, Flags& f) {
   app.add_option("--report-every", f.report_every, "seconds between telemetry reports")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 3600.0));  // evoscaled keeps one sample per second
+  app.add_option("--cpu-request", f.cpu_request,
+                 "the CPU cores this replica is given (its pod's request), sent with each "
+                 "report; replica counts take utilisation over it (0: not sent)")
+      ->check(CLI::Range(0.0, 4096.0));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -177,6 +182,7 @@ int main(int argc, char** argv) {
         flags.instance.empty() ? WithPort(flags.grpc_address, grpc_port) : flags.instance;
     if (const char* token = std::getenv("EVOSCALE_TOKEN")) options.token = token;
     options.period = std::chrono::milliseconds(int64_t(flags.report_every * 1000));
+    options.cpu_request_cores = flags.cpu_request;
     const evoscale::serve::Model* served = model->get();
     options.versions = [served] {
       return std::map<std::string, int64_t>{{"sparse", served->sparse_version()},

@@ -51,6 +51,7 @@ v1::TelemetrySample TelemetryReporter::Measure() {
   sample.set_memory_bytes(double(trainer::CurrentRssBytes()));
   sample.set_qps(seconds > 0 ? double(period.calls) / seconds : 0);
   sample.set_latency_seconds(period.calls > 0 ? period.seconds / double(period.calls) : 0);
+  sample.set_cpu_request_cores(options_.cpu_request_cores);
   if (options_.versions) {
     for (const auto& [name, version] : options_.versions()) {
       (*sample.mutable_versions())[name] = version;

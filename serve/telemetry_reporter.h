@@ -27,6 +27,7 @@ struct ReporterOptions {
   std::string instance;   // this replica (default: host:port of its gRPC)
   std::string token;      // a bearer token when evoscaled has --auth-tokens ("" = none)
   std::chrono::milliseconds period{5000};
+  double cpu_request_cores = 0;  // TelemetrySample.cpu_request_cores (0: not sent)
   // What the replica serves now, by name ("sparse", "dense"): TelemetrySample.versions.
   std::function<std::map<std::string, int64_t>()> versions;
 };

@@ -226,6 +226,9 @@ TEST_F(ServeProcessTest, ACheckpointOfAnotherLayoutAndBadFlagsStopItAtStart) {
   Ran batch = RunToEnd("evoscale-serve", {"--model-dir", dir.path(), "--max-batch", "0"});
   EXPECT_EQ(batch.exit_code, 2);
   EXPECT_NE(batch.output.find("--max-batch"), std::string::npos) << batch.output;
+  Ran request = RunToEnd("evoscale-serve", {"--model-dir", dir.path(), "--cpu-request", "-1"});
+  EXPECT_EQ(request.exit_code, 2);
+  EXPECT_NE(request.output.find("--cpu-request"), std::string::npos) << request.output;
 }
 
 TEST_F(ServeProcessTest, ItReportsItsTelemetryToEvoscaledAsAServingWorkload) {
@@ -240,7 +243,7 @@ TEST_F(ServeProcessTest, ItReportsItsTelemetryToEvoscaledAsAServingWorkload) {
   absl::StatusOr<Served> served =
       StartServe({"--model-dir", dir.path(), "--evoscaled", (*evoscaled)->grpc_address(),
                   "--workload", "default/ranker", "--instance", "replica-0", "--report-every",
-                  "1"});
+                  "1", "--cpu-request", "0.5"});
   ASSERT_TRUE(served.ok()) << served.status();
   int64_t version = 0;
   ServedAuc(served->grpc, &version);
