@@ -12,7 +12,8 @@ namespace {
 prometheus::Gauge& NewGauge(prometheus::Registry& registry, const char* name, const char* help) {
   return prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add({});
 }
-prometheus::Counter& NewCounter(prometheus::Registry& registry, const char* name, const char* help) {
+prometheus::Counter& NewCounter(prometheus::Registry& registry, const char* name,
+                                const char* help) {
   return prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add({});
 }
 
@@ -29,21 +30,22 @@ ServeMetrics::ServeMetrics()
                    .Name("evoscale_serve_request_seconds")
                    .Help("A Predict call's time in the server")
                    .Register(*registry_)
-                   .Add({}, prometheus::Histogram::BucketBoundaries{
-                                0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-                                0.025, 0.05, 0.1, 0.25})),
-      qps_(NewGauge(*registry_, "evoscale_serve_qps", "Predict calls per second over the last 10 s")),
+                   .Add({}, prometheus::Histogram::BucketBoundaries{0.00005, 0.0001, 0.00025,
+                                                                    0.0005, 0.001, 0.0025, 0.005,
+                                                                    0.01, 0.025, 0.05, 0.1, 0.25})),
+      qps_(NewGauge(*registry_, "evoscale_serve_qps",
+                    "Predict calls per second over the last 10 s")),
       sparse_version_(NewGauge(*registry_, "evoscale_serve_sparse_version",
-                            "The embedding rows' version answering now (a training step)")),
+                               "The embedding rows' version answering now (a training step)")),
       dense_version_(NewGauge(*registry_, "evoscale_serve_dense_version",
-                           "The MLP's version answering now (a training step)")),
+                              "The MLP's version answering now (a training step)")),
       rows_(NewGauge(*registry_, "evoscale_serve_rows", "Embedding rows held")),
       rows_applied_(NewCounter(*registry_, "evoscale_serve_rows_applied_total",
-                            "Embedding rows applied, from checkpoints and pushes")),
+                               "Embedding rows applied, from checkpoints and pushes")),
       staleness_(NewGauge(*registry_, "evoscale_serve_staleness_seconds",
-                       "Seconds since the newest version applied was made")),
+                          "Seconds since the newest version applied was made")),
       model_bytes_(NewGauge(*registry_, "evoscale_serve_model_bytes",
-                         "Bytes the embedding table and the MLP hold")),
+                            "Bytes the embedding table and the MLP hold")),
       pushes_(prometheus::BuildCounter()
                   .Name("evoscale_serve_pushes_total")
                   .Help("Pushes from trainers by kind (rows, dense) and result (applied, "

@@ -46,6 +46,8 @@ using Clock = std::chrono::steady_clock;
 using evoscale::v1::PredictRequest;
 using evoscale::v1::PredictResponse;
 
+// `count` requests of `batch` examples each, cycling through the Criteo file's lines; none (and
+// a message saying so) when the file has no examples.
 std::vector<PredictRequest> Requests(const std::string& path, int batch, int count) {
   std::ifstream in(path);
   std::vector<evoscale::v1::Example> examples;
@@ -57,10 +59,14 @@ std::vector<PredictRequest> Requests(const std::string& path, int batch, int cou
     for (int f = 14; f < 40; ++f) e.add_categorical(fields[f]);
     examples.push_back(std::move(e));
   }
+  if (examples.empty()) {
+    std::cerr << "serve_load: no examples in " << path << "\n";
+    return {};
+  }
   std::vector<PredictRequest> requests(static_cast<size_t>(count));
   size_t next = 0;
   for (PredictRequest& r : requests) {
-    for (int i = 0; i < batch && !examples.empty(); ++i) {
+    for (int i = 0; i < batch; ++i) {
       *r.add_examples() = examples[next++ % examples.size()];
     }
   }
@@ -76,10 +82,7 @@ double Percentile(std::vector<double>& sorted, double q) {
 int Load(const std::string& target, const std::string& data, double qps, double seconds,
          int batch, int channels) {
   const std::vector<PredictRequest> requests = Requests(data, batch, 256);
-  if (requests.empty() || requests[0].examples_size() == 0) {
-    std::cerr << "serve_load: no examples in " << data << "\n";
-    return 2;
-  }
+  if (requests.empty()) return 2;
   std::vector<std::unique_ptr<evoscale::v1::PredictionService::Stub>> stubs;
   for (int c = 0; c < channels; ++c) {
     grpc::ChannelArguments args;
@@ -276,10 +279,7 @@ struct LiveStats {
 
 int Live(const std::string& data, int batch) {
   const std::vector<PredictRequest> requests = Requests(data, batch, 256);
-  if (requests.empty() || requests[0].examples_size() == 0) {
-    std::cerr << "serve_load: no examples in " << data << "\n";
-    return 2;
-  }
+  if (requests.empty()) return 2;
   std::mutex mu;
   std::vector<std::shared_ptr<LiveTarget>> live;  // guarded by mu
   LiveStats stats;                                // guarded by mu
@@ -329,14 +329,14 @@ int Live(const std::string& data, int batch) {
         due = Clock::now();
         continue;
       }
+      const auto interval =
+          std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1.0 / r));
       if (r != scheduled) {
         // A new rate: the next call is due one new interval after the last one, or now.
-        due = std::max(due, Clock::now() - std::chrono::duration_cast<Clock::duration>(
-                                               std::chrono::duration<double>(1.0 / r)));
+        due = std::max(due, Clock::now() - interval);
         scheduled = r;
       }
-      const Clock::time_point following =
-          due + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1.0 / r));
+      const Clock::time_point following = due + interval;
       // Sleep at most 10 ms at a time, so that a new rate or a stop is seen.
       if (following > Clock::now() + std::chrono::milliseconds(10)) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));

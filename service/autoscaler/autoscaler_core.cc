@@ -680,13 +680,9 @@ absl::StatusOr<WorkloadHistory> AutoscalerCore::History(absl::string_view worklo
     if (absl::StatusOr<v1::Recommendation> r = w.Current(now); r.ok()) newest = SnapshotOf(*r);
   }
   WorkloadHistory out = MergedHistory(w.history.buckets(), newest, max_points);
-  for (const auto& [name, series] : w.history.Instances()) {
-    if (out.instances.size() >= kMaxInstancesNow) break;
-    if (!out.instances.empty() &&
-        series->last_time() < out.instances.front().time - kInstancesNowSeconds) {
-      break;
-    }
-    out.instances.push_back({.instance = name,
+  for (const auto& [name, series] :
+       w.history.NewestInstances(kInstancesNowSeconds, kMaxInstancesNow)) {
+    out.instances.push_back({.instance = *name,
                              .time = series->last_time(),
                              .versions = series->versions(),
                              .versions_time = series->versions_time()});

@@ -20,11 +20,11 @@ double ToUnixSecondsDouble(const google::protobuf::Timestamp& t) {
 std::optional<SampleRejection> CheckSampleFields(const v1::TelemetrySample& s, double now) {
   if (s.instance().empty() || s.instance().size() > kMaxInstanceNameLength) {
     return SampleRejection{"bad_field",
-                     StrCat("instance: must be 1 to ", kMaxInstanceNameLength, " bytes")};
+                           StrCat("instance: must be 1 to ", kMaxInstanceNameLength, " bytes")};
   }
   if (s.container().size() > kMaxInstanceNameLength) {
     return SampleRejection{"bad_field",
-                     StrCat("container: longer than ", kMaxInstanceNameLength, " bytes")};
+                           StrCat("container: longer than ", kMaxInstanceNameLength, " bytes")};
   }
   const struct {
     const char* name;
@@ -45,13 +45,14 @@ std::optional<SampleRejection> CheckSampleFields(const v1::TelemetrySample& s, d
     }
   }
   if (s.versions_size() > kMaxVersionNames) {
-    return SampleRejection{"bad_field", StrCat("versions: ", s.versions_size(), " names; at most ",
-                                         kMaxVersionNames)};
+    return SampleRejection{
+        "bad_field", StrCat("versions: ", s.versions_size(), " names; at most ", kMaxVersionNames)};
   }
   for (const auto& [name, version] : s.versions()) {
     if (name.empty() || name.size() > kMaxVersionNameLength) {
-      return SampleRejection{"bad_field", StrCat("versions: name \"", name.substr(0, 80),
-                                           "\" must be 1 to ", kMaxVersionNameLength, " bytes")};
+      return SampleRejection{"bad_field",
+                             StrCat("versions: name \"", name.substr(0, 80), "\" must be 1 to ",
+                                    kMaxVersionNameLength, " bytes")};
     }
     if (version < 0) {
       return SampleRejection{"negative", StrCat("versions[", name, "]: ", version, " is negative")};
@@ -61,20 +62,21 @@ std::optional<SampleRejection> CheckSampleFields(const v1::TelemetrySample& s, d
   const google::protobuf::Timestamp& t = s.time();
   if (t.seconds() < TimeUtil::kTimestampMinSeconds ||
       t.seconds() > TimeUtil::kTimestampMaxSeconds || t.nanos() < 0 || t.nanos() > 999999999) {
-    return SampleRejection{"bad_field", StrFormat("time: seconds %d, nanos %d is not a valid Timestamp",
-                                            t.seconds(), t.nanos())};
+    return SampleRejection{
+        "bad_field",
+        StrFormat("time: seconds %d, nanos %d is not a valid Timestamp", t.seconds(), t.nanos())};
   }
   if (t.seconds() <= 0) {
     return SampleRejection{"bad_field",
-                     StrCat("time: ", TimeUtil::ToString(t), " is not after 1970-01-01")};
+                           StrCat("time: ", TimeUtil::ToString(t), " is not after 1970-01-01")};
   }
   if (s.gpu_utilization() > 1) {
     return SampleRejection{"bad_field",
-                     StrFormat("gpu_utilization: %g must be in [0, 1]", s.gpu_utilization())};
+                           StrFormat("gpu_utilization: %g must be in [0, 1]", s.gpu_utilization())};
   }
   if (const double ahead = ToUnixSecondsDouble(t) - now; ahead > kMaxFutureSkewSeconds) {
     return SampleRejection{"future", StrFormat("time: %s is %.0f s ahead of the server's clock",
-                                         TimeUtil::ToString(t), ahead)};
+                                               TimeUtil::ToString(t), ahead)};
   }
   return std::nullopt;
 }

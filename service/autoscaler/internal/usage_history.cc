@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <iterator>
+#include <limits>
 #include <tuple>
 
 namespace evoscale::service::internal {
@@ -149,13 +151,21 @@ void UsageHistory::SetVersions(absl::string_view instance, double time,
   it->second.versions_time_ = time;
 }
 
-std::vector<std::pair<std::string, const InstanceSeries*>> UsageHistory::Instances() const {
-  std::vector<std::pair<std::string, const InstanceSeries*>> out;
-  out.reserve(instances_.size());
-  for (const auto& [name, series] : instances_) out.emplace_back(name, &series);
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
-    return std::tie(b.second->last_time_, a.first) < std::tie(a.second->last_time_, b.first);
-  });
+std::vector<std::pair<const std::string*, const InstanceSeries*>> UsageHistory::NewestInstances(
+    double within_seconds, size_t limit) const {
+  double newest = -std::numeric_limits<double>::infinity();
+  for (const auto& [name, series] : instances_) newest = std::max(newest, series.last_time_);
+  std::vector<std::pair<const std::string*, const InstanceSeries*>> out;
+  for (const auto& [name, series] : instances_) {
+    if (series.last_time_ >= newest - within_seconds) out.emplace_back(&name, &series);
+  }
+  const auto newer = [](const auto& a, const auto& b) {
+    return std::tie(b.second->last_time_, *a.first) < std::tie(a.second->last_time_, *b.first);
+  };
+  const size_t kept = std::min(limit, out.size());
+  std::partial_sort(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(kept), out.end(),
+                    newer);
+  out.resize(kept);
   return out;
 }
 

@@ -125,8 +125,11 @@ class UsageHistory {
   // Records what `instance` served at `time` (kept when no later report of versions was).
   void SetVersions(absl::string_view instance, double time,
                    std::vector<std::pair<std::string, int64_t>> versions);
-  // Every instance with a series, newest report first.
-  std::vector<std::pair<std::string, const InstanceSeries*>> Instances() const;
+  // The instances heard from within `within_seconds` of the newest one, newest report first
+  // (ties by name), at most `limit`. O(instances + limit log limit), nothing copied but
+  // pointers.
+  std::vector<std::pair<const std::string*, const InstanceSeries*>> NewestInstances(
+      double within_seconds, size_t limit) const;
 
   // Oldest first, at most kHistoryBuckets, only minutes that had samples.
   const std::deque<UsageBucket>& buckets() const { return buckets_; }
