@@ -45,6 +45,7 @@
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
 #include "tests/e2e/evoscaled_process.h"
+#include "tests/support/postgres_server.h"
 
 ABSL_FLAG(std::string, server, "",
           "HOST:PORT of a running evoscaled; empty: start build/bin/evoscaled as a child on a "
@@ -53,6 +54,10 @@ ABSL_FLAG(std::string, durability, "process",
           "process|power: passed to the child evoscaled (with --server: only reported)");
 ABSL_FLAG(std::string, db_dir, "",
           "directory for the child's database (default: a fresh directory under $TMPDIR)");
+ABSL_FLAG(bool, postgres, false,
+          "the child's studies in a throwaway PostgreSQL server started for the run (Debian's "
+          "binaries, fsync on, tests/support/postgres_server.h) instead of SQLite; telemetry "
+          "stays in an SQLite file in the db dir");
 ABSL_FLAG(std::string, clients, "1,16,64", "comma-separated client counts, one round each");
 ABSL_FLAG(double, rate, 0,
           "pairs per second offered by all clients together, paced (open loop): each client "
@@ -767,6 +772,7 @@ int Run() {
 
   // The server: a child evoscaled on a fresh database, or the one given.
   std::unique_ptr<evoscale::testing::TempDir> tmp;
+  std::unique_ptr<evoscale::testing::PostgresServer> postgres;  // outlives the child
   std::unique_ptr<evoscale::testing::EvoscaledProcess> child;
   std::string address = absl::GetFlag(FLAGS_server);
   const std::string mode = address.empty() ? "child" : "external";
@@ -776,9 +782,26 @@ int Run() {
       tmp = std::make_unique<evoscale::testing::TempDir>();
       dir = tmp->path();
     }
-    const std::string db = dir + "/service_bench.db";
+    std::string db = dir + "/service_bench.db";
     for (const char* suffix : {"", "-wal", "-shm"}) std::remove((db + suffix).c_str());
-    auto p = evoscale::testing::EvoscaledProcess::Start(db, {"--durability", durability});
+    std::vector<std::string> flags = {"--durability", durability};
+    if (absl::GetFlag(FLAGS_postgres)) {
+      auto pg = evoscale::testing::PostgresServer::Start({.fsync = true});
+      if (!pg.ok()) {
+        std::fprintf(stderr, "service_bench: starting PostgreSQL: %s\n",
+                     pg.status().ToString().c_str());
+        return 1;
+      }
+      postgres = *std::move(pg);
+      absl::StatusOr<std::string> uri = postgres->CreateDatabase("service_bench");
+      if (!uri.ok()) {
+        std::fprintf(stderr, "service_bench: %s\n", uri.status().ToString().c_str());
+        return 1;
+      }
+      db = *uri;
+      flags.insert(flags.end(), {"--telemetry-db", dir + "/service_bench.telemetry.db"});
+    }
+    auto p = evoscale::testing::EvoscaledProcess::Start(db, flags);
     if (!p.ok()) {
       std::fprintf(stderr, "service_bench: starting evoscaled: %s\n",
                    p.status().ToString().c_str());
@@ -794,11 +817,15 @@ int Run() {
     cfg.http_address = absl::GetFlag(FLAGS_server_http);
     std::fprintf(text, "server: external at %s\n", address.c_str());
   }
-  std::fprintf(text, "durability: %s%s\n", durability.c_str(),
-               mode == "child" ? (durability == "process"
-                                      ? " (SQLite WAL, synchronous=NORMAL: no fsync per commit)"
-                                      : " (SQLite WAL, synchronous=FULL: fsync per commit)")
-                               : " (as configured on the external server; not verified)");
+  std::fprintf(
+      text, "durability: %s%s\n", durability.c_str(),
+      mode != "child" ? " (as configured on the external server; not verified)"
+      : postgres != nullptr
+          ? (durability == "process"
+                 ? " (PostgreSQL, synchronous_commit=off: no WAL flush per commit)"
+                 : " (PostgreSQL, synchronous_commit=on, fsync on: WAL flushed per commit)")
+      : durability == "process" ? " (SQLite WAL, synchronous=NORMAL: no fsync per commit)"
+                                : " (SQLite WAL, synchronous=FULL: fsync per commit)");
   std::fprintf(text, "host: %ld CPUs online, load average %s\n", sysconf(_SC_NPROCESSORS_ONLN),
                LoadAverage().c_str());
 

@@ -23,7 +23,7 @@ JOBS="${JOBS:-$(nproc)}"
 DEMO_PACKAGES=(
   build-essential cmake ninja-build pkg-config ca-certificates
   libgrpc++-dev libgrpc-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
-  libabsl-dev libboost-dev libsqlite3-dev libeigen3-dev prometheus-cpp-dev
+  libabsl-dev libboost-dev libsqlite3-dev libpq-dev libeigen3-dev prometheus-cpp-dev
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libssl-dev
   python3
 )
@@ -36,6 +36,7 @@ TEST_PACKAGES=(
   clang libclang-rt-14-dev
   chromium
   slurm-wlm munge
+  postgresql-15
   openmpi-bin libopenmpi-dev
 )
 # npm ci fills web/node_modules (and tests/web's); a machine with its own node keeps it.

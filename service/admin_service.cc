@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "service/internal/rpc.h"
 #include "service/store/backup.h"
+#include "service/store/store.h"
 
 namespace evoscale::service {
 namespace {
@@ -31,6 +32,12 @@ class BackupStream : public grpc::ServerWriteReactor<v1::BackupChunk> {
     static std::atomic<int> sequence{0};
     for (size_t i = 0; status.ok() && i < databases.size(); ++i) {
       const auto& [database, path] = databases[i];
+      if (Store::IsPostgres(path)) {
+        status = absl::FailedPreconditionError(
+            "the studies are in PostgreSQL, which evoscale backup does not copy: back them up "
+            "with pg_dump (or the database's own backups)");
+        break;
+      }
       const std::string copy =
           absl::StrCat(path, ".backup-", getpid(), "-", sequence.fetch_add(1), ".tmp");
       absl::StatusOr<int64_t> size = BackupDatabase(path, copy);

@@ -25,7 +25,13 @@ constexpr int kMaxCount = 100000;
 // `durability` ("process" or "power").
 void DefineFlags(CLI::App& app, ServerOptions& options, std::string& durability,
                  std::string& capacity) {
-  app.add_option("--db", options.db_path, "SQLite database file (default evoscale.db)")
+  app.add_option("--db", options.db_path,
+                 "SQLite database file (default evoscale.db), or a PostgreSQL URI "
+                 "postgresql://USER@HOST:PORT/DB (password from ~/.pgpass or PGPASSWORD)")
+      ->type_name("PATH|URI");
+  app.add_option("--telemetry-db", options.telemetry_db_path,
+                 "SQLite file for telemetry (default: beside --db, x.db -> x.telemetry.db; "
+                 "required with a PostgreSQL --db)")
       ->type_name("PATH");
   app.add_option("--grpc", options.grpc_address,
                  "gRPC address (default 127.0.0.1:50051; port 0 picks a free port)")

@@ -86,6 +86,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
 
 absl::Status Server::OpenCores(const ServerOptions& options) {
   Clock* clock = options.clock ? options.clock : Clock::Real();
+  if (Store::IsPostgres(options.db_path) && options.telemetry_db_path.empty()) {
+    return absl::InvalidArgumentError(
+        "--db: studies and trials go to PostgreSQL, but telemetry is kept in an SQLite file for "
+        "now: give --telemetry-db PATH too");
+  }
   absl::StatusOr<std::unique_ptr<Store>> store =
       Store::Open(options.db_path, options.durability, options.accept_damaged_wal);
   if (!store.ok()) return store.status();
@@ -137,9 +142,11 @@ absl::Status Server::StartListeners(const ServerOptions& options, const TlsConfi
 
 absl::Status Server::StartScheduler(const ServerOptions& options) {
   SchedulerOptions scheduler = options.scheduler;
-  // Checkpoints of managed trials live beside the database ("x.db" -> "x.db.checkpoints/").
+  // Checkpoints of managed trials live beside the database ("x.db" -> "x.db.checkpoints/"),
+  // or beside the telemetry file when the studies are in PostgreSQL.
   if (scheduler.checkpoint_root.empty() && options.db_path != ":memory:") {
-    scheduler.checkpoint_root = options.db_path + ".checkpoints";
+    scheduler.checkpoint_root =
+        (Store::IsPostgres(options.db_path) ? telemetry_path_ : options.db_path) + ".checkpoints";
   }
   // Managed trials' usage, once a second each, goes to the telemetry store as a TRAINING
   // workload named after the study (made on its first sample), one instance per trial; what

@@ -187,12 +187,20 @@ def cli(server, *args):
 
 
 def run_policy(args, policy, shape, scale, server, model_dir, workdir):
-    workload = f"default/live-{policy}-{args.round}"
-    fixed = policy == "fixed"
+    # "evoscale:Q": the evoscale policy at demand quantile Q (its risk knob); "POLICY@U": at
+    # target utilisation U instead of --target-utilization.
+    spec, _, target = policy.partition("@")
+    kind, _, quantile = spec.partition(":")
+    target = float(target) if target else args.target_utilization
+    workload = (f"default/live-{kind}-{quantile + '-' if quantile else ''}"
+                f"{target:g}-{args.round}")
+    fixed = kind == "fixed"
     if not fixed:
-        cli(server, "workload", "put", workload, "--policy", policy, "--target-utilization",
-            str(args.target_utilization), "--min-replicas", "1", "--max-replicas",
-            str(args.max_replicas), "--startup-delay-seconds", str(60 * args.startup_minutes))
+        extra = ["--demand-quantile", quantile] if quantile else []
+        cli(server, "workload", "put", workload, "--policy", kind, "--target-utilization",
+            str(target), "--min-replicas", "1", "--max-replicas",
+            str(args.max_replicas), "--startup-delay-seconds", str(60 * args.startup_minutes),
+            *extra)
     first, last = args.first, args.last
     # Trace time: the replay's minute m is stamped t0 + 60 m, all of it in the past.
     t0 = int(time.time() // 60) * 60 - 60 * (last - first + 10)
@@ -304,7 +312,13 @@ def run_policy(args, policy, shape, scale, server, model_dir, workdir):
         for r in replicas:
             r.stop()
     met = sum(r["slo_met"] for r in rows)
-    return {"policy": policy, "minutes": len(rows),
+    # The bound: what a policy that knew each minute's demand (busy replica-equivalents, as
+    # measured) and held the target in every minute would have spent, starting replicas free.
+    demand = [r["utilization"] * r["serving"] for r in rows]
+    foresight = sum(max(1, math.ceil(x / target - 1e-9)) for x in demand)
+    return {"policy": policy, "target": target, "minutes": len(rows),
+            "over_target_minutes": sum(1 for r in rows if r["utilization"] > target),
+            "foresight_replica_minutes": foresight,
             "slo_met_percent": round(100 * met / len(rows), 2),
             "replica_minutes": sum(r["replicas"] for r in rows),
             "errors": sum(r["errors"] for r in rows),
@@ -326,7 +340,9 @@ def main():
     ap.add_argument("--startup-minutes", type=int, default=2)
     ap.add_argument("--target-utilization", type=float, default=0.6)
     ap.add_argument("--slo-ms", type=float, default=50)
-    ap.add_argument("--policies", default="evoscale,hpa,fixed")
+    ap.add_argument("--policies", default="evoscale,hpa,fixed",
+                    help="comma-separated: evoscale, evoscale:Q (demand quantile Q), hpa, fixed; "
+                         "POLICY@U: at target utilisation U")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--model-dir")
     ap.add_argument("--json")
@@ -368,11 +384,12 @@ def main():
           f"{args.peak_qps:.0f} requests/s of {args.batch} examples, one trace minute per "
           f"{args.minute_seconds} s; replicas of {args.replica_cores} cores (CFS quota), "
           f"startup {args.startup_minutes} min, SLO p99 <= {args.slo_ms} ms and no errors")
-    print("| policy | round | minutes meeting the SLO | replica-minutes | scale events |"
-          " median p99 ms | errors |")
-    print("|---|---|---|---|---|---|---|")
+    print("| policy | round | minutes meeting the SLO | replica-minutes | minutes over target |"
+          " foresight replica-minutes at target | scale events | median p99 ms | errors |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['policy']} | {r['round']} | {r['slo_met_percent']}% | {r['replica_minutes']} | "
+              f"{r['over_target_minutes']} | {r['foresight_replica_minutes']} | "
               f"{r['scale_events']} | {r['p99_ms_median']} | {r['errors']} |")
     for policy in policies:
         rs = [r for r in results if r["policy"] == policy]

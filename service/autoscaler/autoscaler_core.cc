@@ -450,6 +450,11 @@ absl::Status AutoscalerCore::ValidateWorkload(const v1::Workload& w) {
     return InvalidArgumentError(StrFormat(
         "workload.startup_delay_seconds: %g must be in [0, 86400]", w.startup_delay_seconds()));
   }
+  if (!(w.demand_quantile() == 0 || (w.demand_quantile() >= 0.5 && w.demand_quantile() < 1))) {
+    return InvalidArgumentError(
+        StrFormat("workload.demand_quantile: %g must be 0 (the default 0.75) or in [0.5, 1)",
+                  w.demand_quantile()));
+  }
   return absl::OkStatus();
 }
 

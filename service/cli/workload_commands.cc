@@ -129,9 +129,10 @@ void DefineWorkloadPut(CLI::App& command, CommandArguments& arguments) {
        "target throttled samples per sample (evoscale; 0: not calibrated)"},
       {"--request-percentile", "request_percentile", &v1::Workload::set_request_percentile, 0, 1,
        false, "requests at this usage percentile under the limits (evoscale; 0: request = limit)"},
-      {"--startup-delay-seconds", "startup_delay_seconds",
-       &v1::Workload::set_startup_delay_seconds, 0, 86400, true,
-       "how long a new replica takes to serve (evoscale forecasts that far ahead)"},
+      {"--startup-delay-seconds", "startup_delay_seconds", &v1::Workload::set_startup_delay_seconds,
+       0, 86400, true, "how long a new replica takes to serve (evoscale forecasts that far ahead)"},
+      {"--demand-quantile", "demand_quantile", &v1::Workload::set_demand_quantile, 0, 1, false,
+       "replicas cover this quantile of the demand forecast's errors (evoscale; 0: 0.75)"},
   };
   for (const auto& n : numbers) {
     AddWorkloadFlag(command, arguments, n.flag, n.field, n.set, n.help)
@@ -162,6 +163,7 @@ absl::Status RunWorkloadPut(const Invocation& invocation) {
   if (has("throttle_rate")) w->set_throttle_rate(given.throttle_rate());
   if (has("request_percentile")) w->set_request_percentile(given.request_percentile());
   if (has("startup_delay_seconds")) w->set_startup_delay_seconds(given.startup_delay_seconds());
+  if (has("demand_quantile")) w->set_demand_quantile(given.demand_quantile());
   w->set_name(args.workload);
   v1::Workload out;
   if (absl::Status s = invocation.Unary("PutWorkload", &AutoscalerStub::PutWorkload, request, &out);

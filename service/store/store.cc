@@ -1,99 +1,31 @@
 #include "service/store/store.h"
 
-#include <sqlite3.h>
-
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "service/store/internal/database_lock.h"
-#include "service/store/internal/sqlite.h"
+#include "service/store/internal/backend.h"
+#include "service/store/internal/postgres.h"
 
 namespace evoscale::service {
-namespace {
 
-// Each entry moves the schema from version i to i+1.
-constexpr const char* kMigrations[] = {
-    // 0 -> 1
-    R"sql(
-    CREATE TABLE studies(
-      id INTEGER PRIMARY KEY,
-      display_name TEXT NOT NULL,
-      state INTEGER NOT NULL,
-      body BLOB NOT NULL);
-    CREATE TABLE trials(
-      study_id INTEGER NOT NULL REFERENCES studies(id) ON DELETE CASCADE,
-      id INTEGER NOT NULL,
-      state INTEGER NOT NULL,
-      client_id TEXT NOT NULL,
-      completion_seq INTEGER NOT NULL,
-      body BLOB NOT NULL,
-      PRIMARY KEY(study_id, id)) WITHOUT ROWID;
-    )sql",
-    // 1 -> 2: study ids are never reused, even after the newest study is deleted.
-    R"sql(
-    CREATE TABLE counters(name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
-    INSERT INTO counters(name, value)
-      SELECT 'next_study_id', coalesce(max(id), 0) + 1 FROM studies;
-    )sql",
-};
-static_assert(std::size(kMigrations) == Store::kSchemaVersion);
+static_assert(Store::kSchemaVersion == internal::kStoreSchemaVersion);
 
-using internal::ColumnBlob;
-using internal::SqliteError;
-using internal::StepDone;
-
-}  // namespace
-
-void WriteBatch::PutStudy(int64_t id, const v1::Study& study) {
-  Op op{.kind = Op::kPutStudy, .study_id = id, .state = static_cast<int>(study.state())};
-  op.text = study.display_name();
-  v1::Study copy = study;
-  copy.clear_name();
-  copy.clear_trial_count();
-  copy.clear_completed_trial_count();
-  copy.SerializeToString(&op.body);
-  ops_.push_back(std::move(op));
-}
-
-void WriteBatch::DeleteStudy(int64_t id) {
-  ops_.push_back(Op{.kind = Op::kDeleteStudy, .study_id = id});
-}
-
-void WriteBatch::PutTrial(int64_t study_id, const v1::Trial& trial, int64_t completion_seq) {
-  Op op{.kind = Op::kPutTrial,
-        .study_id = study_id,
-        .trial_id = trial.id(),
-        .state = static_cast<int>(trial.state()),
-        .completion_seq = completion_seq};
-  op.text = trial.client_id();
-  trial.SerializeToString(&op.body);
-  ops_.push_back(std::move(op));
-}
-
-absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path, Durability durability,
-                                                   bool accept_damaged_wal) {
-  // The lock comes first: no second process may migrate or write the file meanwhile.
-  absl::StatusOr<std::unique_ptr<internal::DatabaseLock>> lock =
-      internal::DatabaseLock::Acquire(path);
-  if (!lock.ok()) return lock.status();
-  absl::StatusOr<sqlite3*> db =
-      internal::OpenDatabase(path, durability, kMigrations, accept_damaged_wal);
-  if (!db.ok()) return db.status();
-  std::unique_ptr<Store> store(new Store(*db, durability));
-  store->lock_ = *std::move(lock);
-  if (absl::Status st = store->Prepare(); !st.ok()) {
-    return absl::Status(st.code(), absl::StrCat("database \"", path, "\": ", st.message()));
-  }
-  absl::StatusOr<std::unique_ptr<internal::Checkpointer>> checkpointer =
-      internal::Checkpointer::Start(path, absl::Milliseconds(500));
-  if (!checkpointer.ok()) return checkpointer.status();
-  store->checkpointer_ = *std::move(checkpointer);
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& database,
+                                                   Durability durability, bool accept_damaged_wal) {
+  absl::StatusOr<std::unique_ptr<internal::StoreBackend>> backend =
+      internal::IsPostgresUri(database)
+          ? internal::OpenPostgresBackend(database, durability)
+          : internal::OpenSqliteBackend(database, durability, accept_damaged_wal);
+  if (!backend.ok()) return backend.status();
+  std::unique_ptr<Store> store(new Store(*std::move(backend), durability));
   if (store->defers_sync()) store->committer_ = std::thread(&Store::CommitterLoop, store.get());
   return store;
 }
 
-Store::Store(sqlite3* db, Durability durability) : durability_(durability), db_(db) {}
+bool Store::IsPostgres(absl::string_view database) { return internal::IsPostgresUri(database); }
+
+Store::Store(std::unique_ptr<internal::StoreBackend> backend, Durability durability)
+    : durability_(durability), backend_(std::move(backend)) {}
 
 Store::~Store() {
   if (committer_.joinable()) {
@@ -103,63 +35,16 @@ Store::~Store() {
     }
     committer_.join();  // commits what is queued first
   }
-  checkpointer_.reset();
-  absl::MutexLock lock(&mu_);
-  for (sqlite3_stmt* s : {put_study_, bump_study_id_, delete_study_, put_trial_, begin_, commit_,
-                          rollback_, savepoint_, release_, rollback_to_}) {
-    sqlite3_finalize(s);
-  }
-  sqlite3_close(db_);
-}
-
-absl::Status Store::Prepare() {
-  absl::MutexLock lock(&mu_);
-  // Checkpoints run on the Checkpointer's thread, never inside a request's commit.
-  if (absl::Status st = internal::Exec(db_, "PRAGMA wal_autocheckpoint=0"); !st.ok()) return st;
-  struct {
-    sqlite3_stmt** stmt;
-    const char* sql;
-  } const statements[] = {
-      {&put_study_,
-       "INSERT INTO studies(id, display_name, state, body) VALUES(?1, ?2, ?3, ?4) "
-       "ON CONFLICT(id) DO UPDATE SET display_name=?2, state=?3, body=?4"},
-      {&bump_study_id_,
-       "UPDATE counters SET value = max(value, ?1 + 1) WHERE name = 'next_study_id'"},
-      {&delete_study_, "DELETE FROM studies WHERE id=?1"},
-      {&put_trial_,
-       "INSERT INTO trials(study_id, id, state, client_id, completion_seq, body) "
-       "VALUES(?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT(study_id, id) DO UPDATE SET "
-       "state=?3, client_id=?4, completion_seq=?5, body=?6"},
-      {&begin_, "BEGIN IMMEDIATE"},
-      {&commit_, "COMMIT"},
-      {&rollback_, "ROLLBACK"},
-      {&savepoint_, "SAVEPOINT batch"},
-      {&release_, "RELEASE batch"},
-      {&rollback_to_, "ROLLBACK TO batch"},
-  };
-  for (const auto& [stmt, sql] : statements) {
-    int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, stmt, nullptr);
-    if (rc != SQLITE_OK) return SqliteError(db_, rc, absl::StrCat("prepare \"", sql, "\""));
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> Store::NextStudyId() {
   absl::MutexLock lock(&mu_);
-  int64_t next = 1;
-  absl::Status st =
-      internal::ForEachRow(db_, "SELECT value FROM counters WHERE name = 'next_study_id'",
-                           "read next study id", [&](sqlite3_stmt* s) {
-                             next = sqlite3_column_int64(s, 0);
-                             return absl::OkStatus();
-                           });
-  if (!st.ok()) return st;
-  return next;
+  return backend_->NextStudyId();
 }
 
 int Store::schema_version() {
   absl::MutexLock lock(&mu_);
-  return internal::SchemaVersion(db_);
+  return backend_->schema_version();
 }
 
 absl::Status Store::Write(WriteBatch batch) {
@@ -188,7 +73,8 @@ int64_t Store::commits() {
 }
 
 int64_t Store::checkpoint_failures() {
-  return checkpointer_ != nullptr ? checkpointer_->failures() : 0;
+  // Without mu_: /metrics reads this, and must not wait behind a commit's fsync.
+  return backend_->checkpoint_failures();
 }
 
 absl::Status Store::SettledStatus(uint64_t ticket) {
@@ -302,104 +188,16 @@ void Store::CommitterLoop() {
 }
 
 void Store::CommitGroup(const std::vector<Queued>& group, std::vector<absl::Status>* results) {
-  results->assign(group.size(), absl::OkStatus());
-  if (group.empty()) return;
+  std::vector<const WriteBatch*> batches;
+  batches.reserve(group.size());
+  for (const Queued& q : group) batches.push_back(&q.batch);
   absl::MutexLock lock(&mu_);
-  absl::Status st = StepDone(db_, begin_, "begin");
-  if (st.ok()) {
-    const bool savepoints = group.size() > 1;  // one batch: the transaction is enough
-    for (size_t i = 0; i < group.size() && st.ok(); ++i) {
-      if (savepoints) st = StepDone(db_, savepoint_, "savepoint");
-      if (!st.ok()) break;
-      absl::Status batch = ApplyOps(group[i].batch);
-      if (savepoints) {
-        if (!batch.ok()) st = StepDone(db_, rollback_to_, "rollback to savepoint");
-        if (st.ok()) st = StepDone(db_, release_, "release savepoint");
-      }
-      (*results)[i] = batch;
-    }
-    if (st.ok() && !savepoints && !(*results)[0].ok()) st = (*results)[0];
-    if (st.ok()) st = StepDone(db_, commit_, "commit");
-  }
-  if (!st.ok()) {
-    StepDone(db_, rollback_, "rollback").IgnoreError();
-    for (absl::Status& r : *results) {
-      if (r.ok()) r = st;
-    }
-  }
-}
-
-absl::Status Store::ApplyOps(const WriteBatch& batch) {
-  absl::Status st;
-  for (const WriteBatch::Op& op : batch.ops_) {
-    switch (op.kind) {
-      case WriteBatch::Op::kPutStudy:
-        sqlite3_bind_int64(put_study_, 1, op.study_id);
-        sqlite3_bind_text(put_study_, 2, op.text.data(), op.text.size(), SQLITE_STATIC);
-        sqlite3_bind_int(put_study_, 3, op.state);
-        sqlite3_bind_blob(put_study_, 4, op.body.data(), op.body.size(), SQLITE_STATIC);
-        st = StepDone(db_, put_study_, "put study");
-        if (st.ok()) {
-          sqlite3_bind_int64(bump_study_id_, 1, op.study_id);
-          st = StepDone(db_, bump_study_id_, "bump study id");
-        }
-        break;
-      case WriteBatch::Op::kDeleteStudy:
-        sqlite3_bind_int64(delete_study_, 1, op.study_id);
-        st = StepDone(db_, delete_study_, "delete study");
-        break;
-      case WriteBatch::Op::kPutTrial:
-        sqlite3_bind_int64(put_trial_, 1, op.study_id);
-        sqlite3_bind_int64(put_trial_, 2, op.trial_id);
-        sqlite3_bind_int(put_trial_, 3, op.state);
-        sqlite3_bind_text(put_trial_, 4, op.text.data(), op.text.size(), SQLITE_STATIC);
-        sqlite3_bind_int64(put_trial_, 5, op.completion_seq);
-        sqlite3_bind_blob(put_trial_, 6, op.body.data(), op.body.size(), SQLITE_STATIC);
-        st = StepDone(db_, put_trial_, "put trial");
-        break;
-    }
-    if (!st.ok()) break;
-  }
-  return st;
+  backend_->CommitGroup(batches, results);
 }
 
 absl::StatusOr<std::vector<StoredStudy>> Store::LoadAll() {
   absl::MutexLock lock(&mu_);
-  std::vector<StoredStudy> studies;
-  absl::Status st = internal::ForEachRow(
-      db_, "SELECT id, body FROM studies ORDER BY id", "load studies", [&](sqlite3_stmt* s) {
-        StoredStudy study;
-        study.id = sqlite3_column_int64(s, 0);
-        if (!study.study.ParseFromString(ColumnBlob(s, 1))) {
-          return absl::DataLossError(absl::StrCat("study ", study.id, ": unreadable record"));
-        }
-        study.study.set_name(absl::StrCat("studies/", study.id));
-        studies.push_back(std::move(study));
-        return absl::OkStatus();
-      });
-  if (!st.ok()) return st;
-
-  size_t si = 0;
-  st = internal::ForEachRow(
-      db_, "SELECT study_id, id, completion_seq, body FROM trials ORDER BY study_id, id",
-      "load trials", [&](sqlite3_stmt* s) {
-        const int64_t study_id = sqlite3_column_int64(s, 0);
-        while (si < studies.size() && studies[si].id < study_id) ++si;
-        if (si == studies.size() || studies[si].id != study_id) {
-          return absl::OkStatus();  // cannot happen: foreign key
-        }
-        StoredTrial t;
-        t.completion_seq = sqlite3_column_int64(s, 2);
-        if (!t.trial.ParseFromString(ColumnBlob(s, 3))) {
-          return absl::DataLossError(absl::StrCat(
-              "study ", study_id, " trial ", sqlite3_column_int64(s, 1), ": unreadable record"));
-        }
-        t.trial.set_name(absl::StrCat("studies/", study_id, "/trials/", t.trial.id()));
-        studies[si].trials.push_back(std::move(t));
-        return absl::OkStatus();
-      });
-  if (!st.ok()) return st;
-  return studies;
+  return backend_->LoadAll();
 }
 
 }  // namespace evoscale::service

@@ -1,6 +1,6 @@
-// Durable storage of studies and trials in SQLite (WAL mode, foreign keys on, prepared
-// statements only). The store is the source of truth: the service keeps a write-through cache
-// and rebuilds it from LoadAll() at start-up.
+// Durable storage of studies and trials: in an SQLite file (WAL mode, foreign keys on, prepared
+// statements only), or in PostgreSQL (a postgresql:// URI). The store is the source of truth:
+// the service keeps a write-through cache and rebuilds it from LoadAll() at start-up.
 #ifndef EVOSCALE_SERVICE_STORE_STORE_H_
 #define EVOSCALE_SERVICE_STORE_STORE_H_
 
@@ -20,60 +20,29 @@
 #include "absl/synchronization/mutex.h"
 #include "evoscale/v1/study.pb.h"
 #include "service/store/durability.h"
-
-struct sqlite3;
-struct sqlite3_stmt;
+#include "service/store/write_batch.h"
 
 namespace evoscale::service {
 namespace internal {
-class Checkpointer;
-class DatabaseLock;
+class StoreBackend;
 }  // namespace internal
-
-// A trial as stored: the message plus the order in which it completed (0 = not completed),
-// which rebuilds the designer in the same order after a restart.
-struct StoredTrial {
-  v1::Trial trial;  // name is filled from the ids
-  int64_t completion_seq = 0;
-};
-
-struct StoredStudy {
-  int64_t id = 0;
-  v1::Study study;                  // name is filled from the id
-  std::vector<StoredTrial> trials;  // by id ascending
-};
-
-// The writes of one RPC, applied in one transaction: all or nothing.
-class WriteBatch {
- public:
-  void PutStudy(int64_t id, const v1::Study& study);
-  void DeleteStudy(int64_t id);
-  void PutTrial(int64_t study_id, const v1::Trial& trial, int64_t completion_seq);
-  bool empty() const { return ops_.empty(); }
-
- private:
-  friend class Store;
-  struct Op {
-    enum Kind { kPutStudy, kDeleteStudy, kPutTrial } kind;
-    int64_t study_id = 0;
-    int64_t trial_id = 0;
-    int state = 0;
-    int64_t completion_seq = 0;
-    std::string text;  // study display name or trial client id
-    std::string body;  // the serialized message (name cleared)
-  };
-  std::vector<Op> ops_;
-};
 
 // Thread-safe: calls are serialised on one connection by an internal mutex.
 class Store {
  public:
-  // Opens (creating if needed) the database at `path` and migrates its schema to the current
-  // version. A newer schema than this binary knows is FAILED_PRECONDITION; a file that is not
-  // a database is DATA_LOSS.
-  // `accept_damaged_wal`: see internal::OpenDatabase (evoscaled's --accept-damaged-wal).
-  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& path, Durability durability,
+  // Opens (creating if needed) the database and migrates its schema to the current version.
+  // `database` is an SQLite file's path or a PostgreSQL URI (postgresql://USER@HOST:PORT/DB,
+  // no password in it: ~/.pgpass or PGPASSWORD). A newer schema than this binary knows is
+  // FAILED_PRECONDITION; a file that is not a database is DATA_LOSS; a URI libpq cannot parse
+  // or that holds a password INVALID_ARGUMENT; a server that cannot be reached UNAVAILABLE.
+  // `accept_damaged_wal` (SQLite): see internal::OpenDatabase (evoscaled's
+  // --accept-damaged-wal). With PostgreSQL, kProcessCrash commits without waiting for the WAL
+  // flush (synchronous_commit off), kPowerLoss waits for it.
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& database,
+                                                     Durability durability,
                                                      bool accept_damaged_wal = false);
+  // True for a PostgreSQL URI (postgresql:// or postgres://), false for an SQLite path.
+  static bool IsPostgres(absl::string_view database);
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
@@ -111,7 +80,7 @@ class Store {
   bool defers_sync() const { return durability_ == Durability::kPowerLoss; }
   // Transactions committed so far (each holds one or more batches).
   int64_t commits();
-  // Background WAL checkpoints that failed so far (see internal::Checkpointer::failures).
+  // Background WAL checkpoints that failed so far (SQLite; see internal::Checkpointer).
   int64_t checkpoint_failures();
 
   // Reads every study with its trials. Cost: the whole database.
@@ -123,15 +92,13 @@ class Store {
   int schema_version();
 
  private:
-  Store(sqlite3* db, Durability durability);
-  absl::Status Prepare();
+  Store(std::unique_ptr<internal::StoreBackend> backend, Durability durability);
   struct Queued {
     uint64_t ticket;
     WriteBatch batch;
   };
   // Commits `group` in one transaction; fills one status per batch.
   void CommitGroup(const std::vector<Queued>& group, std::vector<absl::Status>* results);
-  absl::Status ApplyOps(const WriteBatch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes the queued batches, commits them (queue_mu_ released meanwhile) and settles their
   // tickets; the callbacks now due are appended to `due`.
   void CommitQueued(std::vector<std::pair<std::function<void(absl::Status)>, absl::Status>>* due)
@@ -154,22 +121,9 @@ class Store {
   int64_t commits_ ABSL_GUARDED_BY(queue_mu_) = 0;
   std::thread committer_;  // kPowerLoss only
 
-  // Held from before the file is opened until after the destructor has closed it.
-  std::unique_ptr<internal::DatabaseLock> lock_;
-  std::unique_ptr<internal::Checkpointer> checkpointer_;  // started after the schema is ready
-  absl::Mutex mu_;
-  sqlite3* const db_;  // owned
-  // Prepared once; protected by mu_.
-  sqlite3_stmt* put_study_ ABSL_GUARDED_BY(mu_) = nullptr;
-  sqlite3_stmt* bump_study_id_ ABSL_GUARDED_BY(mu_) = nullptr;
-  sqlite3_stmt* delete_study_ ABSL_GUARDED_BY(mu_) = nullptr;
-  sqlite3_stmt* put_trial_ ABSL_GUARDED_BY(mu_) = nullptr;
-  sqlite3_stmt* begin_ ABSL_GUARDED_BY(mu_) = nullptr;
-  sqlite3_stmt* commit_ ABSL_GUARDED_BY(mu_) = nullptr;
-  sqlite3_stmt* rollback_ ABSL_GUARDED_BY(mu_) = nullptr;
-  sqlite3_stmt* savepoint_ ABSL_GUARDED_BY(mu_) = nullptr;
-  sqlite3_stmt* release_ ABSL_GUARDED_BY(mu_) = nullptr;
-  sqlite3_stmt* rollback_to_ ABSL_GUARDED_BY(mu_) = nullptr;
+  absl::Mutex mu_;  // one commit or read on the backend at a time
+  // Guarded by mu_, except checkpoint_failures(), which is thread-safe.
+  const std::unique_ptr<internal::StoreBackend> backend_;
 };
 
 }  // namespace evoscale::service

@@ -26,6 +26,10 @@ struct sqlite3;
 struct sqlite3_stmt;
 
 namespace evoscale::service {
+namespace internal {
+class Checkpointer;
+class DatabaseLock;
+}  // namespace internal
 
 // One validated sample as stored.
 struct TelemetryRow {

@@ -262,11 +262,13 @@ TEST(ParseCommandLineTest, EveryDocumentedCommandAndFlagParses) {
   EXPECT_EQ(line.arguments.workload_settings.min_replicas(), 2);
   EXPECT_EQ(line.arguments.workload_settings.max_replicas(), 9);
   line = MustParse({"workload", "put", "w", "--oom-rate", "0.001", "--throttle-rate=0.01",
-                    "--request-percentile", "0.95", "--startup-delay-seconds", "180"});
+                    "--request-percentile", "0.95", "--startup-delay-seconds", "180",
+                    "--demand-quantile", "0.6"});
   EXPECT_EQ(line.arguments.workload_settings.oom_rate(), 0.001);
   EXPECT_EQ(line.arguments.workload_settings.throttle_rate(), 0.01);
   EXPECT_EQ(line.arguments.workload_settings.request_percentile(), 0.95);
   EXPECT_EQ(line.arguments.workload_settings.startup_delay_seconds(), 180);
+  EXPECT_EQ(line.arguments.workload_settings.demand_quantile(), 0.6);
   EXPECT_TRUE(line.arguments.workload_flags.contains("request_percentile"));
   EXPECT_EQ(MustParse({"workload", "list"}).command, "workload list");
   line = MustParse({"workload", "get", "default/ranker"});

@@ -90,7 +90,7 @@ TEST(EvoscaledFlagsTest, BadFlagExits2NamingIt) {
        "--help)\n"},
       {{"--bogus", "1"}, "evoscaled: unknown flag --bogus (see evoscaled --help)\n"},
       {{"serve"}, "evoscaled: unexpected argument serve (see evoscaled --help)\n"},
-      {{"--db"}, "evoscaled: --db: 1 required PATH missing (see evoscaled --help)\n"},
+      {{"--db"}, "evoscaled: --db: 1 required PATH|URI missing (see evoscaled --help)\n"},
       {{"--capacity", "cpu=0"},
        "evoscaled: --capacity cpu: \"0\" is not a number of cores > 0 (see evoscaled --help)\n"},
       {{"--capacity=memory=12Qi"},
@@ -104,6 +104,32 @@ TEST(EvoscaledFlagsTest, BadFlagExits2NamingIt) {
     ExitedProcess run = EvoscaledProcess::RunToExit(c.flags);
     EXPECT_EQ(run.exit_code, 2) << run.output;
     EXPECT_EQ(run.output, c.message);
+    EXPECT_THAT(run.output, Not(HasSubstr("listening")));
+  }
+}
+
+// A PostgreSQL --db that cannot be served is refused before anything listens: telemetry has
+// no file to go to, or the URI shows a password (which must come from ~/.pgpass or
+// PGPASSWORD, never the command line), or nothing answers at the address.
+TEST(EvoscaledFlagsTest, APostgresqlDatabaseItCannotServeIsRefusedNamingWhy) {
+  const std::string telemetry = ::testing::TempDir() + "evoscaled_main_test.telemetry.db";
+  struct Case {
+    std::vector<std::string> flags;
+    std::string message;
+  };
+  const Case cases[] = {
+      {{"--db", "postgresql://evoscale@127.0.0.1:1/evoscale"}, "give --telemetry-db PATH too"},
+      {{"--db", "postgresql://evoscale:hunter2@127.0.0.1:1/evoscale", "--telemetry-db", telemetry},
+       "the URI holds a password, which would show in the process list: remove it and put it in "
+       "~/.pgpass or PGPASSWORD"},
+      {{"--db", "postgresql://evoscale@127.0.0.1:1/evoscale", "--telemetry-db", telemetry},
+       "database \"postgresql://evoscale@127.0.0.1:1/evoscale\": cannot connect"},
+  };
+  for (const Case& c : cases) {
+    ExitedProcess run = EvoscaledProcess::RunToExit(c.flags);
+    EXPECT_NE(run.exit_code, 0) << run.output;
+    EXPECT_THAT(run.output, HasSubstr(c.message));
+    EXPECT_THAT(run.output, Not(HasSubstr("hunter2")));
     EXPECT_THAT(run.output, Not(HasSubstr("listening")));
   }
 }

@@ -535,11 +535,14 @@ TEST_F(AutoscalerE2eTest, RequestsApartFromLimitsReachGrpcMetricsAndYaml) {
   put.mutable_workload()->set_request_percentile(0.5);
   put.mutable_workload()->set_oom_rate(0.001);
   put.mutable_workload()->set_startup_delay_seconds(180);
+  put.mutable_workload()->set_demand_quantile(0.6);
   v1::Workload w;
   ASSERT_TRUE(stub_->PutWorkload(&put_ctx, put, &w).ok());
   v1::ReportTelemetryResponse resp;
   ASSERT_TRUE(Report(GoodTelemetry(NowSeconds()), &resp).ok());
   const v1::Recommendation rec = Recommend();
+  // The replica count covers the workload's own quantile of the forecast errors.
+  EXPECT_THAT(rec.explanation(), HasSubstr("+ q60 error"));
   // CPU follows a sine: its median is well under the limit that covers the peaks.
   EXPECT_LT(rec.cpu_cores().target(), 0.9 * rec.cpu_cores().limit());
   EXPECT_LE(rec.memory_bytes().target(), rec.memory_bytes().limit());
@@ -562,6 +565,7 @@ TEST_F(AutoscalerE2eTest, RequestsApartFromLimitsReachGrpcMetricsAndYaml) {
   EXPECT_DOUBLE_EQ(got.request_percentile(), 0.5);
   EXPECT_DOUBLE_EQ(got.oom_rate(), 0.001);
   EXPECT_DOUBLE_EQ(got.startup_delay_seconds(), 180);
+  EXPECT_DOUBLE_EQ(got.demand_quantile(), 0.6);
   EXPECT_DOUBLE_EQ(Recommend().cpu_cores().limit(), rec.cpu_cores().limit());
   const struct {
     void (*set)(v1::Workload*);
@@ -575,6 +579,10 @@ TEST_F(AutoscalerE2eTest, RequestsApartFromLimitsReachGrpcMetricsAndYaml) {
        "workload.throttle_rate: 0.9 must be in [0, 0.5] (a rate per sample; 0 for the default)"},
       {[](v1::Workload* x) { x->set_startup_delay_seconds(1e6); },
        "workload.startup_delay_seconds: 1e+06 must be in [0, 86400]"},
+      {[](v1::Workload* x) { x->set_demand_quantile(0.3); },
+       "workload.demand_quantile: 0.3 must be 0 (the default 0.75) or in [0.5, 1)"},
+      {[](v1::Workload* x) { x->set_demand_quantile(1); },
+       "workload.demand_quantile: 1 must be 0 (the default 0.75) or in [0.5, 1)"},
   };
   for (const auto& b : bad) {
     grpc::ClientContext ctx;

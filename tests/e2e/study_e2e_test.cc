@@ -15,12 +15,13 @@
 #include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "grpcpp/generic/generic_stub.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/evoscaled_process.h"
 #include "tests/e2e/grpc_health.h"
+#include "tests/support/postgres_server.h"
 #include "tests/support/test_support.h"
 
 namespace evoscale {
@@ -28,8 +29,9 @@ namespace {
 
 using ::evoscale::testing::AwaitCondition;
 using ::evoscale::testing::EvoscaledProcess;
-using ::evoscale::testing::ProcessGone;
 using ::evoscale::testing::ExitedProcess;
+using ::evoscale::testing::PostgresServer;
+using ::evoscale::testing::ProcessGone;
 using ::evoscale::testing::TempDir;
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
@@ -81,7 +83,7 @@ std::unique_ptr<grpc::ClientContext> Ctx() {
 class StudyE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    db_ = dir_.path() + "/evoscale.db";
+    if (db_.empty()) db_ = dir_.path() + "/evoscale.db";
     Restart();
   }
 
@@ -152,18 +154,36 @@ class StudyE2eTest : public ::testing::Test {
   std::unique_ptr<v1::StudyService::Stub> stub_;
 };
 
-// Both durability modes: process (WAL, no fsync) and power (fsync, group commit with the
-// study's lock released before the wait).
+// Both durability modes on SQLite: process (WAL, no fsync) and power (fsync, group commit
+// with the study's lock released before the wait); and power on PostgreSQL (a throwaway
+// server, tests/support/postgres_server.h, fsync on; skipped, saying why, where PostgreSQL is
+// not installed), telemetry in an SQLite file beside.
 class DurabilityE2eTest : public StudyE2eTest,
                           public ::testing::WithParamInterface<std::string> {
  protected:
   void SetUp() override {
-    extra_args_ = {"--durability", GetParam()};
+    if (GetParam() == "postgresql") {
+      if (std::string why = PostgresServer::UnavailableReason(); !why.empty()) GTEST_SKIP() << why;
+      absl::StatusOr<std::unique_ptr<PostgresServer>> pg = PostgresServer::Start({.fsync = true});
+      ASSERT_TRUE(pg.ok()) << pg.status();
+      postgres_ = *std::move(pg);
+      absl::StatusOr<std::string> uri = postgres_->CreateDatabase("evoscale");
+      ASSERT_TRUE(uri.ok()) << uri.status();
+      db_ = *uri;
+      extra_args_ = {"--durability", "power", "--telemetry-db",
+                     dir_.path() + "/evoscale.telemetry.db"};
+    } else {
+      extra_args_ = {"--durability", GetParam()};
+    }
     StudyE2eTest::SetUp();
   }
+  void TearDown() override { server_.reset(); }  // evoscaled stops before its database
+  bool sqlite() const { return GetParam() != "postgresql"; }
+  std::unique_ptr<PostgresServer> postgres_;
 };
 
-INSTANTIATE_TEST_SUITE_P(Modes, DurabilityE2eTest, ::testing::Values("process", "power"),
+INSTANTIATE_TEST_SUITE_P(Modes, DurabilityE2eTest,
+                         ::testing::Values("process", "power", "postgresql"),
                          [](const auto& info) { return info.param; });
 
 TEST_F(StudyE2eTest, WholeAskTellStudyRunsToCompletion) {
@@ -387,7 +407,7 @@ TEST_P(DurabilityE2eTest, KillNineDuringABurstLosesNoAcknowledgedWrite) {
   for (auto& t : writers) t.join();
 
   // The database is intact and every acknowledged write is in it.
-  {
+  if (sqlite()) {
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open_v2(db_.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
     sqlite3_stmt* s = nullptr;

@@ -41,6 +41,7 @@ std::unique_ptr<load_model::ReplicaRecommender> MakeReplicaRecommender(const v1:
     o.min_replicas = min_replicas;
     o.max_replicas = max_replicas;
     o.startup_delay = absl::Seconds(w.startup_delay_seconds());
+    if (w.demand_quantile() > 0) o.demand_quantile = w.demand_quantile();
     return std::make_unique<load_model::EvoscaleReplicaRecommender>(o);
   }
   load_model::HpaOptions o;

@@ -1,0 +1,53 @@
+// What the study store holds and writes: stored studies and trials, and the writes of one
+// RPC (a WriteBatch), as every backend (internal/backend.h) applies them.
+#ifndef EVOSCALE_SERVICE_STORE_WRITE_BATCH_H_
+#define EVOSCALE_SERVICE_STORE_WRITE_BATCH_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "evoscale/v1/study.pb.h"
+
+namespace evoscale::service {
+
+// A trial as stored: the message plus the order in which it completed (0 = not completed),
+// which rebuilds the designer in the same order after a restart.
+struct StoredTrial {
+  v1::Trial trial;  // name is filled from the ids
+  int64_t completion_seq = 0;
+};
+
+struct StoredStudy {
+  int64_t id = 0;
+  v1::Study study;                  // name is filled from the id
+  std::vector<StoredTrial> trials;  // by id ascending
+};
+
+// The writes of one RPC, applied in one transaction: all or nothing.
+class WriteBatch {
+ public:
+  void PutStudy(int64_t id, const v1::Study& study);
+  void DeleteStudy(int64_t id);
+  void PutTrial(int64_t study_id, const v1::Trial& trial, int64_t completion_seq);
+  bool empty() const { return ops_.empty(); }
+
+  // The backends (internal/backend.h) apply these.
+  struct Op {
+    enum Kind { kPutStudy, kDeleteStudy, kPutTrial } kind;
+    int64_t study_id = 0;
+    int64_t trial_id = 0;
+    int state = 0;
+    int64_t completion_seq = 0;
+    std::string text;  // study display name or trial client id
+    std::string body;  // the serialized message (name cleared)
+  };
+  const std::vector<Op>& ops() const { return ops_; }
+
+ private:
+  std::vector<Op> ops_;
+};
+
+}  // namespace evoscale::service
+
+#endif  // EVOSCALE_SERVICE_STORE_WRITE_BATCH_H_
