@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "service/store/internal/backend.h"
 #include "service/store/internal/postgres.h"
 
@@ -36,6 +38,9 @@ constexpr const char* kPostgresMigrations[] = {
     )sql",
 };
 static_assert(std::size(kPostgresMigrations) == kStoreSchemaVersion);
+
+// How long a kPowerLoss commit waits for a lost server to come back before it fails.
+constexpr absl::Duration kReconnectFor = absl::Seconds(30);
 
 class PostgresBackend : public StoreBackend {
  public:
@@ -88,6 +93,18 @@ class PostgresBackend : public StoreBackend {
     if (st.ok()) conn_->Exec("ROLLBACK", "rollback").IgnoreError();
     if (st.ok()) st = TryGroup(group, results);
     if (!st.ok() && conn_->broken() && EnsureConnected().ok()) {
+      results->assign(group.size(), absl::OkStatus());
+      st = TryGroup(group, results);
+    }
+    // kPowerLoss: the service already shows these writes (their answers wait for this
+    // commit), and a failure would stop the store until a restart. A PostgreSQL restart or
+    // failover takes seconds: ride it out, reconnecting every 100 ms for up to
+    // kReconnectFor, while later writes queue behind this group.
+    const absl::Time until = absl::Now() + kReconnectFor;
+    while (!st.ok() && durability_ == Durability::kPowerLoss && conn_->broken() &&
+           absl::Now() < until) {
+      absl::SleepFor(absl::Milliseconds(100));
+      if (!EnsureConnected().ok()) continue;
       results->assign(group.size(), absl::OkStatus());
       st = TryGroup(group, results);
     }
