@@ -54,6 +54,10 @@ ABSL_FLAG(std::string, durability, "process",
           "process|power: passed to the child evoscaled (with --server: only reported)");
 ABSL_FLAG(std::string, db_dir, "",
           "directory for the child's database (default: a fresh directory under $TMPDIR)");
+ABSL_FLAG(int, optuna_workers, 0,
+          "with --postgres: then run Optuna's RDBStorage on the same PostgreSQL server with this "
+          "many worker processes for --seconds (bench/service/optuna_rdb_peer.py, Debian's "
+          "python3-optuna and python3-psycopg2) and print the ratio to the last round");
 ABSL_FLAG(bool, postgres, false,
           "the child's studies in a throwaway PostgreSQL server started for the run (Debian's "
           "binaries, fsync on, tests/support/postgres_server.h) instead of SQLite; telemetry "
@@ -736,6 +740,44 @@ void PrintRow(const nlohmann::ordered_json& row) {
   std::fflush(stdout);
 }
 
+// Optuna's RDBStorage on the same server, after evoscaled's rounds (the same session).
+int RunOptunaPeer(evoscale::testing::PostgresServer& postgres, int workers, double seconds,
+                  double our_rate, int our_clients, FILE* text) {
+  absl::StatusOr<std::string> uri = postgres.CreateDatabase("optuna");
+  if (!uri.ok()) {
+    std::fprintf(stderr, "service_bench: %s\n", uri.status().ToString().c_str());
+    return 1;
+  }
+  const std::string url =
+      absl::StrCat("postgresql+psycopg2://postgres@127.0.0.1:", postgres.port(), "/optuna");
+  const std::string cmd =
+      absl::StrCat("/usr/bin/python3 ", EVOSCALE_SOURCE_DIR, "/bench/service/optuna_rdb_peer.py ",
+                   url, " ", workers, " ", seconds);
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return 1;
+  std::string out;
+  char buf[4096];
+  while (std::fgets(buf, sizeof(buf), pipe) != nullptr) out += buf;
+  if (pclose(pipe) != 0) {
+    std::fprintf(stderr, "service_bench: the Optuna peer failed: %s\n", out.c_str());
+    return 1;
+  }
+  const nlohmann::json peer = nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
+  if (!peer.is_object() || !peer.contains("trials_per_s")) {
+    std::fprintf(stderr, "service_bench: the Optuna peer printed %s\n", out.c_str());
+    return 1;
+  }
+  const double rate = peer["trials_per_s"].get<double>();
+  std::fprintf(text,
+               "\npeer on the same PostgreSQL: %s, %d workers: %.1f ask+tell pairs/s (%d "
+               "errors, pair p99 %s ms); evoscale at %d clients %.0f pairs/s = %.0fx\n",
+               peer.value("peer", "optuna").c_str(), workers, rate, peer.value("errors", 0),
+               peer["pair_p99_ms"].dump().c_str(), our_clients, our_rate,
+               rate > 0 ? our_rate / rate : 0.0);
+  std::printf("%s", out.c_str());
+  return 0;
+}
+
 int Run() {
   const bool json = absl::GetFlag(FLAGS_json);
   FILE* text = json ? stderr : stdout;
@@ -895,10 +937,12 @@ int Run() {
   std::fflush(text);
   std::string first_error;
   std::vector<std::string> handler_lines;
+  double last_rate = 0;
   for (int clients : client_counts) {
     cfg.clients = clients;
     RoundResult r = RunRound(stubs, cfg);
     const double n = static_cast<double>(r.pairs);
+    last_rate = n / r.seconds;
     const std::string srv =
         r.server_cpu_s && n > 0 ? absl::StrFormat("%.0f", *r.server_cpu_s / n * 1e6) : "-";
     const std::string cli = n > 0 ? absl::StrFormat("%.0f", r.client_cpu_s / n * 1e6) : "-";
@@ -951,6 +995,11 @@ int Run() {
   }
   stubs.clear();
   if (child) child->Stop(SIGTERM);
+  const int peer_workers = absl::GetFlag(FLAGS_optuna_workers);
+  if (postgres != nullptr && peer_workers > 0) {
+    return RunOptunaPeer(*postgres, peer_workers, cfg.seconds, last_rate, client_counts.back(),
+                         text);
+  }
   return 0;
 }
 

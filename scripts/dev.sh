@@ -32,7 +32,7 @@ TEST_PACKAGES=(
   git curl sqlite3 openssl
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-venv python3-pip python3-setuptools python3-grpcio python3-protobuf python3-optuna
-  python3-pandas python3-pytest python3-yaml
+  python3-pandas python3-pytest python3-yaml python3-psycopg2
   clang libclang-rt-14-dev
   chromium
   slurm-wlm munge
