@@ -130,6 +130,7 @@ absl::Status Server::StartListeners(const ServerOptions& options, const TlsConfi
   }
   grpc_->GetHealthCheckService()->SetServingStatus("evoscale.v1.StudyService", true);
   grpc_->GetHealthCheckService()->SetServingStatus("evoscale.v1.AutoscalerService", true);
+  health_ = std::thread(&Server::WatchStoreHealth, this);
   absl::StatusOr<std::unique_ptr<HttpServer>> http =
       HttpServer::Start(options.http_address, core_.get(), autoscaler_.get(), metrics_.get(),
                         auth_.get(), options.http_threads, tls);
@@ -191,8 +192,29 @@ void Server::Wait() {
   mu_.Await(absl::Condition(&shut_down_));
 }
 
+void Server::WatchStoreHealth() {
+  bool serving = true;
+  absl::MutexLock lock(&mu_);
+  while (!mu_.AwaitWithTimeout(absl::Condition(&shut_down_), absl::Milliseconds(500))) {
+    mu_.Unlock();
+    const absl::Status st = store_->Health();
+    if (st.ok() != serving) {
+      serving = st.ok();
+      // The study service and the server as a whole ("") follow the study store.
+      for (const char* service : {"", "evoscale.v1.StudyService"}) {
+        grpc_->GetHealthCheckService()->SetServingStatus(service, serving);
+      }
+      LogEvent("store",
+               {{"what", serving ? "database answers again" : "database lost"},
+                {"message", serving ? std::string("serving") : std::string(st.message())}});
+    }
+    mu_.Lock();
+  }
+}
+
 Server::~Server() {
   Shutdown();
+  if (health_.joinable()) health_.join();
   if (grpc_) grpc_->Wait();
   if (katib_grpc_) katib_grpc_->Wait();
 }

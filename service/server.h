@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
 #include "grpcpp/server.h"
@@ -83,6 +84,9 @@ class Server {
   absl::Status StartListeners(const ServerOptions& options, const TlsConfig& tls);
   // Managed trials (after the listeners: its gauges are on /metrics).
   absl::Status StartScheduler(const ServerOptions& options);
+  // Every 500 ms: the store's health as gRPC health (NOT_SERVING while the database is lost
+  // or the store stopped), logged when it changes. Runs until Shutdown().
+  void WatchStoreHealth();
   // Starts Katib's Suggestion API on options.katib_grpc_address (after the study core).
   absl::Status StartKatib(const ServerOptions& options);
   std::unique_ptr<TokenAuth> auth_;
@@ -107,6 +111,7 @@ class Server {
   int katib_grpc_port_ = 0;
   absl::Mutex mu_;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread health_;  // WatchStoreHealth; joined by the destructor
 };
 
 }  // namespace evoscale::service

@@ -72,6 +72,14 @@ int64_t Store::commits() {
   return commits_;
 }
 
+absl::Status Store::Health() {
+  {
+    absl::MutexLock lock(&queue_mu_);
+    if (!stopped_.ok()) return stopped_;
+  }
+  return backend_->Ping();
+}
+
 int64_t Store::checkpoint_failures() {
   // Without mu_: /metrics reads this, and must not wait behind a commit's fsync.
   return backend_->checkpoint_failures();

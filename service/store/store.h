@@ -91,6 +91,10 @@ class Store {
 
   int schema_version();
 
+  // OK while the store takes writes and its database answers; else why not (stopped after a
+  // refused commit, or the database unreachable). Thread-safe; never waits behind a commit.
+  absl::Status Health();
+
  private:
   Store(std::unique_ptr<internal::StoreBackend> backend, Durability durability);
   struct Queued {

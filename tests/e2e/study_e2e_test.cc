@@ -358,6 +358,37 @@ TEST_P(StudyRestartTest, RestartInTheMiddleResumesWithNothingLost) { Run(); }
 INSTANTIATE_TEST_SUITE_P(Signals, StudyRestartTest, ::testing::Values(SIGTERM, SIGKILL),
                          [](const auto& info) { return info.param == SIGTERM ? "Sigterm" : "Sigkill"; });
 
+// gRPC health follows the study database: NOT_SERVING (the server as a whole and the study
+// service) while PostgreSQL is down, SERVING again once it answers, and the studies are all
+// there.
+class PostgresE2eTest : public DurabilityE2eTest {};
+INSTANTIATE_TEST_SUITE_P(Modes, PostgresE2eTest, ::testing::Values("postgresql"),
+                         [](const auto& info) { return info.param; });
+
+TEST_P(PostgresE2eTest, HealthIsNotServingWhileTheDatabaseIsLost) {
+  const std::string study = CreateStudy(ExampleStudy(10, v1::AlgorithmSpec::RANDOM));
+  auto health = [&](const std::string& service) {
+    absl::StatusOr<std::string> h = testing::HealthCheck(server_->grpc_address(), service);
+    return h.ok() ? *h : std::string("error");
+  };
+  EXPECT_EQ(health(""), testing::kHealthServing);
+  ASSERT_TRUE(postgres_->Stop(/*immediate=*/true).ok());
+  EXPECT_TRUE(testing::AwaitCondition(
+      [&] {
+        return health("") != testing::kHealthServing &&
+               health("evoscale.v1.StudyService") != testing::kHealthServing;
+      },
+      absl::Seconds(10)))
+      << "health stayed SERVING with the database down";
+  ASSERT_TRUE(postgres_->Restart().ok()) << postgres_->LogTail();
+  EXPECT_TRUE(testing::AwaitCondition([&] { return health("") == testing::kHealthServing; },
+                                      absl::Seconds(10)))
+      << "health did not come back";
+  EXPECT_EQ(GetStudy(study).name(), study);
+  v1::SuggestTrialsResponse resp;
+  EXPECT_TRUE(Suggest(stub_.get(), study, "after", 1, &resp).ok());
+}
+
 TEST_P(DurabilityE2eTest, KillNineDuringABurstLosesNoAcknowledgedWrite) {
   const std::string study = CreateStudy(ExampleStudy(0, v1::AlgorithmSpec::RANDOM));
   struct Ack {

@@ -31,6 +31,8 @@ class StoreBackend {
   virtual absl::StatusOr<int64_t> NextStudyId() = 0;
   virtual int schema_version() = 0;
   virtual int64_t checkpoint_failures() { return 0; }  // thread-safe
+  // Whether the database answers now (thread-safe; on a connection of its own, if any).
+  virtual absl::Status Ping() { return absl::OkStatus(); }
 };
 
 // SQLite: `path` is locked for this process (database_lock.h), opened in WAL mode, migrated.

@@ -1,5 +1,7 @@
 // The study store on PostgreSQL: the same tables as on SQLite (bytea bodies), upserts of whole
 // records, one transaction per group of batches with a savepoint per batch.
+#include <libpq-fe.h>
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -158,6 +160,14 @@ class PostgresBackend : public StoreBackend {
         "SELECT value FROM counters WHERE name = 'next_study_id'", "read next study id");
     if (!r.ok()) return r.status();
     return PgRows(r->get()) == 0 ? 1 : PgInt64(r->get(), 0, 0);
+  }
+
+  absl::Status Ping() override {
+    // PQping opens and closes a connection of its own: the store's is left to commits.
+    const char* const keywords[] = {"connect_timeout", "dbname", nullptr};
+    const char* const values[] = {"2", conn_->uri().c_str(), nullptr};
+    if (PQpingParams(keywords, values, /*expand_dbname=*/1) == PQPING_OK) return absl::OkStatus();
+    return absl::UnavailableError(absl::StrCat("database \"", conn_->uri(), "\" does not answer"));
   }
 
   int schema_version() override {

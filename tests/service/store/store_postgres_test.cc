@@ -170,6 +170,7 @@ TEST_F(StorePostgresTest, APowerLossStoreRidesOutAnImmediateRestartLosingNothing
   std::atomic<bool> stop{false};
   std::vector<std::vector<int64_t>> acknowledged(kWriters);
   std::vector<absl::Status> failed(kWriters);
+  std::atomic<int> acks{0};
   std::vector<std::thread> writers;
   for (int w = 0; w < kWriters; ++w) {
     writers.emplace_back([&, w] {
@@ -182,14 +183,17 @@ TEST_F(StorePostgresTest, APowerLossStoreRidesOutAnImmediateRestartLosingNothing
           return;
         }
         acknowledged[w].push_back(id);
+        ++acks;
       }
     });
   }
-  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_TRUE(::evoscale::testing::AwaitCondition([&] { return acks > 20; }));
   ASSERT_TRUE(server_->Stop(/*immediate=*/true).ok());
-  absl::SleepFor(absl::Milliseconds(700));
+  absl::SleepFor(absl::Milliseconds(700));  // the outage
   ASSERT_TRUE(server_->Restart().ok()) << server_->LogTail();
-  absl::SleepFor(absl::Milliseconds(300));
+  const int at_restart = acks;
+  EXPECT_TRUE(::evoscale::testing::AwaitCondition([&] { return acks > at_restart + 20; }))
+      << "writes did not resume";
   stop = true;
   for (std::thread& t : writers) t.join();
   size_t total = 0;
