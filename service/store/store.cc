@@ -154,7 +154,9 @@ void Store::CommitQueued(
   ++commits_;
   for (size_t i = 0; i < group.size(); ++i) {
     if (results[i].ok()) continue;
-    if (defers_sync() && stopped_.ok()) {
+    // A fenced write of a study another replica has taken over fails alone: the service drops
+    // its copy of that study (it is stale) and the rest of the store goes on.
+    if (defers_sync() && stopped_.ok() && !IsLeaseLost(results[i])) {
       // The service already shows this write: stop rather than diverge from the database.
       stopped_ = absl::UnavailableError(absl::StrCat(
           "the database refused a write (", results[i].message(),

@@ -65,7 +65,8 @@ class Store {
   //    holding the study's lock or a gRPC thread meanwhile (OnDurable). A failed batch then
   //    means the cache holds a write the database lacks, so any failure stops the store: every
   //    later Enqueue, WaitDurable and OnDurable answers UNAVAILABLE until evoscaled restarts
-  //    (and reloads from the database).
+  //    (and reloads from the database). Except a fenced batch of a study whose lease was lost
+  //    (IsLeaseLost, write_batch.h): it fails alone, and the caller drops that study's cache.
   absl::StatusOr<uint64_t> Enqueue(WriteBatch batch);
   // The status of batch `ticket` once every batch up to it is settled.
   absl::Status WaitDurable(uint64_t ticket);

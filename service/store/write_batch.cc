@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "absl/strings/cord.h"
+
 namespace evoscale::service {
 
 void WriteBatch::PutStudy(int64_t id, const v1::Study& study) {
@@ -28,6 +30,25 @@ void WriteBatch::PutTrial(int64_t study_id, const v1::Trial& trial, int64_t comp
   op.text = trial.client_id();
   trial.SerializeToString(&op.body);
   ops_.push_back(std::move(op));
+}
+
+void WriteBatch::Fence(int64_t study_id, int64_t epoch) {
+  ops_.push_back(Op{.kind = Op::kFence, .study_id = study_id, .completion_seq = epoch});
+}
+
+namespace {
+constexpr absl::string_view kLeaseLostPayload = "evoscale.dev/lease-lost";
+}  // namespace
+
+absl::Status LeaseLostError(absl::string_view message) {
+  absl::Status st = absl::AbortedError(message);
+  st.SetPayload(kLeaseLostPayload, absl::Cord("1"));
+  return st;
+}
+
+bool IsLeaseLost(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kAborted &&
+         status.GetPayload(kLeaseLostPayload).has_value();
 }
 
 }  // namespace evoscale::service

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "evoscale/v1/study.pb.h"
 
 namespace evoscale::service {
@@ -30,15 +32,20 @@ class WriteBatch {
   void PutStudy(int64_t id, const v1::Study& study);
   void DeleteStudy(int64_t id);
   void PutTrial(int64_t study_id, const v1::Trial& trial, int64_t completion_seq);
+  // Several replicas on one PostgreSQL database (study_leases.h): the batch commits only while
+  // `epoch` is still the current epoch of `study_id`'s lease, checked in the batch's own
+  // transaction, which holds the lease row against a takeover until it commits; otherwise the
+  // batch fails alone with LeaseLostError. Ignored by SQLite (one process per file).
+  void Fence(int64_t study_id, int64_t epoch);
   bool empty() const { return ops_.empty(); }
 
   // The backends (internal/backend.h) apply these.
   struct Op {
-    enum Kind { kPutStudy, kDeleteStudy, kPutTrial } kind;
+    enum Kind { kPutStudy, kDeleteStudy, kPutTrial, kFence } kind;
     int64_t study_id = 0;
     int64_t trial_id = 0;
     int state = 0;
-    int64_t completion_seq = 0;
+    int64_t completion_seq = 0;  // kFence: the lease's epoch
     std::string text;  // study display name or trial client id
     std::string body;  // the serialized message (name cleared)
   };
@@ -47,6 +54,11 @@ class WriteBatch {
  private:
   std::vector<Op> ops_;
 };
+
+// A fenced batch whose lease another replica has taken over (ABORTED, marked so): the write
+// is not in the database; the study's state here is stale and must be reloaded or forwarded.
+absl::Status LeaseLostError(absl::string_view message);
+bool IsLeaseLost(const absl::Status& status);
 
 }  // namespace evoscale::service
 

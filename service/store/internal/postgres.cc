@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "service/store/write_batch.h"
 
 namespace evoscale::service::internal {
 namespace {
@@ -109,6 +110,9 @@ absl::Status PgConnection::Check(pg_result* r, absl::string_view what) const {
   std::string message = OneLine(r != nullptr ? PQresultErrorMessage(r) : PQerrorMessage(conn_));
   if (message.empty()) message = OneLine(PQerrorMessage(conn_));
   if (absl::StartsWith(message, "ERROR:  ")) message.erase(0, 8);
+  if (sqlstate != nullptr && std::strcmp(sqlstate, kLeaseLostSqlstate) == 0) {
+    return LeaseLostError(absl::StrCat("postgresql: ", what, ": ", message));
+  }
   return absl::Status(CodeFor(sqlstate, bad),
                       absl::StrCat("postgresql: ", what, ": ", message,
                                    sqlstate != nullptr ? absl::StrCat(" (SQLSTATE ", sqlstate, ")")

@@ -92,6 +92,15 @@ int PgRows(pg_result* r);
 absl::StatusOr<int> MigratePostgres(PgConnection& conn, absl::string_view component,
                                     absl::Span<const char* const> migrations);
 
+// The SQLSTATE evoscale_fence() raises (lease_schema.cc); a statement failing with it is
+// LeaseLostError (write_batch.h).
+inline constexpr char kLeaseLostSqlstate[] = "EV001";
+
+// Migrates the "leases" tables and functions (lease_schema.cc): replicas, study_leases,
+// evoscale_fence() and evoscale_acquire(). Every PostgreSQL study store has them, one replica
+// or several, so that a fenced write means the same everywhere.
+absl::Status MigrateLeaseSchema(PgConnection& conn);
+
 // The stored schema version of `component` (0: none yet).
 absl::StatusOr<int> PostgresSchemaVersion(PgConnection& conn, absl::string_view component);
 

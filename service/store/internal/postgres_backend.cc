@@ -73,6 +73,7 @@ class PostgresBackend : public StoreBackend {
          "VALUES($1, $2, $3, $4, $5, $6) ON CONFLICT(study_id, id) DO UPDATE SET "
          "state = EXCLUDED.state, client_id = EXCLUDED.client_id, "
          "completion_seq = EXCLUDED.completion_seq, body = EXCLUDED.body"},
+        {"fence", "SELECT evoscale_fence($1, $2)"},
     };
     for (const auto& [name, sql] : statements) {
       if (absl::Status st = conn_->Prepare(name, sql, absl::StrCat("prepare ", name)); !st.ok()) {
@@ -206,6 +207,12 @@ class PostgresBackend : public StoreBackend {
                                   .binary = {false, false, false, false, false, true},
                                   .what = "put trial"});
             break;
+          case WriteBatch::Op::kFence:
+            statements.push_back(
+                {.name = "fence",
+                 .params = {absl::StrCat(op.study_id), absl::StrCat(op.completion_seq)},
+                 .what = "check the study's lease"});
+            break;
         }
       }
     }
@@ -279,6 +286,11 @@ class PostgresBackend : public StoreBackend {
           r = conn_->Run("put_trial", params, kTrialBinary, "put trial");
           break;
         }
+        case WriteBatch::Op::kFence: {
+          const std::string params[] = {absl::StrCat(op.study_id), absl::StrCat(op.completion_seq)};
+          r = conn_->Run("fence", params, {}, "check the study's lease");
+          break;
+        }
       }
       if (!r.ok()) return r.status();
     }
@@ -297,6 +309,7 @@ absl::StatusOr<std::unique_ptr<StoreBackend>> OpenPostgresBackend(const std::str
   if (!conn.ok()) return conn.status();
   absl::StatusOr<int> version = MigratePostgres(**conn, "studies", kPostgresMigrations);
   if (!version.ok()) return version.status();
+  if (absl::Status st = MigrateLeaseSchema(**conn); !st.ok()) return st;
   auto backend = std::make_unique<PostgresBackend>(*std::move(conn), durability);
   if (absl::Status st = backend->Prepare(); !st.ok()) return st;
   return backend;
