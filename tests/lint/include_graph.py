@@ -16,6 +16,7 @@ import sys
 ALLOWED = {
     "search/": set(),
     "load_model/": set(),
+    "placement/": set(),
     "trainer/": set(),
     "trainer_adapter/": set(),
     "service/common/": set(),
@@ -28,13 +29,13 @@ ALLOWED = {
                            "service/trial_template/", "trainer_adapter/", "load_model/"},
     "service/katib/": {"service/study/"},
     "service/analysis/": {"service/study/", "service/store/", "service/common/", "search/"},
-    "service/cli/": {"load_model/", "service/common/"},
+    "service/cli/": {"load_model/", "placement/", "service/common/"},
     "service/": {"service/study/", "service/store/", "service/common/", "service/autoscaler/",
                  "service/scheduler/", "service/katib/", "service/analysis/",
                  "service/trial_template/", "search/",
                  "load_model/", "trainer_adapter/"},
 }
-CODE_DIRS = ["search", "load_model", "trainer", "trainer_adapter", "service", "serve"]
+CODE_DIRS = ["search", "load_model", "placement", "trainer", "trainer_adapter", "service", "serve"]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 

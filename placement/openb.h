@@ -1,0 +1,38 @@
+// Readers of Alibaba's openb GPU traces (clusterdata, cluster-trace-gpu-v2023): the node list
+// (sn,cpu_milli,memory_mib,gpu,model) and the pod lists (name,cpu_milli,memory_mib,num_gpu,
+// gpu_milli[,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time]; the multigpu
+// variants stop after gpu_milli). Columns are found by the header's names, in any order; columns
+// the readers do not know are ignored.
+//
+// As the FGD simulator reads them: gpu_spec lists the allowed GPU models separated by '|'
+// (empty = any); gpu_milli is ignored for pods without GPUs; a GPU pod asks for 1..1000 milli
+// per GPU, and a pod of several GPUs for whole ones (1000).
+//
+// Errors are INVALID_ARGUMENT and name the file, the line and the field:
+//   `pods.csv:7: field "num_gpu": "two" is not an integer`; a file that cannot be read is
+// NOT_FOUND. Parsing is linear in the file's size.
+
+#ifndef EVOSCALE_PLACEMENT_OPENB_H_
+#define EVOSCALE_PLACEMENT_OPENB_H_
+
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "placement/cluster.h"
+
+namespace evoscale::placement {
+
+absl::StatusOr<std::vector<NodeSpec>> ReadOpenbNodes(const std::string& path);
+absl::StatusOr<std::vector<PodSpec>> ReadOpenbPods(const std::string& path);
+
+// The same from text; `file_name` is what the errors call it.
+absl::StatusOr<std::vector<NodeSpec>> ParseOpenbNodes(absl::string_view text,
+                                                      absl::string_view file_name);
+absl::StatusOr<std::vector<PodSpec>> ParseOpenbPods(absl::string_view text,
+                                                    absl::string_view file_name);
+
+}  // namespace evoscale::placement
+
+#endif  // EVOSCALE_PLACEMENT_OPENB_H_

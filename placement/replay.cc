@@ -1,0 +1,181 @@
+#include "placement/replay.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace evoscale::placement {
+namespace {
+
+// What the replay records after each pod.
+struct Event {
+  int bucket;  // arrived% rounded half to even, as Python's round()
+  double allocated_percent;
+  double fragmentation_amount;
+  double fragmentation_ratio;
+  int64_t failed_pods;
+};
+
+// The mean over `events` whose bucket is in [low, high]; nullopt when there are none.
+std::optional<ReplayPoint> MeanOf(const std::vector<Event>& events, int low, int high) {
+  ReplayPoint point;
+  int64_t count = 0;
+  for (const Event& event : events) {
+    if (event.bucket < low || event.bucket > high) continue;
+    ++count;
+    point.allocated_percent += event.allocated_percent;
+    point.fragmentation_amount += event.fragmentation_amount;
+    point.fragmentation_ratio += event.fragmentation_ratio;
+    point.failed_pods = event.failed_pods;
+  }
+  if (count == 0) return std::nullopt;
+  point.allocated_percent /= static_cast<double>(count);
+  point.unallocated_percent = 100 - point.allocated_percent;
+  point.fragmentation_amount /= static_cast<double>(count);
+  point.fragmentation_ratio /= static_cast<double>(count);
+  return point;
+}
+
+std::vector<ReplayPoint> Points(const std::vector<Event>& events) {
+  std::vector<ReplayPoint> points;
+  if (events.empty()) return points;
+  const int last = events.back().bucket;  // arrival only grows
+  for (int percent = 0; percent <= last; ++percent) {
+    std::optional<ReplayPoint> point = MeanOf(events, percent, percent);
+    if (!point) point = MeanOf(events, percent - 1, percent + 1);
+    if (!point) continue;
+    point->arrived_percent = percent;
+    points.push_back(*point);
+  }
+  return points;
+}
+
+std::unique_ptr<Policy> MakePolicy(const PlacementReplayOptions& options,
+                                   const FragmentationModel& fragmentation) {
+  if (options.policy == PolicyKind::kEvoscale) {
+    return MakeEvoscalePolicy(fragmentation, options.evoscale);
+  }
+  return MakeBaselinePolicy(options.policy, fragmentation, options.seed);
+}
+
+}  // namespace
+
+std::optional<ReplayPoint> PlacementReport::PointAt(int percent) const {
+  for (const ReplayPoint& point : points) {
+    if (point.arrived_percent == percent) return point;
+  }
+  return std::nullopt;
+}
+
+std::vector<PodSpec> TunedWorkload(std::vector<PodSpec> pods, int64_t total_gpus, double tune,
+                                   Rng& rng) {
+  std::stable_sort(pods.begin(), pods.end(),
+                   [](const PodSpec& a, const PodSpec& b) { return a.name < b.name; });
+  const std::vector<PodSpec> originals = pods;
+  for (size_t i = pods.size(); i > 1; --i) std::swap(pods[i - 1], pods[rng.Below(i)]);
+  int64_t total = 0;
+  for (const PodSpec& pod : pods) total += pod.TotalGpuMilli();
+  const double target = tune * static_cast<double>(total_gpus * kMilliPerGpu);
+  while (static_cast<double>(total) > target && !pods.empty()) {
+    const size_t index = rng.Below(pods.size());
+    total -= pods[index].TotalGpuMilli();
+    pods.erase(pods.begin() + static_cast<std::ptrdiff_t>(index));
+  }
+  if (static_cast<double>(total) >= target || originals.empty()) return pods;
+  for (int64_t copy = 0;; ++copy) {
+    PodSpec pod = originals[rng.Below(originals.size())];
+    // The simulator's rule: the next pod's milli per GPU (not its total) must fit.
+    if (static_cast<double>(total + pod.gpu_milli) > target) break;
+    total += pod.TotalGpuMilli();
+    pod.name = absl::StrCat(pod.name, "-tuned-", copy);
+    pods.push_back(std::move(pod));
+  }
+  return pods;
+}
+
+absl::StatusOr<PlacementReport> ReplayPlacement(const std::vector<NodeSpec>& nodes,
+                                                const std::vector<PodSpec>& pods,
+                                                const PlacementReplayOptions& options) {
+  if (!(options.tune > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("tune ", options.tune, ": must be > 0"));
+  }
+  if (pods.empty()) return absl::InvalidArgumentError("no pods to replay");
+  absl::StatusOr<Cluster> cluster = Cluster::Create(nodes);
+  if (!cluster.ok()) return cluster.status();
+  if (cluster->total_gpus() == 0) return absl::InvalidArgumentError("the cluster has no GPUs");
+
+  // The metric's typical pods are always the simulator's; the policy's may be weighted.
+  const FragmentationModel metric(TypicalPods(pods, *cluster));
+  const FragmentationModel weighted(TypicalPods(pods, *cluster, options.typical));
+  std::unique_ptr<Policy> policy = MakePolicy(options, weighted);
+
+  Rng rng(options.seed);
+  const std::vector<PodSpec> workload = TunedWorkload(pods, cluster->total_gpus(), options.tune,
+                                                      rng);
+  // The simulator's node order for ties: nodes sorted by name get a random permutation.
+  std::vector<int> by_name(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) by_name[i] = static_cast<int>(i);
+  std::stable_sort(by_name.begin(), by_name.end(),
+                   [&](int a, int b) { return nodes[a].name < nodes[b].name; });
+  std::vector<int> ranks(nodes.size());
+  for (size_t i = 0; i < by_name.size(); ++i) ranks[by_name[i]] = static_cast<int>(i);
+  for (size_t i = ranks.size(); i > 1; --i) std::swap(ranks[i - 1], ranks[rng.Below(i)]);
+  // A permutation of a permutation: cannot fail.
+  absl::Status ranked = cluster->SetTieRanks(std::move(ranks));
+  if (!ranked.ok()) return ranked;
+
+  PlacementReport report;
+  report.policy = std::string(PolicyKindName(options.policy));
+  report.seed = options.seed;
+  report.tune = options.tune;
+  report.nodes = static_cast<int64_t>(nodes.size());
+  report.total_gpus = cluster->total_gpus();
+  report.original_pods = static_cast<int64_t>(pods.size());
+  report.submitted_pods = static_cast<int64_t>(workload.size());
+
+  std::vector<double> node_fragmentation;
+  double fragmentation = 0;
+  for (const NodeState& node : cluster->nodes()) {
+    node_fragmentation.push_back(metric.Amount(node));
+    fragmentation += node_fragmentation.back();
+  }
+  const double capacity_milli = static_cast<double>(cluster->total_gpus() * kMilliPerGpu);
+  std::vector<Event> events;
+  events.reserve(workload.size());
+  for (const PodSpec& spec : workload) {
+    const PodRequest pod = cluster->Resolve(spec);
+    report.submitted_gpu_milli += pod.TotalGpuMilli();
+    if (std::optional<Placement> placement = policy->Place(*cluster, pod)) {
+      cluster->Bind(pod, *placement);
+      ++report.placed_pods;
+      double& amount = node_fragmentation[placement->node];
+      fragmentation -= amount;
+      amount = metric.Amount(cluster->node(placement->node));
+      fragmentation += amount;
+    } else {
+      ++report.failed_pods;
+    }
+    const double free_milli = capacity_milli - static_cast<double>(cluster->used_gpu_milli());
+    Event event;
+    event.bucket = static_cast<int>(
+        std::nearbyint(100.0 * static_cast<double>(report.submitted_gpu_milli) / capacity_milli));
+    event.allocated_percent = 100.0 * static_cast<double>(cluster->used_gpu_milli()) /
+                              capacity_milli;
+    event.fragmentation_amount = fragmentation;
+    event.fragmentation_ratio = free_milli > 0 ? 100.0 * fragmentation / free_milli : 0;
+    event.failed_pods = report.failed_pods;
+    events.push_back(event);
+  }
+  report.arrived_percent = 100.0 * static_cast<double>(report.submitted_gpu_milli) /
+                           capacity_milli;
+  report.allocated_percent = 100.0 * static_cast<double>(cluster->used_gpu_milli()) /
+                             capacity_milli;
+  report.points = Points(events);
+  return report;
+}
+
+}  // namespace evoscale::placement
