@@ -27,6 +27,7 @@ class EvoscalePolicy : public Policy {
   std::optional<Placement> Place(const Cluster& cluster, const PodRequest& pod) override {
     // Pass 1: every feasible node's best candidate, and the least growth.
     const std::vector<NodeState>& nodes = cluster.nodes();
+    pod_uses_gpu_ = pod.UsesGpu();
     candidates_.clear();
     double least = std::numeric_limits<double>::infinity();
     for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
@@ -62,7 +63,7 @@ class EvoscalePolicy : public Policy {
     candidate.growth = fragmentation_.Amount(after) - before_amount;
     if (options_.fgd_bins) {
       // FGD's score bins: growths that map to the same integer sigmoid score tie.
-      candidate.bin = -std::floor(100.0 / (1.0 + std::exp(candidate.growth / 1000)));
+      candidate.bin = -std::floor(options_.bin_scale / (1.0 + std::exp(candidate.growth / 1000)));
     }
     // Free GPU milli dominates; free CPU (in 1/1000 of a CPU per milli-GPU) breaks its ties.
     const double room = static_cast<double>(after.GpuMilliLeft()) +
@@ -74,10 +75,18 @@ class EvoscalePolicy : public Policy {
       case EvoscalePolicyOptions::Secondary::kSpread:
         candidate.secondary = -room;
         break;
+      case EvoscalePolicyOptions::Secondary::kUsedFirst:
+        candidate.secondary = before.FullyFreeGpus() == before.num_gpus &&
+                                      before.cpu_left == before.cpu_capacity
+                                  ? 1
+                                  : 0;
+        break;
+      case EvoscalePolicyOptions::Secondary::kCpuPodsPack:
+        if (!pod_uses_gpu_) candidate.secondary = static_cast<double>(after.GpuMilliLeft());
+        break;
       case EvoscalePolicyOptions::Secondary::kNone:
         break;
     }
-    (void)before;
     return candidate;
   }
 
@@ -107,7 +116,8 @@ class EvoscalePolicy : public Policy {
 
   const FragmentationModel& fragmentation_;
   const EvoscalePolicyOptions options_;
-  std::vector<std::pair<int, Candidate>> candidates_;  // scratch: (node, its best candidate)
+  std::vector<std::pair<int, Candidate>> candidates_;
+  bool pod_uses_gpu_ = false;  // scratch: (node, its best candidate)
 };
 
 }  // namespace
