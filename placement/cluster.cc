@@ -171,7 +171,8 @@ absl::Status Cluster::SetTieRanks(std::vector<int> ranks) {
   }
   for (int rank : ranks) {
     if (rank < 0 || rank >= static_cast<int>(ranks.size()) || seen[rank]) {
-      return absl::InvalidArgumentError(absl::StrCat("tie ranks: ", rank, " out of range or twice"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tie ranks: ", rank, " out of range or twice"));
     }
     seen[rank] = true;
   }

@@ -7,7 +7,6 @@
 #include <utility>
 #include <vector>
 
-
 namespace evoscale::placement {
 namespace {
 
@@ -76,10 +75,9 @@ class EvoscalePolicy : public Policy {
         candidate.secondary = -room;
         break;
       case EvoscalePolicyOptions::Secondary::kUsedFirst:
-        candidate.secondary = before.FullyFreeGpus() == before.num_gpus &&
-                                      before.cpu_left == before.cpu_capacity
-                                  ? 1
-                                  : 0;
+        candidate.secondary =
+            before.FullyFreeGpus() == before.num_gpus && before.cpu_left == before.cpu_capacity ? 1
+                                                                                                : 0;
         break;
       case EvoscalePolicyOptions::Secondary::kCpuPodsPack:
         if (!pod_uses_gpu_) candidate.secondary = static_cast<double>(after.GpuMilliLeft());
@@ -103,9 +101,9 @@ class EvoscalePolicy : public Policy {
       if (left < pod.gpu_milli) continue;
       const GpuMask gpus = GpuMask{1} << g;
       Candidate candidate = Score(node, before, WithPod(node, pod, gpus), gpus);
-      const bool better = !best || candidate.growth < best->growth - options_.tie_milli ||
-                          (candidate.growth <= best->growth + options_.tie_milli &&
-                           left < best_left);
+      const bool better =
+          !best || candidate.growth < best->growth - options_.tie_milli ||
+          (candidate.growth <= best->growth + options_.tie_milli && left < best_left);
       if (better) {
         best = candidate;
         best_left = left;

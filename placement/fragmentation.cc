@@ -85,8 +85,7 @@ double FragmentationModel::Compute(const NodeState& node) const {
   double amount = 0;
   for (const TypicalPod& typical : typical_pods_) {
     const PodRequest& pod = typical.request;
-    bool usable = pod.gpu_milli > 0 && ModelAllowed(node, pod) &&
-                  node.cpu_left >= pod.cpu_milli &&
+    bool usable = pod.gpu_milli > 0 && ModelAllowed(node, pod) && node.cpu_left >= pod.cpu_milli &&
                   node.GpusWithAtLeast(pod.gpu_milli) >= pod.num_gpus;
     if (!usable) {
       amount += typical.frequency * free_milli;

@@ -73,8 +73,8 @@ class Table {
   const std::vector<Row>& rows() const { return rows_; }
 
   absl::Status Error(const Row& row, size_t column, absl::string_view what) const {
-    return absl::InvalidArgumentError(absl::StrCat(file_name_, ":", row.line, ": field \"",
-                                                   header_[column], "\": ", what));
+    return absl::InvalidArgumentError(
+        absl::StrCat(file_name_, ":", row.line, ": field \"", header_[column], "\": ", what));
   }
 
   // An integer in [min, max].
@@ -131,8 +131,8 @@ absl::StatusOr<std::vector<NodeSpec>> ParseOpenbNodes(absl::string_view text,
     node.num_gpus = static_cast<int>(*gpus);
     node.gpu_model = std::string(row.fields[columns[4]]);
     if (node.num_gpus > 0 && node.gpu_model.empty()) {
-      return table->Error(row, columns[4], absl::StrCat("empty, but the node has ", node.num_gpus,
-                                                        " GPUs"));
+      return table->Error(row, columns[4],
+                          absl::StrCat("empty, but the node has ", node.num_gpus, " GPUs"));
     }
     nodes.push_back(std::move(node));
   }
@@ -184,8 +184,9 @@ absl::StatusOr<std::vector<PodSpec>> ParseOpenbPods(absl::string_view text,
     if (columns[6]) {
       absl::StatusOr<QosClass> qos = ParseQosClass(row.fields[*columns[6]]);
       if (!qos.ok()) {
-        return table->Error(row, *columns[6], absl::StrCat("\"", row.fields[*columns[6]],
-                                                           "\" is not LS, Guaranteed, Burstable or BE"));
+        return table->Error(row, *columns[6],
+                            absl::StrCat("\"", row.fields[*columns[6]],
+                                         "\" is not LS, Guaranteed, Burstable or BE"));
       }
       pod.qos = *qos;
     }

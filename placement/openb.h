@@ -16,10 +16,10 @@
 #define EVOSCALE_PLACEMENT_OPENB_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "placement/cluster.h"
 
 namespace evoscale::placement {

@@ -128,14 +128,14 @@ class FgdPolicy : public Policy {
 }  // namespace
 
 absl::StatusOr<PolicyKind> ParsePolicyKind(absl::string_view name) {
-  for (PolicyKind kind : {PolicyKind::kEvoscale, PolicyKind::kFgd, PolicyKind::kBestFit,
-                          PolicyKind::kPacking, PolicyKind::kDotProd, PolicyKind::kClustering,
-                          PolicyKind::kRandom}) {
+  for (PolicyKind kind :
+       {PolicyKind::kEvoscale, PolicyKind::kFgd, PolicyKind::kBestFit, PolicyKind::kPacking,
+        PolicyKind::kDotProd, PolicyKind::kClustering, PolicyKind::kRandom}) {
     if (name == PolicyKindName(kind)) return kind;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "policy \"", name,
-      "\": must be evoscale, fgd, bestfit, packing, dotprod, clustering or random"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("policy \"", name,
+                   "\": must be evoscale, fgd, bestfit, packing, dotprod, clustering or random"));
 }
 
 absl::string_view PolicyKindName(PolicyKind kind) {
@@ -160,8 +160,7 @@ absl::string_view PolicyKindName(PolicyKind kind) {
 
 int64_t BestFitScore(const NodeState& node, const PodRequest& pod) {
   double left = 0.5 * static_cast<double>(node.cpu_left - pod.cpu_milli) / kMaxSpecCpu +
-                0.5 * static_cast<double>(node.GpuMilliLeft() - pod.TotalGpuMilli()) /
-                    kMaxSpecGpu;
+                0.5 * static_cast<double>(node.GpuMilliLeft() - pod.TotalGpuMilli()) / kMaxSpecGpu;
   return static_cast<int64_t>((1.0 - left) * kMaxNodeScore);
 }
 
@@ -207,9 +206,9 @@ int64_t ClusteringScore(const NodeState& node, const PodRequest& pod) {
   const int kind = pod.SharesGpu() ? 0 : pod.num_gpus;
   int kinds = 0;
   for (int32_t count : node.pods_by_gpu_kind) kinds += count > 0 ? 1 : 0;
-  const int64_t fullness =
-      kMaxNodeScore / 4 * (static_cast<int64_t>(kMaxSpecGpu) - node.GpuMilliLeft()) /
-      static_cast<int64_t>(kMaxSpecGpu);
+  const int64_t fullness = kMaxNodeScore / 4 *
+                           (static_cast<int64_t>(kMaxSpecGpu) - node.GpuMilliLeft()) /
+                           static_cast<int64_t>(kMaxSpecGpu);
   if (node.pods_by_gpu_kind[kind] > 0) {
     return fullness + (kinds == 1 ? kMaxNodeScore * 3 / 4 : kMaxNodeScore * 2 / 4);
   }
@@ -236,8 +235,7 @@ FgdChoice FgdScore(const NodeState& node, const PodRequest& pod,
   return best;
 }
 
-std::unique_ptr<Policy> MakeBaselinePolicy(PolicyKind kind,
-                                           const FragmentationModel& fragmentation,
+std::unique_ptr<Policy> MakeBaselinePolicy(PolicyKind kind, const FragmentationModel& fragmentation,
                                            uint64_t seed) {
   switch (kind) {
     case PolicyKind::kRandom:

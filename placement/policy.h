@@ -31,9 +31,9 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "placement/cluster.h"
 #include "placement/fragmentation.h"
 
@@ -53,8 +53,7 @@ class Policy {
 
 // One of the simulator's policies (every kind but kEvoscale, which evoscale_policy.h makes;
 // nullptr for it). `fragmentation` must outlive the policy (fgd uses it; others ignore it).
-std::unique_ptr<Policy> MakeBaselinePolicy(PolicyKind kind,
-                                           const FragmentationModel& fragmentation,
+std::unique_ptr<Policy> MakeBaselinePolicy(PolicyKind kind, const FragmentationModel& fragmentation,
                                            uint64_t seed);
 
 // The plugins' scores for one feasible node, exposed for tests: integers in [0, 100].

@@ -114,8 +114,8 @@ absl::StatusOr<PlacementReport> ReplayPlacement(const std::vector<NodeSpec>& nod
   std::unique_ptr<Policy> policy = MakePolicy(options, weighted);
 
   Rng rng(options.seed);
-  const std::vector<PodSpec> workload = TunedWorkload(pods, cluster->total_gpus(), options.tune,
-                                                      rng);
+  const std::vector<PodSpec> workload =
+      TunedWorkload(pods, cluster->total_gpus(), options.tune, rng);
   // The simulator's node order for ties: nodes sorted by name get a random permutation.
   std::vector<int> by_name(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) by_name[i] = static_cast<int>(i);
@@ -163,17 +163,16 @@ absl::StatusOr<PlacementReport> ReplayPlacement(const std::vector<NodeSpec>& nod
     Event event;
     event.bucket = static_cast<int>(
         std::nearbyint(100.0 * static_cast<double>(report.submitted_gpu_milli) / capacity_milli));
-    event.allocated_percent = 100.0 * static_cast<double>(cluster->used_gpu_milli()) /
-                              capacity_milli;
+    event.allocated_percent =
+        100.0 * static_cast<double>(cluster->used_gpu_milli()) / capacity_milli;
     event.fragmentation_amount = fragmentation;
     event.fragmentation_ratio = free_milli > 0 ? 100.0 * fragmentation / free_milli : 0;
     event.failed_pods = report.failed_pods;
     events.push_back(event);
   }
-  report.arrived_percent = 100.0 * static_cast<double>(report.submitted_gpu_milli) /
-                           capacity_milli;
-  report.allocated_percent = 100.0 * static_cast<double>(cluster->used_gpu_milli()) /
-                             capacity_milli;
+  report.arrived_percent = 100.0 * static_cast<double>(report.submitted_gpu_milli) / capacity_milli;
+  report.allocated_percent =
+      100.0 * static_cast<double>(cluster->used_gpu_milli()) / capacity_milli;
   report.points = Points(events);
   return report;
 }

@@ -45,7 +45,7 @@ struct PlacementReplayOptions {
 struct ReplayPoint {
   int arrived_percent = 0;
   double allocated_percent = 0;
-  double unallocated_percent = 0;  // 100 - allocated_percent
+  double unallocated_percent = 0;   // 100 - allocated_percent
   double fragmentation_amount = 0;  // milli-GPU
   double fragmentation_ratio = 0;   // percent of the free milli-GPU
   int64_t failed_pods = 0;          // so far
