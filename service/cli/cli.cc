@@ -41,8 +41,8 @@ namespace {
 
 // The nouns' files, in the order the usage lists their commands.
 using Noun = std::vector<Command> (*)();
-constexpr Noun kNouns[] = {StudyCommands,     TrialCommands, WorkloadCommands,
-                           TelemetryCommands, AdminCommands, ReplayCommands};
+constexpr Noun kNouns[] = {StudyCommands, TrialCommands,  WorkloadCommands, TelemetryCommands,
+                           AdminCommands, ReplayCommands, PlaceCommands};
 
 // Short forms kept from earlier releases (scripts use them): each is the command it names,
 // under a name of its own. In the order the usage lists them.

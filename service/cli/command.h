@@ -2,9 +2,10 @@
 //
 // The CLI is one table of commands (Command). Each noun has a file that returns its rows:
 // study_commands.cc, trial_commands.cc, workload_commands.cc (and recommend),
-// telemetry_commands.cc, admin_commands.cc, replay_commands.cc. cli.cc joins them, parses the
-// line against the table (CLI11), prints the usage from it and runs the command reached with
-// an Invocation: the parsed line, the stubs and the output stream of that one run.
+// telemetry_commands.cc, admin_commands.cc, replay_commands.cc, place_commands.cc. cli.cc
+// joins them, parses the line against the table (CLI11), prints the usage from it and runs the
+// command reached with an Invocation: the parsed line, the stubs and the output stream of that
+// one run.
 //
 // Everything here is stateless except Invocation, which only holds references for the length
 // of one Run() call and is used from that call's thread. This header takes the parsed line's
@@ -142,6 +143,7 @@ std::vector<Command> WorkloadCommands();  // and recommend
 std::vector<Command> TelemetryCommands();
 std::vector<Command> AdminCommands();
 std::vector<Command> ReplayCommands();
+std::vector<Command> PlaceCommands();
 
 // ---- Positional arguments several nouns take -----------------------------------------------
 

@@ -13,6 +13,7 @@
 #include "evoscale/v1/autoscaler.pb.h"
 #include "evoscale/v1/study.pb.h"
 #include "load_model/replay.h"
+#include "placement/replay.h"
 #include "service/cli/kubernetes.h"
 
 namespace evoscale::cli {
@@ -83,6 +84,13 @@ struct CommandArguments {
   KubernetesOptions kubernetes;
   // replay --trace, --path, --policy and --startup-delay.
   load_model::ReplayOptions replay;
+  // place --pods, --nodes, --policy, --seed, --tune, and --departures (refused: not yet).
+  struct Place {
+    std::string pods;
+    std::string nodes;
+    placement::PlacementReplayOptions options;
+    bool departures = false;
+  } place;
 };
 
 // A command line, parsed.

@@ -1,0 +1,147 @@
+// The place command: an openb GPU trace replayed through a placement policy, offline
+// (placement/replay.h), as the FGD simulator's experiments do; calls no server.
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+#include "placement/openb.h"
+#include "placement/replay.h"
+#include "service/cli/command.h"
+#include "service/cli/format.h"
+#include "service/cli/validators.h"
+
+namespace evoscale::cli {
+namespace {
+
+// The arrivals the table shows (percent of the cluster's GPUs).
+constexpr int kTableArrivals[] = {50, 80, 90, 100, 110, 120, 130};
+
+void DefinePlace(CLI::App& command, CommandArguments& arguments) {
+  CommandArguments::Place& place = arguments.place;
+  command.add_option("--pods", place.pods, "an openb pod list (openb_pod_list_*.csv)")
+      ->type_name("FILE")
+      ->required();
+  command.add_option("--nodes", place.nodes, "an openb node list (openb_node_list_gpu_node.csv)")
+      ->type_name("FILE")
+      ->required();
+  command
+      .add_option("--policy", place.options.policy,
+                  "evoscale (default), fgd, bestfit, packing, dotprod, clustering or random")
+      ->type_name("POLICY")
+      ->transform(
+          EnumName([](const std::string& name) { return placement::ParsePolicyKind(name); }));
+  command.add_option("--seed", place.options.seed, "shuffles and resamples the pods (default 42)")
+      ->type_name("N")
+      ->check(IntegerIn(0, std::numeric_limits<int64_t>::max()));
+  command
+      .add_option_function<std::string>(
+          "--tune",
+          [&place](const std::string& value) {
+            double tune;
+            if (!absl::SimpleAtod(value, &tune) || !(tune > 0) || tune > 100) {
+              throw CLI::ValidationError(
+                  "--tune", absl::StrCat("\"", value, "\" is not a number in (0, 100]"));
+            }
+            place.options.tune = tune;
+          },
+          "the GPU requests submitted, times the cluster's GPUs (default 1.3)")
+      ->type_name("X");
+  command.add_flag("--departures", place.departures,
+                   "replay creation and deletion times with priorities (not implemented yet)");
+}
+
+nlohmann::json PointJson(const placement::ReplayPoint& point) {
+  return {{"arrived_percent", point.arrived_percent},
+          {"allocated_percent", point.allocated_percent},
+          {"unallocated_percent", point.unallocated_percent},
+          {"fragmentation_amount", point.fragmentation_amount},
+          {"fragmentation_ratio", point.fragmentation_ratio},
+          {"failed_pods", point.failed_pods}};
+}
+
+nlohmann::json ReportJson(const placement::PlacementReport& report, double wall_seconds) {
+  nlohmann::json points = nlohmann::json::array();
+  for (const placement::ReplayPoint& point : report.points) points.push_back(PointJson(point));
+  nlohmann::json json = {{"policy", report.policy},
+                         {"seed", report.seed},
+                         {"tune", report.tune},
+                         {"nodes", report.nodes},
+                         {"total_gpus", report.total_gpus},
+                         {"original_pods", report.original_pods},
+                         {"submitted_pods", report.submitted_pods},
+                         {"placed_pods", report.placed_pods},
+                         {"failed_pods", report.failed_pods},
+                         {"arrived_percent", report.arrived_percent},
+                         {"allocated_percent", report.allocated_percent},
+                         {"unallocated_percent", 100 - report.allocated_percent},
+                         {"wall_seconds", wall_seconds},
+                         {"points", std::move(points)}};
+  for (int percent : {100, 130}) {
+    std::optional<placement::ReplayPoint> point = report.PointAt(percent);
+    json[absl::StrCat("unallocated_percent_at_", percent)] =
+        point ? nlohmann::json(point->unallocated_percent) : nlohmann::json(nullptr);
+  }
+  return json;
+}
+
+absl::Status RunPlace(const Invocation& invocation) {
+  const CommandArguments::Place& place = invocation.arguments().place;
+  if (place.departures) {
+    return UsageError(
+        "--departures: not implemented yet (replaying creation and deletion times with "
+        "priorities and preemption is the next slice of issue 31)");
+  }
+  absl::StatusOr<std::vector<placement::PodSpec>> pods = placement::ReadOpenbPods(place.pods);
+  if (!pods.ok()) return UsageError(absl::StrCat("--pods: ", pods.status().message()));
+  absl::StatusOr<std::vector<placement::NodeSpec>> nodes = placement::ReadOpenbNodes(place.nodes);
+  if (!nodes.ok()) return UsageError(absl::StrCat("--nodes: ", nodes.status().message()));
+  const absl::Time start = absl::Now();
+  absl::StatusOr<placement::PlacementReport> report =
+      placement::ReplayPlacement(*nodes, *pods, place.options);
+  if (!report.ok()) return UsageError(report.status().message());
+  const double wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (invocation.global().structured()) {
+    return invocation.PrintJsonText(ReportJson(*report, wall_seconds).dump());
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (int percent : kTableArrivals) {
+    std::optional<placement::ReplayPoint> point = report->PointAt(percent);
+    if (!point) continue;
+    rows.push_back({absl::StrCat(percent), FormatNumber(point->allocated_percent),
+                    FormatNumber(point->unallocated_percent),
+                    FormatNumber(point->fragmentation_ratio), absl::StrCat(point->failed_pods)});
+  }
+  invocation.out() << "policy " << report->policy << ", seed " << report->seed << ": "
+                   << report->submitted_pods << " pods (" << report->original_pods
+                   << " in the trace) on " << report->nodes << " nodes, " << report->total_gpus
+                   << " GPUs; " << report->failed_pods << " failed\n"
+                   << FormatTable(
+                          {"ARRIVED%", "ALLOCATED%", "UNALLOCATED%", "FRAG_RATIO%", "FAILED_PODS"},
+                          rows);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<Command> PlaceCommands() {
+  return {
+      {"place",
+       "--pods FILE --nodes FILE [--policy evoscale|fgd|bestfit|packing|dotprod|clustering|"
+       "random] [--seed N] [--tune X]",
+       "Replay an openb GPU trace through a placement policy, offline, and report allocated "
+       "and unallocated GPU % per 1% of arrival.",
+       DefinePlace, RunPlace},
+  };
+}
+
+}  // namespace evoscale::cli
