@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Checks the size limits of production code (issue 27): no source file over 900 lines and no
-function over 80 lines in search/, load_model/, trainer/, trainer_adapter/, service/ and serve/.
+function over 80 lines in search/, load_model/, placement/, trainer/, trainer_adapter/, service/
+and serve/.
 
 A function is a definition whose signature line ends in "{" (at any indentation, so members
 defined in a class count too) and whose body is found by matching braces, comments and string
@@ -13,7 +14,7 @@ import os
 import re
 import sys
 
-CODE_DIRS = ["search", "load_model", "trainer", "trainer_adapter", "service", "serve"]
+CODE_DIRS = ["search", "load_model", "placement", "trainer", "trainer_adapter", "service", "serve"]
 # Breaches not yet mended: reported, not failed. Empty since issue 27's slices landed; a file
 # may be listed here only while its mend is under way, never to let new code through.
 KNOWN = set()
