@@ -145,6 +145,7 @@ absl::StatusOr<Cluster> Cluster::Create(const std::vector<NodeSpec>& nodes) {
     cluster.nodes_.push_back(state);
     cluster.names_.push_back(spec.name);
     cluster.tie_ranks_.push_back(static_cast<int>(cluster.tie_ranks_.size()));
+    cluster.versions_.push_back(0);
   }
   return cluster;
 }
@@ -185,6 +186,7 @@ void Cluster::Bind(const PodRequest& pod, const Placement& placement) {
   assert(Fits(node, pod));
   int64_t before = node.GpuMilliLeft();
   node = WithPod(node, pod, placement.gpus);
+  ++versions_[placement.node];
   used_gpu_milli_ += before - node.GpuMilliLeft();
 }
 

@@ -137,6 +137,10 @@ class Cluster {
   // `ranks` is a permutation of 0..nodes-1 (INVALID_ARGUMENT otherwise).
   absl::Status SetTieRanks(std::vector<int> ranks);
 
+  // Bumped by each Bind to the node: a policy may keep what it computed for a node while this
+  // stays the same.
+  uint64_t node_version(int index) const { return versions_[index]; }
+
   int64_t total_gpus() const { return total_gpus_; }
   int64_t used_gpu_milli() const { return used_gpu_milli_; }
 
@@ -147,6 +151,7 @@ class Cluster {
   std::vector<NodeState> nodes_;
   std::vector<std::string> names_;
   std::vector<int> tie_ranks_;
+  std::vector<uint64_t> versions_;
   std::vector<std::string> models_;
   int64_t total_gpus_ = 0;
   int64_t used_gpu_milli_ = 0;

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "placement/internal/score_cache.h"
+
 namespace evoscale::placement {
 namespace {
 
@@ -31,7 +33,8 @@ class EvoscalePolicy : public Policy {
     double least = std::numeric_limits<double>::infinity();
     for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
       if (!Fits(nodes[i], pod)) continue;
-      candidates_.push_back({i, Evaluate(nodes[i], pod)});
+      candidates_.push_back(
+          {i, cache_.Get(cluster, i, pod, [&] { return Evaluate(nodes[i], pod); })});
       least = std::min(least, Primary(candidates_.back().second));
     }
     // Pass 2: among those within tie_milli of it, the second objective, then the tie rank.
@@ -114,8 +117,10 @@ class EvoscalePolicy : public Policy {
 
   const FragmentationModel& fragmentation_;
   const EvoscalePolicyOptions options_;
+  internal::ScoreCache<Candidate> cache_;  // each node's best candidate per request shape
+  // Scratch of one Place(): the feasible nodes' best candidates; whether the pod uses GPUs.
   std::vector<std::pair<int, Candidate>> candidates_;
-  bool pod_uses_gpu_ = false;  // scratch: (node, its best candidate)
+  bool pod_uses_gpu_ = false;
 };
 
 }  // namespace

@@ -56,8 +56,8 @@ class FragmentationModel {
 
  private:
   struct Key {
-    uint64_t gpus;  // the free milli of the GPUs, sorted, 10 bits each (8 x 1000 > 2^63: see .cc)
-    uint64_t rest;  // CPU left, model, the top bits of the GPUs
+    uint64_t gpus;  // the free milli of the six largest GPUs, 10 bits each
+    uint64_t rest;  // the two smallest GPUs, the model, the GPU count and the CPU left
     bool operator==(const Key& other) const { return gpus == other.gpus && rest == other.rest; }
     template <typename H>
     friend H AbslHashValue(H h, const Key& key) {

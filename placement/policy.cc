@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "placement/internal/score_cache.h"
 #include "placement/rng.h"
 
 namespace evoscale::placement {
@@ -115,14 +116,20 @@ class FgdPolicy : public Policy {
   explicit FgdPolicy(const FragmentationModel& fragmentation) : fragmentation_(fragmentation) {}
   std::optional<Placement> Place(const Cluster& cluster, const PodRequest& pod) override {
     int node = BestNode(cluster, pod, [&](const NodeState& state) {
-      return FgdScore(state, pod, fragmentation_).score;
+      return Score(cluster, static_cast<int>(&state - cluster.nodes().data()), pod).score;
     });
     if (node < 0) return std::nullopt;
-    return Placement{node, FgdScore(cluster.node(node), pod, fragmentation_).gpus};
+    return Placement{node, Score(cluster, node, pod).gpus};
   }
 
  private:
+  const FgdChoice& Score(const Cluster& cluster, int node, const PodRequest& pod) {
+    return cache_.Get(cluster, node, pod,
+                      [&] { return FgdScore(cluster.node(node), pod, fragmentation_); });
+  }
+
   const FragmentationModel& fragmentation_;
+  internal::ScoreCache<FgdChoice> cache_;
 };
 
 }  // namespace

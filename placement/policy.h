@@ -22,8 +22,11 @@
 // CPU-only pods score 0 everywhere under packing and clustering (so go to the first node by tie
 // rank that fits), as in the simulator.
 //
-// A Policy keeps its random state (and the FGD family their memo) between calls; it is not
-// thread-safe. Place() is O(nodes x GPUs) plus, for fgd and evoscale, fragmentation look-ups.
+// A Policy keeps state between calls (random's generator; fgd's and evoscale's scores per node
+// and request shape, kept while the node is unchanged, see Cluster::node_version), and uses a
+// FragmentationModel that memoises; neither is thread-safe. Place() is O(nodes x GPUs), plus
+// fragmentation look-ups for fgd and evoscale on nodes that changed since they last scored
+// that shape.
 
 #ifndef EVOSCALE_PLACEMENT_POLICY_H_
 #define EVOSCALE_PLACEMENT_POLICY_H_
