@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "placement/evoscale_policy.h"
 
 namespace evoscale::placement {
 namespace {
@@ -81,6 +82,26 @@ TEST(PolicyTest, EqualScoresGoToTheLowestTieRank) {
   EXPECT_EQ(fgd->Place(cluster, whole)->node, 0);
   ASSERT_TRUE(cluster.SetTieRanks({1, 0}).ok());
   EXPECT_EQ(fgd->Place(cluster, whole)->node, 1);
+}
+
+TEST(PolicyTest, FgdAndEvoscaleRescoreANodeOnceAPodBindsThere) {
+  Cluster cluster = MakeCluster({{"x", 8000, 1000, 2, "T4"}, {"y", 8000, 1000, 2, "T4"}});
+  FragmentationModel model = HalfAndWhole();
+  const PodRequest half = Pod(1000, 1, 500);
+  std::unique_ptr<Policy> fgd = MakeBaselinePolicy(PolicyKind::kFgd, model, 1);
+  std::unique_ptr<Policy> evoscale = MakeEvoscalePolicy(model);
+  EXPECT_EQ(fgd->Place(cluster, half)->node, 0);  // 43 and 43: the tie rank
+  EXPECT_EQ(evoscale->Place(cluster, half)->node, 0);
+  cluster.Bind(half, {1, 0b10});  // y: [1000, 500], now 56 for the next half pod
+  std::optional<Placement> placement = fgd->Place(cluster, half);
+  EXPECT_EQ(placement->node, 1);
+  EXPECT_EQ(placement->gpus, 0b10);
+  EXPECT_EQ(evoscale->Place(cluster, half)->node, 1);
+  // A copy is another cluster: nothing cached for the original answers for it.
+  Cluster copy = cluster;
+  copy.Bind(half, {1, 0b10});  // y full on GPU 1 in the copy only: [1000, 0]
+  EXPECT_EQ(fgd->Place(copy, half)->node, 0);
+  EXPECT_EQ(fgd->Place(cluster, half)->node, 1);
 }
 
 TEST(PolicyTest, BestFitPicksTheNodeLeftWithTheLeastCpuAndGpu) {
