@@ -108,25 +108,26 @@ def median_curves(runs, trace, policies):
 
 def write_svg(path, curves, title):
     width, height, left, bottom, top, right = 720, 420, 60, 40, 30, 130
-    x0, x1, y0, y1 = 0, 130, 0, 100
+    x0, x1, y0, y1 = 50, 130, 0, 30  # where the policies differ; higher values are clipped
     def sx(x): return left + (x - x0) / (x1 - x0) * (width - left - right)
     def sy(y): return height - bottom - (y - y0) / (y1 - y0) * (height - top - bottom)
     colours = ["#999999", "#8c564b", "#9467bd", "#ff7f0e", "#2ca02c", "#1f77b4", "#d62728"]
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            'font-family="sans-serif" font-size="12">',
            f'<text x="{width / 2}" y="18" text-anchor="middle">{title}</text>',
-           f'<line x1="{left}" y1="{sy(0)}" x2="{sx(130)}" y2="{sy(0)}" stroke="black"/>',
-           f'<line x1="{left}" y1="{sy(0)}" x2="{left}" y2="{sy(100)}" stroke="black"/>']
-    for x in range(0, 131, 10):
-        out.append(f'<text x="{sx(x)}" y="{sy(0) + 16}" text-anchor="middle">{x}</text>')
-    for y in range(0, 101, 20):
+           f'<line x1="{left}" y1="{sy(y0)}" x2="{sx(x1)}" y2="{sy(y0)}" stroke="black"/>',
+           f'<line x1="{left}" y1="{sy(y0)}" x2="{left}" y2="{sy(y1)}" stroke="black"/>']
+    for x in range(x0, x1 + 1, 10):
+        out.append(f'<text x="{sx(x)}" y="{sy(y0) + 16}" text-anchor="middle">{x}</text>')
+    for y in range(y0, y1 + 1, 5):
         out.append(f'<text x="{left - 6}" y="{sy(y) + 4}" text-anchor="end">{y}</text>')
-    out.append(f'<text x="{sx(65)}" y="{height - 6}" text-anchor="middle">arrived GPU %</text>')
-    out.append(f'<text x="14" y="{sy(50)}" transform="rotate(-90 14 {sy(50)})" '
+    out.append(f'<text x="{sx((x0 + x1) / 2)}" y="{height - 6}" text-anchor="middle">'
+               'arrived GPU %</text>')
+    out.append(f'<text x="14" y="{sy(y1 / 2)}" transform="rotate(-90 14 {sy(y1 / 2)})" '
                'text-anchor="middle">unallocated GPU %</text>')
     for i, (policy, points) in enumerate(curves.items()):
         colour = colours[i % len(colours)]
-        path_points = " ".join(f"{sx(a):.1f},{sy(u):.1f}" for a, u in points)
+        path_points = " ".join(f"{sx(a):.1f},{sy(min(u, y1)):.1f}" for a, u in points if a >= x0)
         out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" '
                    f'points="{path_points}"/>')
         out.append(f'<text x="{width - right + 10}" y="{top + 20 + 16 * i}" fill="{colour}">'
