@@ -62,6 +62,14 @@ ABSL_FLAG(bool, postgres, false,
           "the child's studies in a throwaway PostgreSQL server started for the run (Debian's "
           "binaries, fsync on, tests/support/postgres_server.h) instead of SQLite; telemetry "
           "stays in an SQLite file in the db dir");
+ABSL_FLAG(int, replicas, 1,
+          "with --postgres: start this many evoscaled replicas on the one database; client i "
+          "talks to replica i % N (its channel's), and study k is created through replica k % N "
+          "(which then owns it)");
+ABSL_FLAG(int, studies, 1,
+          "studies the clients share: client i works on study i % K (the preload goes to the "
+          "first); with --replicas N and K = N each replica's clients work on its own study, "
+          "with K = 1 the other replicas' calls are forwarded to the owner");
 ABSL_FLAG(std::string, clients, "1,16,64", "comma-separated client counts, one round each");
 ABSL_FLAG(double, rate, 0,
           "pairs per second offered by all clients together, paced (open loop): each client "
@@ -158,10 +166,11 @@ absl::Status FromGrpc(const grpc::Status& st, absl::string_view what) {
                       absl::StrCat(what, ": ", st.error_message()));
 }
 
-absl::StatusOr<std::string> CreateBenchStudy(v1::StudyService::Stub& stub) {
+absl::StatusOr<std::string> CreateBenchStudy(v1::StudyService::Stub& stub,
+                                             const std::string& display_name = "service_bench") {
   v1::CreateStudyRequest req;
   v1::Study* study = req.mutable_study();
-  study->set_display_name("service_bench");
+  study->set_display_name(display_name);
   v1::StudySpec* spec = study->mutable_spec();
   v1::MetricSpec* metric = spec->add_metrics();
   metric->set_name("loss");
@@ -336,10 +345,12 @@ class AsyncDriver {
       : study_(study), w_(w), log_(log), rate_(rate), total_clients_(total_clients) {}
 
   // `index` is the client's number among all clients (staggers the paced schedules).
-  void AddClient(v1::StudyService::Stub* stub, const std::string& client_id, int index = 0) {
+  // `study`: the client's own (null: the driver's).
+  void AddClient(v1::StudyService::Stub* stub, const std::string& client_id, int index = 0,
+                 const std::string* study = nullptr) {
     auto c = std::make_unique<Client>();
     c->stub = stub;
-    c->sreq = SuggestRequest(*study_, client_id);
+    c->sreq = SuggestRequest(study != nullptr ? *study : *study_, client_id);
     c->index = index;
     clients_.push_back(std::move(c));
   }
@@ -612,6 +623,7 @@ struct RoundResult {
 
 struct RoundConfig {
   std::string study;
+  std::vector<std::string> studies;  // client i works on studies[i % size] (empty: study)
   int clients = 1;
   int client_threads = 0;
   double seconds = 5;
@@ -620,6 +632,10 @@ struct RoundConfig {
   pid_t server_pid = -1;     // > 0: sample its CPU use
   std::string http_address;  // non-empty: scrape its /metrics
 };
+
+const std::string* StudyOf(const RoundConfig& cfg, int client) {
+  return cfg.studies.empty() ? &cfg.study : &cfg.studies[client % cfg.studies.size()];
+}
 
 RoundResult RunRound(const std::vector<std::unique_ptr<v1::StudyService::Stub>>& stubs,
                      const RoundConfig& cfg) {
@@ -645,12 +661,13 @@ RoundResult RunRound(const std::vector<std::unique_ptr<v1::StudyService::Stub>>&
     }
     for (int i = 0; i < cfg.clients; ++i) {
       drivers[i % threads]->AddClient(stubs[i % stubs.size()].get(),
-                                      absl::StrCat("bench-", cfg.clients, "-", i), i);
+                                      absl::StrCat("bench-", cfg.clients, "-", i), i,
+                                      StudyOf(cfg, i));
     }
     for (auto& d : drivers) workers.emplace_back(&AsyncDriver::Run, d.get(), &go);
   } else {
     for (int i = 0; i < cfg.clients; ++i) {
-      workers.emplace_back(RunSyncClient, stubs[i % stubs.size()].get(), std::cref(cfg.study),
+      workers.emplace_back(RunSyncClient, stubs[i % stubs.size()].get(), std::cref(*StudyOf(cfg, i)),
                            absl::StrCat("bench-", cfg.clients, "-", i), &go, &w, &logs[i]);
     }
   }
@@ -816,6 +833,13 @@ int Run() {
   std::unique_ptr<evoscale::testing::TempDir> tmp;
   std::unique_ptr<evoscale::testing::PostgresServer> postgres;  // outlives the child
   std::unique_ptr<evoscale::testing::EvoscaledProcess> child;
+  std::vector<std::unique_ptr<evoscale::testing::EvoscaledProcess>> more_replicas;
+  std::vector<std::string> addresses;
+  const int replicas = std::max(1, absl::GetFlag(FLAGS_replicas));
+  if (replicas > 1 && !absl::GetFlag(FLAGS_postgres)) {
+    std::fprintf(stderr, "service_bench: --replicas > 1 needs --postgres\n");
+    return 2;
+  }
   std::string address = absl::GetFlag(FLAGS_server);
   const std::string mode = address.empty() ? "child" : "external";
   if (mode == "child") {
@@ -851,6 +875,21 @@ int Run() {
     }
     child = *std::move(p);
     address = child->grpc_address();
+    addresses.push_back(address);
+    for (int r = 1; r < replicas; ++r) {
+      std::vector<std::string> replica_flags = flags;
+      replica_flags.back() = absl::StrCat(dir, "/service_bench.", r, ".telemetry.db");
+      auto more = evoscale::testing::EvoscaledProcess::Start(db, replica_flags);
+      if (!more.ok()) {
+        std::fprintf(stderr, "service_bench: starting replica %d: %s\n", r,
+                     more.status().ToString().c_str());
+        return 1;
+      }
+      addresses.push_back((*more)->grpc_address());
+      std::fprintf(text, "replica %d: pid %d at %s\n", r, (*more)->pid(),
+                   (*more)->grpc_address().c_str());
+      more_replicas.push_back(*std::move(more));
+    }
     cfg.server_pid = child->pid();
     cfg.http_address = child->http_address();
     std::fprintf(text, "server: child %s/evoscaled (pid %d) at %s, db %s\n",
@@ -877,7 +916,8 @@ int Run() {
       absl::GetFlag(FLAGS_connections) > 0 ? absl::GetFlag(FLAGS_connections) : max_clients;
   std::vector<std::unique_ptr<v1::StudyService::Stub>> stubs;
   for (int i = 0; i < connections; ++i) {
-    std::shared_ptr<grpc::Channel> channel = NewChannel(address, i);
+    std::shared_ptr<grpc::Channel> channel =
+        NewChannel(addresses.empty() ? address : addresses[i % addresses.size()], i);
     if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
       std::fprintf(stderr, "service_bench: cannot connect to %s\n", address.c_str());
       return 1;
@@ -907,6 +947,25 @@ int Run() {
     return 1;
   }
   cfg.study = *study;
+  const int studies = std::max(1, absl::GetFlag(FLAGS_studies));
+  if (studies > 1) {
+    cfg.studies.push_back(*study);
+    for (int k = 1; k < studies; ++k) {
+      // Created through replica k % N (channel k is on it), which then owns it.
+      absl::StatusOr<std::string> other =
+          CreateBenchStudy(*stubs[k % stubs.size()], absl::StrCat("service-bench-", k));
+      if (!other.ok()) {
+        std::fprintf(stderr, "service_bench: %s\n", other.status().ToString().c_str());
+        return 1;
+      }
+      cfg.studies.push_back(*other);
+    }
+    std::fprintf(text, "studies: %d, client i on study i %% %d\n", studies, studies);
+  }
+  if (replicas > 1) {  // CPU and /metrics of one replica would tell half the story
+    cfg.server_pid = -1;
+    cfg.http_address.clear();
+  }
   const int preload = absl::GetFlag(FLAGS_preload);
   if (preload > 0) {
     const auto t0 = Clock::now();
@@ -994,6 +1053,7 @@ int Run() {
               {"durability", durability}});
   }
   stubs.clear();
+  for (auto& replica : more_replicas) replica->Stop(SIGTERM);
   if (child) child->Stop(SIGTERM);
   const int peer_workers = absl::GetFlag(FLAGS_optuna_workers);
   if (postgres != nullptr && peer_workers > 0) {

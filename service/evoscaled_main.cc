@@ -33,6 +33,16 @@ void DefineFlags(CLI::App& app, ServerOptions& options, std::string& durability,
                  "SQLite file for telemetry (default: beside --db, x.db -> x.telemetry.db; "
                  "required with a PostgreSQL --db)")
       ->type_name("PATH");
+  app.add_option("--advertise", options.advertise_address,
+                 "PostgreSQL --db, several replicas: the gRPC address other replicas forward "
+                 "this one's studies to (default: --grpc's host and port)")
+      ->type_name("HOST:PORT");
+  app.add_option_function<double>(
+         "--lease-seconds",
+         [&options](double seconds) { options.lease = absl::Seconds(seconds); },
+         "PostgreSQL --db: how long a hung replica keeps its studies (default 5)")
+      ->check(CLI::Range(0.3, 3600.0))
+      ->type_name("SECONDS");
   app.add_option("--grpc", options.grpc_address,
                  "gRPC address (default 127.0.0.1:50051; port 0 picks a free port)")
       ->type_name("HOST:PORT");

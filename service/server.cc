@@ -55,6 +55,16 @@ absl::StatusOr<std::unique_ptr<TokenAuth>> LoadAuth(const ServerOptions& options
   return std::make_unique<TokenAuth>();
 }
 
+// "127.0.0.1:0" -> "127.0.0.1", "[::1]:0" -> "[::1]"; a wildcard host is this machine's
+// loopback (other replicas on this machine reach it there; elsewhere, give --advertise).
+std::string HostOf(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  std::string host = colon == std::string::npos ? address : address.substr(0, colon);
+  if (host.empty() || host == "0.0.0.0") return "127.0.0.1";
+  if (host == "[::]") return "[::1]";
+  return host;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
@@ -70,8 +80,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   s->metrics_ = std::make_unique<ServiceMetrics>();
   s->autoscaler_service_ = std::make_unique<AutoscalerServiceImpl>(
       s->autoscaler_.get(), s->auth_.get(), s->metrics_.get());
-  s->service_ =
-      std::make_unique<StudyServiceImpl>(s->core_.get(), s->auth_.get(), s->metrics_.get());
+  // Calls on a study another replica owns are forwarded there over plaintext gRPC; with TLS
+  // they are answered UNAVAILABLE naming the owner's address (the client goes there itself).
+  if (s->leases_ != nullptr && !tls->enabled()) {
+    s->forwarder_ = std::make_unique<internal::StudyForwarder>();
+  }
+  s->service_ = std::make_unique<StudyServiceImpl>(
+      s->core_.get(), s->auth_.get(), s->metrics_.get(), s->forwarder_.get(),
+      std::chrono::milliseconds(absl::ToInt64Milliseconds(options.lease)));
   s->admin_service_ = std::make_unique<AdminServiceImpl>(
       options.db_path, s->telemetry_path_, s->auth_.get(), s->metrics_.get());
   absl::Status st = s->StartListeners(options, *tls);
@@ -95,7 +111,18 @@ absl::Status Server::OpenCores(const ServerOptions& options) {
       Store::Open(options.db_path, options.durability, options.accept_damaged_wal);
   if (!store.ok()) return store.status();
   store_ = *std::move(store);
-  absl::StatusOr<std::unique_ptr<StudyCore>> core = StudyCore::Create(store_.get(), clock);
+  absl::StatusOr<std::unique_ptr<StudyCore>> core;
+  if (Store::IsPostgres(options.db_path)) {
+    // Any number of replicas may share the database: each study is served by the one holding
+    // its lease.
+    absl::StatusOr<std::unique_ptr<StudyLeases>> leases = StudyLeases::Open(
+        options.db_path, LeaseOptions{.address = options.advertise_address, .lease = options.lease});
+    if (!leases.ok()) return leases.status();
+    leases_ = *std::move(leases);
+    core = StudyCore::CreateWithLeases(store_.get(), clock, leases_.get());
+  } else {
+    core = StudyCore::Create(store_.get(), clock);
+  }
   if (!core.ok()) return core.status();
   core_ = *std::move(core);
   telemetry_path_ = options.telemetry_db_path.empty() ? TelemetryPathFor(options.db_path)
@@ -129,6 +156,10 @@ absl::Status Server::StartListeners(const ServerOptions& options, const TlsConfi
                                                "\": cannot listen (in use or bad address)"));
   }
   grpc_->GetHealthCheckService()->SetServingStatus("evoscale.v1.StudyService", true);
+  if (leases_ != nullptr && options.advertise_address.empty()) {
+    const std::string address = absl::StrCat(HostOf(options.grpc_address), ":", grpc_port_);
+    if (absl::Status st = leases_->SetAddress(address); !st.ok()) return st;
+  }
   grpc_->GetHealthCheckService()->SetServingStatus("evoscale.v1.AutoscalerService", true);
   health_ = std::thread(&Server::WatchStoreHealth, this);
   absl::StatusOr<std::unique_ptr<HttpServer>> http =

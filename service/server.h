@@ -45,6 +45,10 @@ struct ServerOptions {
   // own; empty: off. Katib dials it in plaintext and sends no token, so it takes none.
   std::string katib_grpc_address;
   Durability durability = Durability::kProcessCrash;
+  // PostgreSQL: the gRPC address the other replicas forward this one's studies to (empty:
+  // --grpc's, with the port it got), and how long a hung replica keeps its studies.
+  std::string advertise_address;
+  absl::Duration lease = absl::Seconds(5);
   // Open a database whose WAL is damaged as of its last commit before the damage, dropping the
   // commits after it (otherwise evoscaled refuses to start; see internal::OpenDatabase).
   bool accept_damaged_wal = false;
@@ -92,6 +96,10 @@ class Server {
   std::unique_ptr<TokenAuth> auth_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<StudyCore> core_;
+  // PostgreSQL: this replica's study leases (before core_ goes, they are let go) and the
+  // forwarder of calls on studies other replicas own (null without TLS only).
+  std::unique_ptr<StudyLeases> leases_;
+  std::unique_ptr<internal::StudyForwarder> forwarder_;
   std::unique_ptr<Scheduler> scheduler_;  // after core_: destroyed (trials stopped) first
   std::unique_ptr<ServiceMetrics> metrics_;
   std::unique_ptr<StudyServiceImpl> service_;

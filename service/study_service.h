@@ -4,17 +4,32 @@
 #define EVOSCALE_SERVICE_STUDY_SERVICE_H_
 
 #include "evoscale/v1/study.grpc.pb.h"
+#include <chrono>
+#include <functional>
+
 #include "service/auth.h"
+#include "service/internal/forwarder.h"
 #include "service/metrics.h"
 #include "service/study/study_core.h"
 
 namespace evoscale::service {
 
-// Thread-safe. `core`, `auth` and `metrics` must outlive the service.
+// Thread-safe. `core`, `auth`, `metrics` and `forwarder` must outlive the service. With a
+// forwarder (several replicas), a call on a study another replica owns is forwarded to it
+// (once), and a call whose write the study's lease fenced off runs again (the study has left
+// this replica's cache, so it then goes to its new owner).
 class StudyServiceImpl final : public v1::StudyService::CallbackService {
  public:
-  StudyServiceImpl(StudyCore* core, const TokenAuth* auth, ServiceMetrics* metrics)
-      : core_(core), auth_(auth), metrics_(metrics) {}
+  // A forwarded call that gets no answer within `forward_timeout` (the lease: a hung owner's
+  // studies are free by then) runs here again.
+  StudyServiceImpl(StudyCore* core, const TokenAuth* auth, ServiceMetrics* metrics,
+                   internal::StudyForwarder* forwarder = nullptr,
+                   std::chrono::milliseconds forward_timeout = std::chrono::seconds(5))
+      : core_(core),
+        auth_(auth),
+        metrics_(metrics),
+        forwarder_(forwarder),
+        forward_timeout_(forward_timeout) {}
 
   grpc::ServerUnaryReactor* CreateStudy(grpc::CallbackServerContext* ctx,
                                         const v1::CreateStudyRequest* req,
@@ -66,9 +81,16 @@ class StudyServiceImpl final : public v1::StudyService::CallbackService {
       v1::GetParameterImportanceResponse* resp) override;
 
  private:
+  // Runs `req` through the core and finishes with its result, or forwards it (see above).
+  template <typename Request, typename Response, typename Send>
+  void Serve(grpc::CallbackServerContext* ctx, const Request* req, Response* resp,
+             std::function<void(absl::Status)> finish, Send send, int attempt);
+
   StudyCore* const core_;
   const TokenAuth* const auth_;
   ServiceMetrics* const metrics_;
+  internal::StudyForwarder* const forwarder_;  // null: one replica
+  const std::chrono::milliseconds forward_timeout_;
 };
 
 }  // namespace evoscale::service

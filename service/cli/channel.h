@@ -11,7 +11,8 @@
 
 namespace evoscale::cli {
 
-// A channel to --server: plaintext, or TLS trusting --tls-ca (with --tls-cert and --tls-key,
+// A channel to --server (or to the first live one of several, comma-separated IP:PORT
+// replicas, moving to the next when it goes; see channel.cc): plaintext, or TLS trusting --tls-ca (with --tls-cert and --tls-key,
 // this client's certificate for mutual TLS). It connects lazily, on the first call, so a
 // command checks its arguments before anything goes over the network. INVALID_ARGUMENT (a
 // usage error, exit 2) for --tls-cert or --tls-key without --tls-ca, one of the two without

@@ -125,10 +125,10 @@ struct GlobalFlag {
 const std::vector<GlobalFlag>& GlobalFlags() {
   static const auto* const kFlags = new std::vector<GlobalFlag>{
       {{absl::StrCat("evoscaled's gRPC address (default $EVOSCALE_SERVER, else ", kDefaultServer,
-                     ")")},
+                     "); several replicas as IP:PORT,IP:PORT: the first live one")},
        [](CLI::App& app, GlobalOptions& global, const std::string& description) {
          return app.add_option("--server", global.server, description)
-             ->type_name("HOST:PORT")
+             ->type_name("HOST:PORT[,...]")
              ->check(NotEmpty("the address"));
        }},
       {{"bearer token sent with every call (default $EVOSCALE_TOKEN)"},

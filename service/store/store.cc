@@ -205,9 +205,19 @@ void Store::CommitGroup(const std::vector<Queued>& group, std::vector<absl::Stat
   backend_->CommitGroup(batches, results);
 }
 
-absl::StatusOr<std::vector<StoredStudy>> Store::LoadAll() {
+absl::StatusOr<std::vector<StoredStudy>> Store::LoadAll() { return LoadStudies(StudyQuery{}); }
+
+absl::StatusOr<std::vector<StoredStudy>> Store::LoadStudies(const StudyQuery& query) {
   absl::MutexLock lock(&mu_);
-  return backend_->LoadAll();
+  return backend_->LoadStudies(query);
+}
+
+absl::StatusOr<StoredStudy> Store::LoadStudy(int64_t id) {
+  absl::StatusOr<std::vector<StoredStudy>> found =
+      LoadStudies(StudyQuery{.after_id = id - 1, .through_id = id});
+  if (!found.ok()) return found.status();
+  if (found->empty()) return absl::NotFoundError(absl::StrCat("study \"studies/", id, "\" not found"));
+  return std::move(found->front());
 }
 
 }  // namespace evoscale::service

@@ -86,6 +86,12 @@ class Store {
 
   // Reads every study with its trials. Cost: the whole database.
   absl::StatusOr<std::vector<StoredStudy>> LoadAll();
+  // Reads the studies `query` selects (StudyQuery's rules, write_batch.h). Cost: a scan of the
+  // study rows in its id range, and the trials of those it returns.
+  absl::StatusOr<std::vector<StoredStudy>> LoadStudies(const StudyQuery& query);
+  // Reads one study with its trials; NOT_FOUND `study "studies/7" not found` when it does not
+  // exist (or was deleted).
+  absl::StatusOr<StoredStudy> LoadStudy(int64_t id);
 
   // The id the next new study gets: above every id ever used, deleted studies included.
   absl::StatusOr<int64_t> NextStudyId();

@@ -30,6 +30,9 @@ absl::Status PrepareStatements(PgConnection& conn) {
       {"lease_held", "SELECT study_id, epoch FROM study_leases WHERE owner = $1"},
       {"lease_acquire", "SELECT epoch, holder, address FROM evoscale_acquire($1, $2)"},
       {"lease_release", "UPDATE study_leases SET owner = NULL WHERE study_id = $1 AND owner = $2"},
+      {"lease_address", "UPDATE replicas SET address = $2 WHERE id = $1"},
+      {"lease_name_lock", "SELECT pg_advisory_lock(1702260596, hashtext($1))"},
+      {"lease_name_unlock", "SELECT pg_advisory_unlock(1702260596, hashtext($1))"},
       {"lease_allocate",
        "UPDATE counters SET value = value + 1 WHERE name = 'next_study_id' RETURNING value - 1"},
   };
@@ -85,7 +88,10 @@ absl::StatusOr<std::unique_ptr<StudyLeases>> StudyLeases::Open(const std::string
 
 StudyLeases::StudyLeases(std::unique_ptr<PgConnection> conn, LeaseOptions options,
                          int64_t replica_id)
-    : options_(std::move(options)), replica_id_(replica_id), conn_(std::move(conn)) {}
+    : options_(std::move(options)),
+      replica_id_(replica_id),
+      conn_(std::move(conn)),
+      address_(options_.address) {}
 
 StudyLeases::~StudyLeases() {
   {
@@ -125,7 +131,7 @@ absl::StatusOr<StudyLeases::Holder> StudyLeases::Acquire(int64_t study_id) {
   if (!PQgetisnull(r->get(), 0, 2)) h.address = PgBytes(r->get(), 0, 2);
   if (h.ours()) {
     h.replica = replica_id_;
-    h.address = options_.address;
+    h.address = address_;
     held_[study_id] = h.epoch;
   }
   return h;
@@ -139,6 +145,30 @@ absl::Status StudyLeases::Release(int64_t study_id) {
   if (!r.ok()) return r.status();
   held_.erase(study_id);
   return absl::OkStatus();
+}
+
+absl::Status StudyLeases::SetAddress(const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = EnsureConnected(); !st.ok()) return st;
+  const std::string params[] = {absl::StrCat(replica_id_), address};
+  absl::StatusOr<PgResult> r = conn_->Run("lease_address", params, {}, "set the address");
+  if (!r.ok()) return r.status();
+  address_ = address;
+  return absl::OkStatus();
+}
+
+absl::Status StudyLeases::LockName(const std::string& display_name) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status st = EnsureConnected(); !st.ok()) return st;
+  const std::string params[] = {display_name};
+  return conn_->Run("lease_name_lock", params, {}, "lock the study name").status();
+}
+
+void StudyLeases::UnlockName(const std::string& display_name) {
+  absl::MutexLock lock(&mu_);
+  if (conn_->broken()) return;  // the server let go of it with the session
+  const std::string params[] = {display_name};
+  conn_->Run("lease_name_unlock", params, {}, "unlock the study name").IgnoreError();
 }
 
 absl::StatusOr<int64_t> StudyLeases::AllocateStudyId() {
@@ -162,7 +192,7 @@ int64_t StudyLeases::heartbeat_failures() {
 
 absl::Status StudyLeases::Heartbeat() {
   if (absl::Status st = EnsureConnected(); !st.ok()) return st;
-  const std::string beat[] = {absl::StrCat(replica_id_), options_.address,
+  const std::string beat[] = {absl::StrCat(replica_id_), address_,
                               absl::StrCat(absl::ToInt64Milliseconds(options_.lease))};
   if (absl::StatusOr<PgResult> r = conn_->Run("lease_heartbeat", beat, {}, "heartbeat"); !r.ok()) {
     return r.status();

@@ -67,6 +67,16 @@ class StudyLeases {
   // Lets go of the lease (keeping its epoch): the next Acquire anywhere takes it at once.
   absl::Status Release(int64_t study_id);
 
+  // Sets the address the other replicas forward to (the gRPC port is known only once the
+  // server listens); Acquire answers it to them from then on.
+  absl::Status SetAddress(const std::string& address);
+
+  // Serialises get-or-create by display name across the replicas: a session advisory lock on
+  // the name's hash, held on this replica's connection until UnlockName. The caller looks the
+  // name up and writes the new study (durably) in between.
+  absl::Status LockName(const std::string& display_name);
+  void UnlockName(const std::string& display_name);
+
   // A new study id, unique across the replicas (the store's counter, taken in its own
   // transaction: an id whose study is never written is skipped).
   absl::StatusOr<int64_t> AllocateStudyId();
@@ -93,6 +103,7 @@ class StudyLeases {
 
   absl::Mutex mu_;
   std::unique_ptr<internal::PgConnection> conn_ ABSL_GUARDED_BY(mu_);
+  std::string address_ ABSL_GUARDED_BY(mu_);  // options_.address until SetAddress
   std::map<int64_t, int64_t> held_ ABSL_GUARDED_BY(mu_);  // study -> epoch, as last seen
   std::function<void(int64_t)> on_lost_ ABSL_GUARDED_BY(mu_);
   int64_t heartbeat_failures_ ABSL_GUARDED_BY(mu_) = 0;

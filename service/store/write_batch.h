@@ -26,6 +26,17 @@ struct StoredStudy {
   std::vector<StoredTrial> trials;  // by id ascending
 };
 
+// Which stored studies a read returns (Store::LoadStudies): ids in (after_id, through_id], in
+// id order, those named `display_name` when it is not empty, at most `limit` (0 = all), with
+// their trials when `with_trials`.
+struct StudyQuery {
+  int64_t after_id = 0;
+  int64_t through_id = INT64_MAX;
+  std::string display_name;
+  int limit = 0;
+  bool with_trials = true;
+};
+
 // The writes of one RPC, applied in one transaction: all or nothing.
 class WriteBatch {
  public:

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -31,6 +32,9 @@ using internal::TrialStateName;
 
 namespace {
 
+// The payload of StudyElsewhereError: the owner's address.
+constexpr absl::string_view kOwnerPayload = "type.evoscale.dev/study-owner";
+
 bool IsFinal(v1::Trial::State s) {
   return s == v1::Trial::SUCCEEDED || s == v1::Trial::INFEASIBLE || s == v1::Trial::FAILED ||
          s == v1::Trial::STOPPED;
@@ -49,12 +53,16 @@ class StudyCore::LockedStudy {
   // Finds the study of `name` (a study's name; errors name `field`) and locks it; NOT_FOUND
   // when it was deleted.
   LockedStudy(StudyCore& core, absl::string_view name, absl::string_view field) {
-    absl::StatusOr<std::shared_ptr<StudyState>> found = core.FindStudy(name, field);
-    if (!found.ok()) {
-      status_ = found.status();
-      return;
+    // A study found lost (another replica took it over) is looked up again: it has left the
+    // cache, so the next lookup adopts it or says where it is.
+    for (int attempt = 0; attempt < kLookups; ++attempt) {
+      absl::StatusOr<std::shared_ptr<StudyState>> found = core.FindStudy(name, field);
+      if (!found.ok()) {
+        status_ = found.status();
+        return;
+      }
+      if (Lock(*std::move(found))) return;
     }
-    Lock(*std::move(found));
   }
   LockedStudy(const LockedStudy&) = delete;
   LockedStudy& operator=(const LockedStudy&) = delete;
@@ -68,11 +76,22 @@ class StudyCore::LockedStudy {
   StudyState* operator->() const { return study_.get(); }
 
  protected:
+  // How often a call looks a lost study up again before it gives up (UNAVAILABLE).
+  static constexpr int kLookups = 3;
+
   LockedStudy() = default;
-  void Lock(std::shared_ptr<StudyState> study) {
+  // Locks `study`; false (and unlocked) when it was lost meanwhile.
+  bool Lock(std::shared_ptr<StudyState> study) {
     study_ = std::move(study);
     study_->mu.Lock();
-    if (study_->deleted) status_ = NotFoundStudy(study_->id);
+    if (study_->lost) {
+      study_->mu.Unlock();
+      status_ = StudyElsewhereError(study_->id, "");
+      study_.reset();
+      return false;
+    }
+    status_ = study_->deleted ? NotFoundStudy(study_->id) : absl::OkStatus();
+    return true;
   }
 
   std::shared_ptr<StudyState> study_;  // its mutex held when not null
@@ -84,12 +103,15 @@ class StudyCore::LockedTrial : public LockedStudy {
   // Finds the trial of `name` (a trial's name; errors name `field`) and locks its study;
   // NOT_FOUND when the study or the trial does not exist or was deleted.
   LockedTrial(StudyCore& core, absl::string_view name, absl::string_view field) {
-    auto found = core.FindTrial(name, field);
-    if (!found.ok()) {
-      status_ = found.status();
-      return;
+    absl::StatusOr<std::pair<std::shared_ptr<StudyState>, int64_t>> found;
+    for (int attempt = 0; attempt < kLookups; ++attempt) {
+      found = core.FindTrial(name, field);
+      if (!found.ok()) {
+        status_ = found.status();
+        return;
+      }
+      if (Lock(std::move(found->first))) break;
     }
-    Lock(std::move(found->first));
     if (!status_.ok()) return;
     id_ = found->second;
     if (id_ > static_cast<int64_t>(study_->trials.size()) ||
@@ -110,27 +132,83 @@ absl::StatusOr<std::shared_ptr<StudyState>> StudyCore::FindStudy(absl::string_vi
                                                                  absl::string_view field) {
   absl::StatusOr<int64_t> id = internal::ParseStudyName(name, field);
   if (!id.ok()) return id.status();
-  absl::MutexLock lock(&mu_);
-  auto it = studies_.find(*id);
-  if (it == studies_.end()) return NotFoundStudy(*id);
-  return it->second;
+  return CachedOrAdopted(*id);
 }
 
 absl::StatusOr<std::pair<std::shared_ptr<StudyState>, int64_t>> StudyCore::FindTrial(
     absl::string_view name, absl::string_view field) {
   absl::StatusOr<std::pair<int64_t, int64_t>> ids = internal::ParseTrialName(name, field);
   if (!ids.ok()) return ids.status();
+  absl::StatusOr<std::shared_ptr<StudyState>> study = CachedOrAdopted(ids->first);
+  if (!study.ok()) return study.status();
+  return std::make_pair(*std::move(study), ids->second);
+}
+
+absl::StatusOr<std::shared_ptr<StudyState>> StudyCore::CachedOrAdopted(int64_t id) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = studies_.find(id);
+    if (it != studies_.end()) return it->second;
+    if (leases_ == nullptr) return NotFoundStudy(id);
+  }
+  // Take the lease first, then read: a takeover waits for the former owner's write in flight
+  // (the fence holds the lease row), so what is read holds every write it acknowledged.
+  absl::StatusOr<StudyLeases::Holder> holder = leases_->Acquire(id);
+  if (!holder.ok()) return holder.status();
+  if (!holder->ours()) return StudyElsewhereError(id, holder->address);
+  absl::StatusOr<StoredStudy> stored = store_->LoadStudy(id);
+  if (!stored.ok()) {
+    if (absl::IsNotFound(stored.status())) {
+      leases_->Release(id).IgnoreError();
+      return NotFoundStudy(id);
+    }
+    return stored.status();
+  }
+  absl::StatusOr<std::shared_ptr<StudyState>> state = StudyState::Replay(*std::move(stored));
+  if (!state.ok()) return state.status();
+  (*state)->epoch = holder->epoch;
   absl::MutexLock lock(&mu_);
-  auto it = studies_.find(ids->first);
-  if (it == studies_.end()) return NotFoundStudy(ids->first);
-  return std::make_pair(it->second, ids->second);
+  // Another call may have adopted it meanwhile: the first one in stays.
+  return studies_.try_emplace(id, *std::move(state)).first->second;
+}
+
+void StudyCore::DropStudy(int64_t id) {
+  absl::MutexLock lock(&mu_);
+  auto it = studies_.find(id);
+  if (it == studies_.end()) return;
+  it->second->lost = true;
+  studies_.erase(it);
+}
+
+absl::Status StudyElsewhereError(int64_t study_id, absl::string_view address) {
+  absl::Status st = absl::UnavailableError(
+      address.empty()
+          ? absl::StrFormat("study \"studies/%d\" moved to another replica; retry", study_id)
+          : absl::StrFormat("study \"studies/%d\" is served by the replica at %s", study_id,
+                            address));
+  st.SetPayload(kOwnerPayload, absl::Cord(address));
+  return st;
+}
+
+std::optional<std::string> StudyOwnerAddress(const absl::Status& status) {
+  auto owner = status.GetPayload(kOwnerPayload);
+  if (!owner.has_value()) return std::nullopt;
+  return std::string(*owner);
 }
 
 // ---- Loading -----------------------------------------------------------------------------
 
 absl::StatusOr<std::unique_ptr<StudyCore>> StudyCore::Create(Store* store, Clock* clock) {
-  std::unique_ptr<StudyCore> core(new StudyCore(store, clock));
+  std::unique_ptr<StudyCore> core(new StudyCore(store, clock, nullptr));
   if (absl::Status st = core->Load(); !st.ok()) return st;
+  return core;
+}
+
+absl::StatusOr<std::unique_ptr<StudyCore>> StudyCore::CreateWithLeases(Store* store,
+                                                                       Clock* clock,
+                                                                       StudyLeases* leases) {
+  std::unique_ptr<StudyCore> core(new StudyCore(store, clock, leases));
+  leases->set_on_lost([core = core.get()](int64_t study_id) { core->DropStudy(study_id); });
   return core;
 }
 
@@ -164,6 +242,7 @@ StudyCore::Applied<absl::StatusOr<v1::Study>> StudyCore::Apply(const v1::CreateS
   if (absl::Status st = internal::ValidateMetadata(in.metadata(), "study.metadata"); !st.ok()) {
     return st;
   }
+  if (leases_ != nullptr) return CreateStudyAcrossReplicas(in, *std::move(problem));
   absl::MutexLock lock(&mu_);
   // Get-or-create by display name (Vizier's semantics): creators hold mu_, so of many
   // concurrent creators of one name the first creates the study and the others find it.
@@ -175,16 +254,27 @@ StudyCore::Applied<absl::StatusOr<v1::Study>> StudyCore::Apply(const v1::CreateS
       if (google::protobuf::util::MessageDifferencer::Equals(other->study.spec(), in.spec())) {
         return other->StudyWithCounts();
       }
-      return absl::AlreadyExistsError(absl::StrFormat(
-          "study.display_name: \"%s\" is study \"%s\", whose spec differs (%s); use that "
-          "spec, or another display_name",
-          in.display_name(), other->study.name(),
-          internal::FirstDifference(other->study.spec(), in.spec())));
+      return internal::DisplayNameTaken(other->study, in.spec());
     }
   }
-  auto state = std::make_shared<StudyState>(next_study_id_, in.display_name());
+  absl::StatusOr<std::shared_ptr<StudyState>> state =
+      NewStudy(next_study_id_, in, *std::move(problem));
+  if (!state.ok()) return state.status();
+  absl::MutexLock study_lock(&(*state)->mu);
+  WriteBatch batch;
+  batch.PutStudy((*state)->id, (*state)->study);
+  absl::StatusOr<WriteTicket> written = Commit(std::move(batch), nullptr);
+  if (!written.ok()) return written.status();
+  ++next_study_id_;
+  studies_.emplace((*state)->id, *state);
+  return {(*state)->StudyWithCounts(), *written};
+}
+
+absl::StatusOr<std::shared_ptr<StudyState>> StudyCore::NewStudy(int64_t id, const v1::Study& in,
+                                                                search::ProblemStatement problem) {
+  auto state = std::make_shared<StudyState>(id, in.display_name());
   absl::MutexLock study_lock(&state->mu);
-  state->Configure(in.spec(), *std::move(problem));
+  state->Configure(in.spec(), std::move(problem));
   if (absl::Status st = state->RebuildDesigner(); !st.ok()) {
     return absl::Status(st.code(), StrCat("study.spec.algorithm: ", st.message()));
   }
@@ -195,13 +285,7 @@ StudyCore::Applied<absl::StatusOr<v1::Study>> StudyCore::Apply(const v1::CreateS
   *study.mutable_metadata() = in.metadata();
   study.set_state(v1::Study::ACTIVE);
   *study.mutable_create_time() = ToProto(clock_->Now());
-  WriteBatch batch;
-  batch.PutStudy(state->id, study);
-  absl::StatusOr<WriteTicket> written = Commit(std::move(batch));
-  if (!written.ok()) return written.status();
-  ++next_study_id_;
-  studies_.emplace(state->id, state);
-  return {state->StudyWithCounts(), *written};
+  return state;
 }
 
 StudyCore::Applied<absl::StatusOr<v1::Study>> StudyCore::Apply(const v1::GetStudyRequest& req) {
@@ -222,6 +306,7 @@ StudyCore::Applied<absl::StatusOr<v1::ListStudiesResponse>> StudyCore::Apply(
   if (!page_size.ok()) return page_size.status();
   absl::StatusOr<int64_t> start = internal::PageStart(req.page_token());
   if (!start.ok()) return start.status();
+  if (leases_ != nullptr) return ListStoredStudies(req, *page_size, *start);
   std::vector<std::shared_ptr<StudyState>> page;
   bool more = false;
   {
@@ -255,7 +340,10 @@ StudyCore::Applied<absl::Status> StudyCore::Apply(const v1::DeleteStudyRequest& 
   if ((*state)->deleted) return NotFoundStudy((*state)->id);
   WriteBatch batch;
   batch.DeleteStudy((*state)->id);
-  absl::StatusOr<WriteTicket> written = Commit(std::move(batch));
+  // Fenced here rather than by Commit, which would take mu_ (held) to drop a lost study: the
+  // study leaves the cache below either way.
+  if ((*state)->epoch > 0) batch.Fence((*state)->id, (*state)->epoch);
+  absl::StatusOr<WriteTicket> written = Commit(std::move(batch), nullptr);
   if (!written.ok()) return written.status();
   (*state)->deleted = true;
   studies_.erase((*state)->id);
@@ -299,7 +387,7 @@ StudyCore::Applied<absl::StatusOr<v1::SuggestTrialsResponse>> StudyCore::Apply(
   handout.HandOutRequested();
   handout.PromoteStopped();
   if (absl::Status st = handout.SuggestNew(); !st.ok()) return st;
-  absl::StatusOr<WriteTicket> written = Commit(handout.Batch());
+  absl::StatusOr<WriteTicket> written = Commit(handout.Batch(), &*study);
   if (!written.ok()) {
     handout.Abandon();
     return written.status();
@@ -672,14 +760,20 @@ TrialCounts StudyCore::Counts() {
 // write, so no answer ever shows a write that is not yet durable. With kProcessCrash, Commit
 // writes synchronously and Call/CallAsync add nothing.
 
-absl::StatusOr<StudyCore::WriteTicket> StudyCore::Commit(WriteBatch batch) {
+absl::StatusOr<StudyCore::WriteTicket> StudyCore::Commit(WriteBatch batch,
+                                                         const StudyState* study) {
+  const int64_t fenced = study != nullptr && study->epoch > 0 ? study->id : 0;
+  if (fenced != 0) batch.Fence(study->id, study->epoch);
   if (!store_->defers_sync()) {
-    if (absl::Status st = store_->Write(std::move(batch)); !st.ok()) return st;
+    if (absl::Status st = store_->Write(std::move(batch)); !st.ok()) {
+      if (fenced != 0 && IsLeaseLost(st)) DropStudy(fenced);
+      return st;
+    }
     return WriteTicket{};
   }
   absl::StatusOr<uint64_t> ticket = store_->Enqueue(std::move(batch));
   if (!ticket.ok()) return ticket.status();
-  return WriteTicket{.store_ticket = *ticket};
+  return WriteTicket{.store_ticket = *ticket, .fenced_study = fenced};
 }
 
 absl::StatusOr<StudyCore::WriteTicket> StudyCore::CommitTrial(StudyState& study, v1::Trial& t,
@@ -687,7 +781,7 @@ absl::StatusOr<StudyCore::WriteTicket> StudyCore::CommitTrial(StudyState& study,
   if (!StudyState::IsTombstone(t)) t.set_core_seconds(TrialCoreSeconds(t));
   WriteBatch batch;
   batch.PutTrial(study.id, t, seq);
-  absl::StatusOr<WriteTicket> written = Commit(std::move(batch));
+  absl::StatusOr<WriteTicket> written = Commit(std::move(batch), &study);
   if (written.ok()) study.Apply(t, seq);
   return written;
 }
@@ -695,7 +789,7 @@ absl::StatusOr<StudyCore::WriteTicket> StudyCore::CommitTrial(StudyState& study,
 absl::StatusOr<StudyCore::WriteTicket> StudyCore::CommitStudy(StudyState& study, v1::Study next) {
   WriteBatch batch;
   batch.PutStudy(study.id, next);
-  absl::StatusOr<WriteTicket> written = Commit(std::move(batch));
+  absl::StatusOr<WriteTicket> written = Commit(std::move(batch), &study);
   if (written.ok()) study.study = std::move(next);
   return written;
 }
@@ -706,7 +800,16 @@ void StudyCore::WhenDurable(WriteTicket written, std::function<void(absl::Status
     return;
   }
   const uint64_t ticket = written.store_ticket != 0 ? written.store_ticket : store_->last_ticket();
-  store_->OnDurable(ticket, std::move(then));
+  if (written.fenced_study == 0) {
+    store_->OnDurable(ticket, std::move(then));
+    return;
+  }
+  // The cache holds the write already: when the lease fenced it off, the study is stale here.
+  store_->OnDurable(ticket, [this, study = written.fenced_study,
+                             then = std::move(then)](absl::Status st) {
+    if (IsLeaseLost(st)) DropStudy(study);
+    then(std::move(st));
+  });
 }
 
 }  // namespace evoscale::service

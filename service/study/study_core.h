@@ -25,8 +25,10 @@
 #include "absl/synchronization/notification.h"
 #include "absl/types/span.h"
 #include "evoscale/v1/study.pb.h"
+#include "search/types.h"
 #include "service/common/clock.h"
 #include "service/store/store.h"
+#include "service/store/study_leases.h"
 #include "service/study/study_limits.h"
 
 namespace evoscale::service {
@@ -75,6 +77,13 @@ struct ReadStudyRequest {
       fn;
 };
 
+// A call on a study that another replica owns (several replicas on one PostgreSQL database):
+// UNAVAILABLE, with the owner's gRPC address (empty when unknown: ask again) as a payload, so
+// that the edge forwards the call there. StudyOwnerAddress reads it back; nullopt for any other
+// status.
+absl::Status StudyElsewhereError(int64_t study_id, absl::string_view address);
+std::optional<std::string> StudyOwnerAddress(const absl::Status& status);
+
 // Thread-safe. Calls on different studies run in parallel (one mutex per study); the store
 // serialises their writes and commits concurrent ones together (group commit).
 class StudyCore {
@@ -83,6 +92,15 @@ class StudyCore {
   // outlive the core. DATA_LOSS when a stored study no longer validates or its trials are not
   // dense; the store's error when it cannot be read.
   static absl::StatusOr<std::unique_ptr<StudyCore>> Create(Store* store, Clock* clock);
+  // Several replicas on one PostgreSQL database: nothing is loaded at start. A study is loaded
+  // from the store on its first call here, once this replica holds its lease (Acquire); a call
+  // on a study another live replica holds answers StudyElsewhereError with its address. Every
+  // write is fenced with the lease's epoch; a study whose lease was lost (the heartbeat says so,
+  // or a write was fenced off: IsLeaseLost) leaves the cache, and its next call looks again.
+  // CreateStudy takes ids from the leases (unique across replicas) and serialises get-or-create
+  // by display name through them; ListStudies reads the store. `leases` must outlive the core.
+  static absl::StatusOr<std::unique_ptr<StudyCore>> CreateWithLeases(Store* store, Clock* clock,
+                                                                     StudyLeases* leases);
 
   // Every call of the study API is Call(request) (or CallAsync): the request's type names the
   // RPC (a v1::SuggestTrialsRequest is SuggestTrials) and the result is its response (or
@@ -107,6 +125,7 @@ class StudyCore {
   // which a read may have seen.
   struct WriteTicket {
     uint64_t store_ticket = 0;
+    int64_t fenced_study = 0;  // the study whose lease fenced the write (0 = none)
   };
 
   // What an Apply overload answers: the RPC's result, and the write to wait for before handing
@@ -203,12 +222,14 @@ class StudyCore {
   class LockedStudy;  // a study found by name, its mutex held
   class LockedTrial;  // a trial found by name, its study's mutex held
 
-  StudyCore(Store* store, Clock* clock) : store_(store), clock_(clock) {}
+  StudyCore(Store* store, Clock* clock, StudyLeases* leases)
+      : store_(store), clock_(clock), leases_(leases) {}
   absl::Status Load();
 
-  // Writes `batch`: with durability "process" at once; with "power" it queues it, and the
-  // ticket is what the call waits for.
-  absl::StatusOr<WriteTicket> Commit(WriteBatch batch);
+  // Writes `batch`, fenced with `study`'s lease when it has one: with durability "process" at
+  // once; with "power" it queues it, and the ticket is what the call waits for. A write fenced
+  // off drops the study from the cache (DropStudy).
+  absl::StatusOr<WriteTicket> Commit(WriteBatch batch, const internal::StudyState* study);
   // Writes trial `t` of `study` (whose mutex the caller holds) with completion `seq` (0 = none,
   // or the trial's own, unchanged) and, once written, applies it to the cache. Sets what `t`
   // has cost (core_seconds) first, so the answer shows it.
@@ -230,10 +251,26 @@ class StudyCore {
                                                                   absl::string_view field);
   absl::StatusOr<std::pair<std::shared_ptr<internal::StudyState>, int64_t>> FindTrial(
       absl::string_view name, absl::string_view field);
+  // The study of `id` from the cache or, with leases, adopted: its lease taken and the study
+  // loaded from the store (NOT_FOUND when it does not exist; StudyElsewhereError when another
+  // live replica holds it).
+  absl::StatusOr<std::shared_ptr<internal::StudyState>> CachedOrAdopted(int64_t id);
+  // Leases only: the study leaves the cache (marked lost); its next call looks it up again.
+  void DropStudy(int64_t id);
+  // A new ACTIVE study of id `id` as `in` asks (valid; `problem` is its spec's conversion),
+  // not yet written; INVALID_ARGUMENT when its algorithm's settings are refused.
+  absl::StatusOr<std::shared_ptr<internal::StudyState>> NewStudy(int64_t id, const v1::Study& in,
+                                                                 search::ProblemStatement problem);
+  // Leases only: CreateStudy's get-or-create and ListStudies, read from the store.
+  Applied<absl::StatusOr<v1::Study>> CreateStudyAcrossReplicas(const v1::Study& in,
+                                                               search::ProblemStatement problem);
+  Applied<absl::StatusOr<v1::ListStudiesResponse>> ListStoredStudies(
+      const v1::ListStudiesRequest& req, int page_size, int64_t start);
 
   // Constant after construction.
   Store* const store_;
   Clock* const clock_;
+  StudyLeases* const leases_;  // null: one replica, every study loaded at start
 
   absl::Mutex mu_;
   std::map<int64_t, std::shared_ptr<internal::StudyState>> studies_ ABSL_GUARDED_BY(mu_);

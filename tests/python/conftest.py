@@ -46,12 +46,12 @@ def evoscaled_path() -> Path:
 class Evoscaled:
     """One evoscaled child process; `address` is its gRPC host:port."""
 
-    def __init__(self, workdir: Path, extra_args: list[str]) -> None:
+    def __init__(self, workdir: Path, extra_args: list[str], db: str | None = None) -> None:
         self.workdir = workdir
         self.stderr_path = workdir / "evoscaled.err"
         command = [
             str(evoscaled_path()),
-            "--db", str(workdir / "x.db"),
+            "--db", db or str(workdir / "x.db"),
             "--grpc", "127.0.0.1:0",
             "--http", "127.0.0.1:0",
             *extra_args,

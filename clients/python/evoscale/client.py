@@ -13,12 +13,14 @@ ask/tell until ask returns no trial.
 from __future__ import annotations
 
 import datetime
+import ipaddress
+import json
 import numbers
 import os
 import secrets
 import socket
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Union
 
@@ -60,11 +62,59 @@ class _MetadataMethods:
         return self.update_metadata(remove=keys)
 
 
+# Several replicas: the first that answers, the next when it goes, and a call that failed
+# UNAVAILABLE (its replica died under it) tried again there.
+_REPLICAS_SERVICE_CONFIG = json.dumps(
+    {
+        "loadBalancingConfig": [{"pick_first": {}}],
+        "methodConfig": [
+            {
+                "name": [{"service": "evoscale.v1.StudyService"}],
+                "retryPolicy": {
+                    "maxAttempts": 5,
+                    "initialBackoff": "0.2s",
+                    "maxBackoff": "2s",
+                    "backoffMultiplier": 2,
+                    "retryableStatusCodes": ["UNAVAILABLE"],
+                },
+            }
+        ],
+    }
+)
+
+
+def _channel_target(address: str | Sequence[str]) -> tuple[str, list[tuple[str, Any]]]:
+    """gRPC's target and channel options for one address or a list of replicas (IP:PORT)."""
+    parts = [address] if isinstance(address, str) else list(address)
+    parts = [p.strip() for part in parts for p in part.split(",") if p.strip()]
+    if len(parts) == 1:
+        return parts[0], []
+    if not parts:
+        raise ValueError("address: empty")
+    hosts = []
+    for part in parts:
+        if part.startswith("localhost:"):
+            part = "127.0.0.1" + part[len("localhost"):]
+        host = part.rpartition(":")[0]
+        try:
+            ipaddress.ip_address(host.strip("[]"))
+        except ValueError:
+            raise ValueError(
+                f"address: {part!r} in a list of replicas must be IP:PORT (or localhost:PORT)"
+            ) from None
+        hosts.append(part)
+    scheme = "ipv6:" if hosts[0].startswith("[") else "ipv4:"
+    return scheme + ",".join(hosts), [("grpc.service_config", _REPLICAS_SERVICE_CONFIG)]
+
+
 class Client:
     """A connection to evoscaled.
 
     Args:
-        address: host:port of evoscaled's gRPC listener.
+        address: host:port of evoscaled's gRPC listener; or several replicas (evoscaled on one
+            PostgreSQL) as a list or a comma-separated string of IP:PORT: the client keeps to the
+            first live one and moves to the next when it goes, trying a call that failed
+            UNAVAILABLE again there.
         token: sent as `authorization: Bearer TOKEN` on every call (evoscaled --auth-tokens).
         tls_ca: path to a PEM CA certificate; the channel is TLS when given, else plaintext.
         client_id: names this worker to SuggestTrials (a client that asks again while it holds
@@ -74,23 +124,24 @@ class Client:
 
     def __init__(
         self,
-        address: str = "127.0.0.1:50051",
+        address: str | Sequence[str] = "127.0.0.1:50051",
         token: str | None = None,
         tls_ca: str | os.PathLike[str] | None = None,
         client_id: str | None = None,
         *,
         timeout: float | None = None,
     ) -> None:
-        self.address = address
+        target, options = _channel_target(address)
+        self.address = address if isinstance(address, str) else ",".join(address)
         self.client_id = client_id or default_client_id()
         self.timeout = timeout
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
         if tls_ca is not None:
             with open(tls_ca, "rb") as f:
                 credentials = grpc.ssl_channel_credentials(root_certificates=f.read())
-            self._channel = grpc.secure_channel(address, credentials)
+            self._channel = grpc.secure_channel(target, credentials, options=options)
         else:
-            self._channel = grpc.insecure_channel(address)
+            self._channel = grpc.insecure_channel(target, options=options)
         self._stub = study_pb2_grpc.StudyServiceStub(self._channel)
 
     def close(self) -> None:

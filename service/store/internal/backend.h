@@ -27,7 +27,8 @@ class StoreBackend {
   // batch fails (none of them is written).
   virtual void CommitGroup(const std::vector<const WriteBatch*>& group,
                            std::vector<absl::Status>* results) = 0;
-  virtual absl::StatusOr<std::vector<StoredStudy>> LoadAll() = 0;
+  // The studies `query` selects, with their trials when it says so (StudyQuery's rules).
+  virtual absl::StatusOr<std::vector<StoredStudy>> LoadStudies(const StudyQuery& query) = 0;
   virtual absl::StatusOr<int64_t> NextStudyId() = 0;
   virtual int schema_version() = 0;
   virtual int64_t checkpoint_failures() { return 0; }  // thread-safe

@@ -119,30 +119,38 @@ class PostgresBackend : public StoreBackend {
     }
   }
 
-  absl::StatusOr<std::vector<StoredStudy>> LoadAll() override {
+  absl::StatusOr<std::vector<StoredStudy>> LoadStudies(const StudyQuery& query) override {
     if (absl::Status st = EnsureConnected(); !st.ok()) return st;
     std::vector<StoredStudy> studies;
-    absl::StatusOr<PgResult> rows =
-        conn_->Query("SELECT id, body FROM studies ORDER BY id", "load studies");
+    const std::string select_studies =
+        absl::StrCat("SELECT id, display_name, body FROM studies WHERE id > ", query.after_id,
+                     " AND id <= ", query.through_id, " ORDER BY id");
+    absl::StatusOr<PgResult> rows = conn_->Query(select_studies.c_str(), "load studies");
     if (!rows.ok()) return rows.status();
     for (int i = 0; i < PgRows(rows->get()); ++i) {
+      if (query.limit > 0 && static_cast<int>(studies.size()) == query.limit) break;
+      if (!query.display_name.empty() && PgBytes(rows->get(), i, 1) != query.display_name) {
+        continue;
+      }
       StoredStudy study;
       study.id = PgInt64(rows->get(), i, 0);
-      if (!study.study.ParseFromString(PgBytes(rows->get(), i, 1))) {
+      if (!study.study.ParseFromString(PgBytes(rows->get(), i, 2))) {
         return absl::DataLossError(absl::StrCat("study ", study.id, ": unreadable record"));
       }
       study.study.set_name(absl::StrCat("studies/", study.id));
       studies.push_back(std::move(study));
     }
-    rows =
-        conn_->Query("SELECT study_id, id, completion_seq, body FROM trials ORDER BY study_id, id",
-                     "load trials");
+    if (studies.empty() || !query.with_trials) return studies;
+    const std::string select_trials = absl::StrCat(
+        "SELECT study_id, id, completion_seq, body FROM trials WHERE study_id >= ",
+        studies.front().id, " AND study_id <= ", studies.back().id, " ORDER BY study_id, id");
+    rows = conn_->Query(select_trials.c_str(), "load trials");
     if (!rows.ok()) return rows.status();
     size_t si = 0;
     for (int i = 0; i < PgRows(rows->get()); ++i) {
       const int64_t study_id = PgInt64(rows->get(), i, 0);
       while (si < studies.size() && studies[si].id < study_id) ++si;
-      if (si == studies.size() || studies[si].id != study_id) continue;  // foreign key
+      if (si == studies.size() || studies[si].id != study_id) continue;  // left out
       StoredTrial t;
       t.completion_seq = PgInt64(rows->get(), i, 2);
       if (!t.trial.ParseFromString(PgBytes(rows->get(), i, 3))) {

@@ -117,13 +117,22 @@ class SqliteBackend : public StoreBackend {
     }
   }
 
-  absl::StatusOr<std::vector<StoredStudy>> LoadAll() override {
+  absl::StatusOr<std::vector<StoredStudy>> LoadStudies(const StudyQuery& query) override {
     std::vector<StoredStudy> studies;
+    const std::string select_studies =
+        absl::StrCat("SELECT id, display_name, body FROM studies WHERE id > ", query.after_id,
+                     " AND id <= ", query.through_id, " ORDER BY id");
     absl::Status st = ForEachRow(
-        db_, "SELECT id, body FROM studies ORDER BY id", "load studies", [&](sqlite3_stmt* s) {
+        db_, select_studies.c_str(), "load studies", [&](sqlite3_stmt* s) {
+          if (query.limit > 0 && static_cast<int>(studies.size()) == query.limit) {
+            return absl::OkStatus();
+          }
+          if (!query.display_name.empty() && ColumnBlob(s, 1) != query.display_name) {
+            return absl::OkStatus();
+          }
           StoredStudy study;
           study.id = sqlite3_column_int64(s, 0);
-          if (!study.study.ParseFromString(ColumnBlob(s, 1))) {
+          if (!study.study.ParseFromString(ColumnBlob(s, 2))) {
             return absl::DataLossError(absl::StrCat("study ", study.id, ": unreadable record"));
           }
           study.study.set_name(absl::StrCat("studies/", study.id));
@@ -131,25 +140,27 @@ class SqliteBackend : public StoreBackend {
           return absl::OkStatus();
         });
     if (!st.ok()) return st;
+    if (studies.empty() || !query.with_trials) return studies;
     size_t si = 0;
-    st = ForEachRow(
-        db_, "SELECT study_id, id, completion_seq, body FROM trials ORDER BY study_id, id",
-        "load trials", [&](sqlite3_stmt* s) {
-          const int64_t study_id = sqlite3_column_int64(s, 0);
-          while (si < studies.size() && studies[si].id < study_id) ++si;
-          if (si == studies.size() || studies[si].id != study_id) {
-            return absl::OkStatus();  // cannot happen: foreign key
-          }
-          StoredTrial t;
-          t.completion_seq = sqlite3_column_int64(s, 2);
-          if (!t.trial.ParseFromString(ColumnBlob(s, 3))) {
-            return absl::DataLossError(absl::StrCat(
-                "study ", study_id, " trial ", sqlite3_column_int64(s, 1), ": unreadable record"));
-          }
-          t.trial.set_name(absl::StrCat("studies/", study_id, "/trials/", t.trial.id()));
-          studies[si].trials.push_back(std::move(t));
-          return absl::OkStatus();
-        });
+    const std::string select_trials = absl::StrCat(
+        "SELECT study_id, id, completion_seq, body FROM trials WHERE study_id >= ",
+        studies.front().id, " AND study_id <= ", studies.back().id, " ORDER BY study_id, id");
+    st = ForEachRow(db_, select_trials.c_str(), "load trials", [&](sqlite3_stmt* s) {
+      const int64_t study_id = sqlite3_column_int64(s, 0);
+      while (si < studies.size() && studies[si].id < study_id) ++si;
+      if (si == studies.size() || studies[si].id != study_id) {
+        return absl::OkStatus();  // a study the query left out
+      }
+      StoredTrial t;
+      t.completion_seq = sqlite3_column_int64(s, 2);
+      if (!t.trial.ParseFromString(ColumnBlob(s, 3))) {
+        return absl::DataLossError(absl::StrCat("study ", study_id, " trial ",
+                                                sqlite3_column_int64(s, 1), ": unreadable record"));
+      }
+      t.trial.set_name(absl::StrCat("studies/", study_id, "/trials/", t.trial.id()));
+      studies[si].trials.push_back(std::move(t));
+      return absl::OkStatus();
+    });
     if (!st.ok()) return st;
     return studies;
   }

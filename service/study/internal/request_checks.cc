@@ -199,4 +199,11 @@ absl::Status RequireElapsedForward(const v1::Trial& trial, const v1::Measurement
   return absl::OkStatus();
 }
 
+absl::Status DisplayNameTaken(const v1::Study& existing, const v1::StudySpec& wanted) {
+  return absl::AlreadyExistsError(absl::StrFormat(
+      "study.display_name: \"%s\" is study \"%s\", whose spec differs (%s); use that spec, or "
+      "another display_name",
+      existing.display_name(), existing.name(), FirstDifference(existing.spec(), wanted)));
+}
+
 }  // namespace evoscale::service::internal

@@ -48,6 +48,9 @@ absl::StatusOr<v1::Trial> EndedTrial(const search::ProblemStatement& problem, co
 
 // Where two specs first differ, e.g. "max_trials is modified" (for ALREADY_EXISTS).
 std::string FirstDifference(const v1::StudySpec& existing, const v1::StudySpec& wanted);
+// CreateStudy's get-or-create when the live study `existing` of the display name has another
+// spec than `wanted`: ALREADY_EXISTS naming the first difference.
+absl::Status DisplayNameTaken(const v1::Study& existing, const v1::StudySpec& wanted);
 
 // "ACTIVE", "SUCCEEDED", ... (the enum's name; `s` must be valid).
 const char* TrialStateName(v1::Trial::State s);

@@ -7,6 +7,7 @@
 #ifndef EVOSCALE_SERVICE_STUDY_INTERNAL_STUDY_STATE_H_
 #define EVOSCALE_SERVICE_STUDY_INTERNAL_STUDY_STATE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -86,6 +87,12 @@ struct StudyState {
   // Constant after construction.
   const int64_t id;
   const std::string display_name;  // a copy of study.display_name, which never changes
+  // Several replicas (study_leases.h): the epoch of this replica's lease of the study, which
+  // fences every write of it (0 = one replica, no fence). Set before the study is shared.
+  int64_t epoch = 0;
+  // Set once another replica has taken the study over: the cache is stale; a call that finds
+  // it set looks the study up again (and is forwarded to its owner).
+  std::atomic<bool> lost{false};
 
   absl::Mutex mu;
   bool deleted ABSL_GUARDED_BY(mu) = false;

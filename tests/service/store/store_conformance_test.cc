@@ -201,6 +201,46 @@ TEST_P(StoreConformanceTest, DeleteStudyRemovesItsTrials) {
   EXPECT_EQ(all[0].trials.size(), 1u);
 }
 
+TEST_P(StoreConformanceTest, LoadStudiesSelectsByIdRangeNameAndLimit) {
+  std::unique_ptr<Store> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  WriteBatch batch;
+  for (int64_t id : {2, 3, 5, 8}) {
+    v1::Study study = DemoStudy();
+    study.set_display_name(id % 2 == 0 ? "even" : "odd");
+    batch.PutStudy(id, study);
+    batch.PutTrial(id, DemoTrial(1, v1::Trial::ACTIVE), 0);
+    batch.PutTrial(id, DemoTrial(2, v1::Trial::SUCCEEDED), 1);
+  }
+  ASSERT_TRUE(store->Write(batch).ok());
+  auto ids = [](const std::vector<StoredStudy>& studies) {
+    std::vector<int64_t> out;
+    for (const StoredStudy& s : studies) out.push_back(s.id);
+    return out;
+  };
+  absl::StatusOr<std::vector<StoredStudy>> page =
+      store->LoadStudies(StudyQuery{.after_id = 2, .limit = 2});
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(ids(*page), (std::vector<int64_t>{3, 5}));
+  ASSERT_EQ((*page)[1].trials.size(), 2u);  // each with its own trials only
+  EXPECT_EQ((*page)[1].trials[1].trial.name(), "studies/5/trials/2");
+
+  absl::StatusOr<std::vector<StoredStudy>> named =
+      store->LoadStudies(StudyQuery{.display_name = "even", .with_trials = false});
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ(ids(*named), (std::vector<int64_t>{2, 8}));
+  EXPECT_TRUE((*named)[0].trials.empty());
+  EXPECT_EQ((*named)[1].study.name(), "studies/8");
+
+  absl::StatusOr<StoredStudy> one = store->LoadStudy(5);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->id, 5);
+  EXPECT_EQ(one->trials.size(), 2u);
+  absl::StatusOr<StoredStudy> missing = store->LoadStudy(4);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(missing.status().message(), "study \"studies/4\" not found");
+}
+
 TEST_P(StoreConformanceTest, FailingBatchWritesNothing) {
   std::unique_ptr<Store> store = OpenStore();
   ASSERT_NE(store, nullptr);

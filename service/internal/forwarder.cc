@@ -1,0 +1,19 @@
+#include "service/internal/forwarder.h"
+
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+
+namespace evoscale::service::internal {
+
+v1::StudyService::Stub* StudyForwarder::Stub(const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  std::unique_ptr<v1::StudyService::Stub>& stub = stubs_[address];
+  if (stub == nullptr) {
+    // Plaintext: evoscaled forwards only when it serves without TLS (server.cc).
+    stub =
+        v1::StudyService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  }
+  return stub.get();
+}
+
+}  // namespace evoscale::service::internal

@@ -1,0 +1,251 @@
+// End-to-end: two real evoscaled replicas on one throwaway PostgreSQL database (issue 30), each
+// study served by the replica holding its lease, calls on the other forwarded to it; the owner
+// killed (SIGKILL) or hung (SIGSTOP) and its studies taken over. Skipped, saying why, where
+// PostgreSQL is not installed.
+#include <signal.h>
+
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/evoscaled_process.h"
+#include "tests/support/postgres_server.h"
+#include "tests/support/test_support.h"
+
+namespace evoscale {
+namespace {
+
+using ::evoscale::testing::AwaitCondition;
+using ::evoscale::testing::EvoscaledProcess;
+using ::evoscale::testing::PostgresServer;
+using ::evoscale::testing::TempDir;
+
+v1::Study SharedStudy(const std::string& display_name) {
+  v1::Study study;
+  study.set_display_name(display_name);
+  v1::StudySpec* spec = study.mutable_spec();
+  auto* m = spec->add_metrics();
+  m->set_name("loss");
+  m->set_goal(v1::MetricSpec::MINIMIZE);
+  auto* x = spec->add_parameters();
+  x->set_name("x");
+  x->mutable_double_spec()->set_min(0);
+  x->mutable_double_spec()->set_max(1);
+  spec->mutable_algorithm()->set_algorithm(v1::AlgorithmSpec::RANDOM);
+  spec->mutable_algorithm()->set_seed(7);
+  return study;
+}
+
+class ReplicasE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::string why = PostgresServer::UnavailableReason(); !why.empty()) GTEST_SKIP() << why;
+    absl::StatusOr<std::unique_ptr<PostgresServer>> pg = PostgresServer::Start();
+    ASSERT_TRUE(pg.ok()) << pg.status();
+    postgres_ = *std::move(pg);
+    absl::StatusOr<std::string> uri = postgres_->CreateDatabase("evoscale");
+    ASSERT_TRUE(uri.ok()) << uri.status();
+    uri_ = *uri;
+    for (const char* name : {"a", "b"}) {
+      std::unique_ptr<EvoscaledProcess> replica = StartReplica(name);
+      ASSERT_NE(replica, nullptr);
+      replicas_.push_back(std::move(replica));
+    }
+  }
+  void TearDown() override { replicas_.clear(); }  // before their database
+
+  std::unique_ptr<EvoscaledProcess> StartReplica(const std::string& name) {
+    absl::StatusOr<std::unique_ptr<EvoscaledProcess>> p = EvoscaledProcess::Start(
+        uri_, {"--durability", "power", "--lease-seconds", "1", "--telemetry-db",
+               absl::StrCat(dir_.path(), "/", name, ".telemetry.db")});
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? *std::move(p) : nullptr;
+  }
+
+  static grpc::Status Create(EvoscaledProcess& replica, const v1::Study& study, v1::Study* out) {
+    v1::CreateStudyRequest req;
+    *req.mutable_study() = study;
+    grpc::ClientContext ctx;
+    return replica.NewStub()->CreateStudy(&ctx, req, out);
+  }
+  static grpc::Status Suggest(EvoscaledProcess& replica, const std::string& study,
+                              const std::string& client, int count,
+                              v1::SuggestTrialsResponse* out) {
+    v1::SuggestTrialsRequest req;
+    req.set_parent(study);
+    req.set_client_id(client);
+    req.set_suggestion_count(count);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    return replica.NewStub()->SuggestTrials(&ctx, req, out);
+  }
+  static std::vector<int64_t> Ids(const v1::SuggestTrialsResponse& resp) {
+    std::vector<int64_t> ids;
+    for (const v1::Trial& t : resp.trials()) ids.push_back(t.id());
+    return ids;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<PostgresServer> postgres_;
+  std::string uri_;
+  std::vector<std::unique_ptr<EvoscaledProcess>> replicas_;
+};
+
+TEST_F(ReplicasE2eTest, EitherReplicaServesAStudyTheOtherOwns) {
+  EvoscaledProcess& a = *replicas_[0];
+  EvoscaledProcess& b = *replicas_[1];
+  v1::Study created, again;
+  ASSERT_TRUE(Create(a, SharedStudy("shared"), &created).ok());
+  // Get-or-create by display name spans the replicas: one study.
+  ASSERT_TRUE(Create(b, SharedStudy("shared"), &again).ok());
+  EXPECT_EQ(again.name(), created.name());
+  v1::Study other_spec = SharedStudy("shared");
+  other_spec.mutable_spec()->mutable_algorithm()->set_seed(8);
+  grpc::Status taken = Create(b, other_spec, &again);
+  EXPECT_EQ(taken.error_code(), grpc::StatusCode::ALREADY_EXISTS) << taken.error_message();
+
+  // A client's retry on the other replica gets the same trials.
+  v1::SuggestTrialsResponse first, retry;
+  ASSERT_TRUE(Suggest(b, created.name(), "worker-1", 2, &first).ok());
+  ASSERT_TRUE(Suggest(a, created.name(), "worker-1", 2, &retry).ok());
+  EXPECT_EQ(Ids(first), (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(Ids(retry), Ids(first));
+
+  // A trial completed through one replica is read back through the other.
+  v1::CompleteTrialRequest complete;
+  complete.set_name(first.trials(0).name());
+  (*complete.mutable_final_measurement()->mutable_metrics())["loss"] = 0.25;
+  v1::Trial done;
+  grpc::ClientContext complete_ctx;
+  ASSERT_TRUE(b.NewStub()->CompleteTrial(&complete_ctx, complete, &done).ok());
+  v1::GetTrialRequest get;
+  get.set_name(first.trials(0).name());
+  v1::Trial read;
+  grpc::ClientContext get_ctx;
+  ASSERT_TRUE(a.NewStub()->GetTrial(&get_ctx, get, &read).ok());
+  EXPECT_EQ(read.state(), v1::Trial::SUCCEEDED);
+
+  // Both list it, with its counters.
+  for (EvoscaledProcess* replica : {&a, &b}) {
+    v1::ListStudiesRequest list;
+    v1::ListStudiesResponse listed;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(replica->NewStub()->ListStudies(&ctx, list, &listed).ok());
+    ASSERT_EQ(listed.studies_size(), 1);
+    EXPECT_EQ(listed.studies(0).trial_count(), 2);
+    EXPECT_EQ(listed.studies(0).completed_trial_count(), 1);
+  }
+  // An unknown study is NOT_FOUND on either.
+  v1::SuggestTrialsResponse none;
+  EXPECT_EQ(Suggest(b, "studies/99", "worker-1", 1, &none).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ReplicasE2eTest, AKilledOwnersStudiesAreServedByTheOtherWithTheirTrials) {
+  v1::Study study;
+  ASSERT_TRUE(Create(*replicas_[0], SharedStudy("killed"), &study).ok());
+  v1::SuggestTrialsResponse handed;
+  ASSERT_TRUE(Suggest(*replicas_[0], study.name(), "worker-1", 2, &handed).ok());
+  ASSERT_EQ(Ids(handed), (std::vector<int64_t>{1, 2}));
+
+  replicas_[0]->Stop(SIGKILL);  // its database session ends: its studies are free at once
+  v1::SuggestTrialsResponse retry, other;
+  ASSERT_TRUE(Suggest(*replicas_[1], study.name(), "worker-1", 2, &retry).ok());
+  EXPECT_EQ(Ids(retry), Ids(handed));  // acknowledged, so still the client's
+  ASSERT_TRUE(Suggest(*replicas_[1], study.name(), "worker-2", 1, &other).ok());
+  EXPECT_EQ(Ids(other), (std::vector<int64_t>{3}));  // no trial number repeats
+
+  // A replica started again serves the study from its new owner.
+  replicas_[0] = StartReplica("a2");
+  ASSERT_NE(replicas_[0], nullptr);
+  v1::SuggestTrialsResponse through_new;
+  ASSERT_TRUE(Suggest(*replicas_[0], study.name(), "worker-2", 1, &through_new).ok());
+  EXPECT_EQ(Ids(through_new), Ids(other));
+}
+
+TEST_F(ReplicasE2eTest, AHungOwnersStudyIsTakenAfterItsLeaseAndItWritesNothingAfter) {
+  EvoscaledProcess& a = *replicas_[0];
+  EvoscaledProcess& b = *replicas_[1];
+  v1::Study study;
+  ASSERT_TRUE(Create(a, SharedStudy("hung"), &study).ok());
+  v1::SuggestTrialsResponse handed;
+  ASSERT_TRUE(Suggest(a, study.name(), "worker-1", 1, &handed).ok());
+
+  kill(a.pid(), SIGSTOP);
+  // Forwarded to the hung owner, a call waits; once the lease (1 s) expires the other replica
+  // takes the study over and answers.
+  v1::SuggestTrialsResponse taken;
+  grpc::Status st;
+  ASSERT_TRUE(AwaitCondition(
+      [&] {
+        st = Suggest(b, study.name(), "worker-2", 1, &taken);
+        return st.ok();
+      },
+      absl::Seconds(30), absl::Milliseconds(200)))
+      << st.error_message();
+  EXPECT_EQ(Ids(taken), (std::vector<int64_t>{2}));
+  kill(a.pid(), SIGCONT);
+
+  // The former owner's cache is stale: what it is asked now is served from the new owner's
+  // state (its own writes are fenced off), so trial numbers still never repeat.
+  std::set<int64_t> ids;
+  for (int client = 3; client <= 5; ++client) {
+    v1::SuggestTrialsResponse resp;
+    ASSERT_TRUE(AwaitCondition(
+        [&] { return Suggest(a, study.name(), absl::StrCat("worker-", client), 1, &resp).ok(); },
+        absl::Seconds(30), absl::Milliseconds(100)));
+    ASSERT_EQ(resp.trials_size(), 1);
+    EXPECT_TRUE(ids.insert(resp.trials(0).id()).second);
+  }
+  EXPECT_EQ(ids, (std::set<int64_t>{3, 4, 5}));
+  v1::GetStudyRequest get;
+  get.set_name(study.name());
+  v1::Study read;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(b.NewStub()->GetStudy(&ctx, get, &read).ok());
+  EXPECT_EQ(read.trial_count(), 5);
+}
+
+// The CLI given both replicas keeps to the first live one.
+TEST_F(ReplicasE2eTest, TheCliGivenBothReplicasMovesToTheLiveOne) {
+  v1::Study study;
+  ASSERT_TRUE(Create(*replicas_[0], SharedStudy("cli"), &study).ok());
+  const std::string servers =
+      absl::StrCat(replicas_[0]->grpc_address(), ",", replicas_[1]->grpc_address());
+  auto cli = [&](const std::string& args, std::string* out) {
+    const std::string path = dir_.path() + "/cli.out";
+    const std::string cmd = absl::StrCat(evoscale::testing::BinDir(), "/evoscale --server ",
+                                         servers, " ", args, " >", path, " 2>&1 </dev/null");
+    const int status = std::system(cmd.c_str());
+    std::ifstream in(path);
+    out->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  std::string out;
+  ASSERT_EQ(cli(absl::StrCat("trial suggest ", study.name(), " --client-id w --json"), &out), 0)
+      << out;
+  EXPECT_NE(out.find("\"studies/1/trials/1\""), std::string::npos) << out;
+  replicas_[0]->Stop(SIGKILL);
+  ASSERT_EQ(cli(absl::StrCat("trial suggest ", study.name(), " --client-id w --json"), &out), 0)
+      << out;
+  EXPECT_NE(out.find("\"studies/1/trials/1\""), std::string::npos) << out;  // the same trial
+  // A host name in a list is refused as a usage error (exit 2), naming it.
+  const std::string cmd = absl::StrCat(evoscale::testing::BinDir(),
+                                       "/evoscale --server replica-a:1,replica-b:2 studies list >",
+                                       dir_.path(), "/bad.out 2>&1 </dev/null");
+  const int status = std::system(cmd.c_str());
+  EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 2);
+  std::ifstream bad(dir_.path() + "/bad.out");
+  const std::string said((std::istreambuf_iterator<char>(bad)), std::istreambuf_iterator<char>());
+  EXPECT_NE(said.find("\"replica-a:1\" in a list of replicas must be IP:PORT"), std::string::npos)
+      << said;
+}
+
+}  // namespace
+}  // namespace evoscale
