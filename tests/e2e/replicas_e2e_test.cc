@@ -212,6 +212,52 @@ TEST_F(ReplicasE2eTest, AHungOwnersStudyIsTakenAfterItsLeaseAndItWritesNothingAf
   EXPECT_EQ(read.trial_count(), 5);
 }
 
+// A managed study whose owner is killed continues on the other replica: its trial (killed with
+// its replica, PR_SET_PDEATHSIG) runs again there, once, and the study completes.
+TEST_F(ReplicasE2eTest, AManagedStudyContinuesOnTheOtherReplicaWhenItsOwnerIsKilled) {
+  const std::string pid_file = dir_.path() + "/trial.pid";
+  const std::string runs_file = dir_.path() + "/runs";
+  v1::Study spec = SharedStudy("managed");
+  spec.mutable_spec()->set_max_trials(1);
+  v1::TrialTemplate* t = spec.mutable_spec()->mutable_trial_template();
+  t->set_command("/bin/sh");
+  t->add_args("-c");
+  // First run: record the pid and hang. Second run: finish.
+  t->add_args("echo run >> '" + runs_file + "'; if [ -e '" + pid_file +
+              "' ]; then echo '{\"event\":\"final\",\"metrics\":{\"loss\":1}}'; "
+              "else echo $$ > '" + pid_file + "'; exec sleep 300; fi");
+  v1::Study study;
+  ASSERT_TRUE(Create(*replicas_[0], spec, &study).ok());
+  auto read_pid = [&]() -> int {
+    std::ifstream in(pid_file);
+    int pid = 0;
+    in >> pid;
+    return pid;
+  };
+  ASSERT_TRUE(AwaitCondition([&] { return read_pid() != 0; })) << "the trial never started";
+  const int pid = read_pid();
+  replicas_[0]->Stop(SIGKILL);
+  EXPECT_TRUE(AwaitCondition([&] { return evoscale::testing::ProcessGone(pid); },
+                             absl::Seconds(10)))
+      << "trial process " << pid << " outlived its replica";
+  v1::GetStudyRequest get;
+  get.set_name(study.name());
+  v1::Study read;
+  EXPECT_TRUE(AwaitCondition(
+      [&] {
+        grpc::ClientContext ctx;
+        return replicas_[1]->NewStub()->GetStudy(&ctx, get, &read).ok() &&
+               read.completed_trial_count() == 1;
+      },
+      absl::Seconds(60), absl::Milliseconds(100)))
+      << read.ShortDebugString();
+  EXPECT_EQ(read.trial_count(), 1);
+  std::ifstream runs(runs_file);
+  int n = 0;
+  for (std::string line; std::getline(runs, line);) ++n;
+  EXPECT_EQ(n, 2);  // the killed run and the one on the other replica
+}
+
 // The CLI given both replicas keeps to the first live one.
 TEST_F(ReplicasE2eTest, TheCliGivenBothReplicasMovesToTheLiveOne) {
   v1::Study study;
