@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/evoscaled_process.h"
+#include "tests/e2e/trial_scripts.h"
 #include "tests/support/postgres_server.h"
 #include "tests/support/test_support.h"
 
@@ -219,23 +220,13 @@ TEST_F(ReplicasE2eTest, AManagedStudyContinuesOnTheOtherReplicaWhenItsOwnerIsKil
   const std::string runs_file = dir_.path() + "/runs";
   v1::Study spec = SharedStudy("managed");
   spec.mutable_spec()->set_max_trials(1);
-  v1::TrialTemplate* t = spec.mutable_spec()->mutable_trial_template();
-  t->set_command("/bin/sh");
-  t->add_args("-c");
-  // First run: record the pid and hang. Second run: finish.
-  t->add_args("echo run >> '" + runs_file + "'; if [ -e '" + pid_file +
-              "' ]; then echo '{\"event\":\"final\",\"metrics\":{\"loss\":1}}'; "
-              "else echo $$ > '" + pid_file + "'; exec sleep 300; fi");
+  evoscale::testing::HangOnceThenFinish(pid_file, runs_file,
+                                        spec.mutable_spec()->mutable_trial_template());
   v1::Study study;
   ASSERT_TRUE(Create(*replicas_[0], spec, &study).ok());
-  auto read_pid = [&]() -> int {
-    std::ifstream in(pid_file);
-    int pid = 0;
-    in >> pid;
-    return pid;
-  };
-  ASSERT_TRUE(AwaitCondition([&] { return read_pid() != 0; })) << "the trial never started";
-  const int pid = read_pid();
+  ASSERT_TRUE(AwaitCondition([&] { return evoscale::testing::ReadPid(pid_file) != 0; }))
+      << "the trial never started";
+  const int pid = evoscale::testing::ReadPid(pid_file);
   replicas_[0]->Stop(SIGKILL);
   EXPECT_TRUE(AwaitCondition([&] { return evoscale::testing::ProcessGone(pid); },
                              absl::Seconds(10)))
@@ -252,10 +243,7 @@ TEST_F(ReplicasE2eTest, AManagedStudyContinuesOnTheOtherReplicaWhenItsOwnerIsKil
       absl::Seconds(60), absl::Milliseconds(100)))
       << read.ShortDebugString();
   EXPECT_EQ(read.trial_count(), 1);
-  std::ifstream runs(runs_file);
-  int n = 0;
-  for (std::string line; std::getline(runs, line);) ++n;
-  EXPECT_EQ(n, 2);  // the killed run and the one on the other replica
+  EXPECT_EQ(evoscale::testing::CountLines(runs_file), 2);  // killed, then on the other replica
 }
 
 // The CLI given both replicas keeps to the first live one.

@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "tests/e2e/evoscaled_process.h"
 #include "tests/e2e/grpc_health.h"
+#include "tests/e2e/trial_scripts.h"
 #include "tests/support/postgres_server.h"
 #include "tests/support/test_support.h"
 
@@ -492,22 +493,12 @@ TEST_F(StudyE2eTest, KillNineOfEvoscaledTakesItsManagedTrialsWithIt) {
   const std::string pid_file = dir_.path() + "/trial.pid";
   const std::string runs_file = dir_.path() + "/runs";
   v1::Study spec = ExampleStudy(1, v1::AlgorithmSpec::RANDOM);
-  v1::TrialTemplate* t = spec.mutable_spec()->mutable_trial_template();
-  t->set_command("/bin/sh");
-  t->add_args("-c");
-  // First run: record the pid and hang. Second run: finish.
-  t->add_args("echo run >> '" + runs_file + "'; if [ -e '" + pid_file +
-              "' ]; then echo '{\"event\":\"final\",\"metrics\":{\"loss\":1}}'; "
-              "else echo $$ > '" + pid_file + "'; exec sleep 300; fi");
+  evoscale::testing::HangOnceThenFinish(pid_file, runs_file,
+                                        spec.mutable_spec()->mutable_trial_template());
   const std::string study = CreateStudy(spec);
-  auto read_pid = [&]() -> int {
-    std::ifstream in(pid_file);
-    int pid = 0;
-    in >> pid;
-    return pid;
-  };
-  ASSERT_TRUE(AwaitCondition([&] { return read_pid() != 0; })) << "the trial never started";
-  const int pid = read_pid();
+  ASSERT_TRUE(AwaitCondition([&] { return evoscale::testing::ReadPid(pid_file) != 0; }))
+      << "the trial never started";
+  const int pid = evoscale::testing::ReadPid(pid_file);
   server_->Stop(SIGKILL);
   // The trial's process is gone (or a zombie waiting for a reaper).
   EXPECT_TRUE(AwaitCondition([&] { return ProcessGone(pid); }, absl::Seconds(10)))
@@ -517,10 +508,7 @@ TEST_F(StudyE2eTest, KillNineOfEvoscaledTakesItsManagedTrialsWithIt) {
   std::vector<v1::Trial> all = AllTrials(study);
   ASSERT_THAT(all, SizeIs(1));
   EXPECT_EQ(all[0].state(), v1::Trial::SUCCEEDED) << all[0].ShortDebugString();
-  std::ifstream runs(runs_file);
-  int n = 0;
-  for (std::string line; std::getline(runs, line);) ++n;
-  EXPECT_EQ(n, 2);  // the interrupted run and the one after the restart
+  EXPECT_EQ(evoscale::testing::CountLines(runs_file), 2);  // interrupted, then after the restart
 }
 
 // Two managed studies running when evoscaled is killed with SIGKILL: after the restart every

@@ -5,9 +5,12 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/placement/requests.h"
 
 namespace evoscale::placement {
 namespace {
+
+using ::evoscale::placement::testing::Pod;
 
 NodeState Node(int64_t cpu, std::vector<int16_t> gpus, int model = 0) {
   NodeState node;
@@ -17,14 +20,6 @@ NodeState Node(int64_t cpu, std::vector<int16_t> gpus, int model = 0) {
   node.model = gpus.empty() ? -1 : model;
   for (size_t i = 0; i < gpus.size(); ++i) node.gpu_left[i] = gpus[i];
   return node;
-}
-
-PodRequest Pod(int64_t cpu, int num_gpus, int milli) {
-  PodRequest pod;
-  pod.cpu_milli = cpu;
-  pod.num_gpus = num_gpus;
-  pod.gpu_milli = milli;
-  return pod;
 }
 
 TEST(ClusterTest, FitsChecksCpuMemoryModelAndRoomOnEnoughGpus) {

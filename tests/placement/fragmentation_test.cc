@@ -4,9 +4,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/placement/requests.h"
 
 namespace evoscale::placement {
 namespace {
+
+using ::evoscale::placement::testing::Typical;
 
 PodSpec Spec(int64_t cpu, int num_gpus, int milli, std::vector<std::string> models = {}) {
   PodSpec pod;
@@ -15,15 +18,6 @@ PodSpec Spec(int64_t cpu, int num_gpus, int milli, std::vector<std::string> mode
   pod.num_gpus = num_gpus;
   pod.gpu_milli = milli;
   pod.gpu_models = std::move(models);
-  return pod;
-}
-
-TypicalPod Typical(int64_t cpu, int num_gpus, int milli, double frequency) {
-  TypicalPod pod;
-  pod.request.cpu_milli = cpu;
-  pod.request.num_gpus = num_gpus;
-  pod.request.gpu_milli = milli;
-  pod.frequency = frequency;
   return pod;
 }
 

@@ -7,24 +7,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "placement/evoscale_policy.h"
+#include "tests/placement/requests.h"
 
 namespace evoscale::placement {
 namespace {
 
-PodRequest Pod(int64_t cpu, int num_gpus, int milli) {
-  PodRequest pod;
-  pod.cpu_milli = cpu;
-  pod.num_gpus = num_gpus;
-  pod.gpu_milli = milli;
-  return pod;
-}
-
-TypicalPod Typical(int64_t cpu, int num_gpus, int milli, double frequency) {
-  TypicalPod pod;
-  pod.request = Pod(cpu, num_gpus, milli);
-  pod.frequency = frequency;
-  return pod;
-}
+using ::evoscale::placement::testing::Pod;
+using ::evoscale::placement::testing::Typical;
 
 Cluster MakeCluster(const std::vector<NodeSpec>& nodes) {
   absl::StatusOr<Cluster> cluster = Cluster::Create(nodes);
