@@ -5,10 +5,12 @@
 // both replicas (each keeps a preferred one and moves to the other on UNAVAILABLE) and keep a
 // ledger of what was acknowledged; at the end the ledger is checked against the database.
 //
-//   failover_bench [--kills 20] [--clients 8] [--lease_seconds 2]
+//   failover_bench [--kills 20] [--clients 8] [--lease_seconds 2] [--preload N]
+//                  [--algorithm RANDOM|GENETIC|...]
 //
-// Reports the time from each kill to the first answer the survivor gives on the study (median,
-// p99), the same after SIGSTOP, and the ledger's checks: every acknowledged completion stored
+// Reports the time from each kill until the survivor hands a new client a trial of the study
+// (median, p99): the takeover, the study read back and its designer brought up to date; the
+// same after SIGSTOP, and the ledger's checks: every acknowledged completion stored
 // with its value, no trial handed to two clients, no trial number repeated.
 #include <signal.h>
 
@@ -36,6 +38,10 @@
 ABSL_FLAG(int, kills, 20, "SIGKILLs of the owning replica");
 ABSL_FLAG(int, clients, 8, "closed-loop ask/tell clients");
 ABSL_FLAG(double, lease_seconds, 2, "the replicas' --lease-seconds");
+ABSL_FLAG(std::string, algorithm, "RANDOM",
+          "the study's algorithm (a takeover rebuilds its designer)");
+ABSL_FLAG(int, preload, 0,
+          "completed trials created before the first kill (a takeover then reads them all)");
 
 namespace {
 
@@ -140,17 +146,47 @@ void Client(Fleet& fleet, const std::string& study, int index, const std::atomic
   }
 }
 
-// How long until `slot`'s replica answers a call on `study` again.
-double TimeToServe(Fleet& fleet, int slot, const std::string& study, SteadyClock::time_point t0) {
+// How long until `slot`'s replica hands a new client (`probe`) a trial of `study`: the
+// takeover, the study read from the database and its designer brought up to date.
+double TimeToServe(Fleet& fleet, int slot, const std::string& study, const std::string& probe,
+                   SteadyClock::time_point t0) {
   for (;;) {
-    v1::GetStudyRequest req;
-    req.set_name(study);
-    v1::Study out;
+    v1::SuggestTrialsRequest req;
+    req.set_parent(study);
+    req.set_client_id(probe);
+    req.set_suggestion_count(1);
+    v1::SuggestTrialsResponse out;
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
-    if (fleet.Stub(slot)->GetStudy(&ctx, req, &out).ok()) return Ms(SteadyClock::now() - t0);
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(2000));
+    if (fleet.Stub(slot)->SuggestTrials(&ctx, req, &out).ok()) {
+      return Ms(SteadyClock::now() - t0);
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+}
+
+// `n` completed trials, created through slot 0 by 8 threads.
+bool Preload(Fleet& fleet, const std::string& study, int n) {
+  std::atomic<int> next{0}, failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = next++; i < n; i = next++) {
+        v1::CreateTrialRequest req;
+        req.set_parent(study);
+        v1::Trial* trial = req.mutable_trial();
+        trial->add_parameters()->set_name("x");
+        trial->mutable_parameters(0)->set_double_value((i % 1000) / 1000.0);
+        trial->set_state(v1::Trial::SUCCEEDED);
+        (*trial->mutable_final_measurement()->mutable_metrics())["loss"] = i;
+        v1::Trial out;
+        if (!Call(fleet, 0, &v1::StudyService::Stub::CreateTrial, req, &out).ok()) ++failed;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  if (failed > 0) std::fprintf(stderr, "failover_bench: %d preload calls failed\n", failed.load());
+  return failed == 0;
 }
 
 double Percentile(std::vector<double> v, double p) {
@@ -180,11 +216,17 @@ int Run() {
   auto* x = spec->add_parameters();
   x->set_name("x");
   x->mutable_double_spec()->set_max(1);
-  spec->mutable_algorithm()->set_algorithm(v1::AlgorithmSpec::RANDOM);
+  v1::AlgorithmSpec::Algorithm algorithm;
+  if (!v1::AlgorithmSpec::Algorithm_Parse(absl::GetFlag(FLAGS_algorithm), &algorithm)) {
+    std::fprintf(stderr, "failover_bench: --algorithm: unknown algorithm\n");
+    return 2;
+  }
+  spec->mutable_algorithm()->set_algorithm(algorithm);
   v1::Study study;
   grpc::ClientContext ctx;
   if (!fleet.Stub(0)->CreateStudy(&ctx, create, &study).ok()) return 1;
   int owner = 0;  // created through slot 0, which took its lease
+  if (!Preload(fleet, study.name(), absl::GetFlag(FLAGS_preload))) return 1;
 
   Ledger ledger;
   std::atomic<bool> stop{false};
@@ -199,7 +241,7 @@ int Run() {
     const auto t0 = SteadyClock::now();
     fleet.Process(owner).Stop(SIGKILL);
     const int survivor = 1 - owner;
-    kills.push_back(TimeToServe(fleet, survivor, study.name(), t0));
+    kills.push_back(TimeToServe(fleet, survivor, study.name(), absl::StrCat("probe-", k), t0));
     std::fprintf(stderr, "kill %d: replica %d's study served by the other after %.0f ms\n", k + 1,
                  owner, kills.back());
     if (!fleet.Start(owner)) return 1;
@@ -208,7 +250,7 @@ int Run() {
   std::this_thread::sleep_for(std::chrono::milliseconds(700));
   const auto t0 = SteadyClock::now();
   kill(fleet.Process(owner).pid(), SIGSTOP);
-  const double hung = TimeToServe(fleet, 1 - owner, study.name(), t0);
+  const double hung = TimeToServe(fleet, 1 - owner, study.name(), "probe-hung", t0);
   kill(fleet.Process(owner).pid(), SIGCONT);
   std::fprintf(stderr, "SIGSTOP: the other served the study after %.0f ms (lease %.1f s)\n", hung,
                lease);
@@ -244,13 +286,14 @@ int Run() {
   const bool dense =
       !stored.empty() && stored.rbegin()->first == static_cast<int64_t>(stored.size());
   std::printf(
+      "preload: %d completed trials\n"
       "kills: %zu, survivor served the study after median %.0f ms, p99 %.0f ms, max %.0f ms\n"
       "SIGSTOP of the owner: served after %.0f ms (lease %.1f s)\n"
       "ledger: %zu acknowledged completions, %" PRId64
       " missing or different in the database; "
       "%zu trials handed to two clients; %zu trials stored, ids 1..%zu %s; %" PRId64
       " client calls failed (retried)\n",
-      kills.size(), Percentile(kills, 0.5), Percentile(kills, 0.99),
+      absl::GetFlag(FLAGS_preload), kills.size(), Percentile(kills, 0.5), Percentile(kills, 0.99),
       *std::max_element(kills.begin(), kills.end()), hung, lease, ledger.completed.size(), lost,
       ledger.shared.size(), stored.size(), stored.size(),
       dense ? "dense (no number repeats)" : "NOT dense", ledger.errors);
