@@ -167,7 +167,8 @@ int main(int argc, char** argv) {
   const int grpc_port = (*server)->port();
   auto http = evoscale::service::HttpListener::Start(
       flags.http_address, "--http",
-      [&metrics](const std::string& method, const std::string& target, const std::string&) {
+      [&metrics](const std::string& method, const std::string& target, const std::string&,
+                 const std::string&) {
         return Http(metrics, method, target);
       },
       /*threads=*/1, "evoscale-serve");

@@ -196,11 +196,14 @@ std::string WorkloadHistoryJson(const std::string& workload, const WorkloadHisto
 }  // namespace
 
 HttpResponse HttpApi::Handle(const std::string& method, const std::string& target,
-                             const std::string& authorization) {
+                             const std::string& authorization, const std::string& body) {
   const std::pair<absl::string_view, absl::string_view> parts =
       absl::StrSplit(target, absl::MaxSplits('?', 1));
   const absl::string_view path = parts.first, query = parts.second;
   if (path == "/healthz") return {200, "text/plain", "ok\n"};
+  if (absl::string_view verb = path; absl::ConsumePrefix(&verb, "/scheduler/")) {
+    return HandleExtender(method, verb, authorization, body);
+  }
   if (method != "GET" && method != "HEAD") {
     HttpResponse r = Error(absl::InvalidArgumentError(
         absl::StrCat("method ", method, ": only GET and HEAD are served")));
@@ -215,6 +218,22 @@ HttpResponse HttpApi::Handle(const std::string& method, const std::string& targe
                                               : absl::StatusOr<HttpResponse>(route.status());
   if (!r.ok()) return Error(r.status());  // every error of every route is rendered here
   return *std::move(r);
+}
+
+HttpResponse HttpApi::HandleExtender(const std::string& method, absl::string_view verb,
+                                     const std::string& authorization, const std::string& body) {
+  if (method != "POST") {
+    HttpResponse r = Error(absl::InvalidArgumentError(
+        absl::StrCat("method ", method, ": kube-scheduler's extender verbs are POST")));
+    r.status = 405;
+    r.allow = "POST";
+    return r;
+  }
+  if (absl::Status allowed = auth_->Check(authorization, Role::kWriter); !allowed.ok()) {
+    return Error(allowed);
+  }
+  extender::ExtenderReply reply = extender_.Handle(verb, body);
+  return {reply.status, "application/json", std::move(reply.body)};
 }
 
 absl::StatusOr<HttpApi::Route> HttpApi::ParseRoute(absl::string_view path) {
@@ -301,9 +320,12 @@ absl::StatusOr<HttpResponse> HttpApi::ProcessListStudies(const Route&, const Que
 }
 
 absl::StatusOr<HttpResponse> HttpApi::ProcessStudy(const Route& route, const Query&) {
-  v1::GetStudyRequest req;
-  req.set_name(route.name);
-  return Json(core_->Call(req));
+  ReadStudyRequest req;
+  req.name = route.name;
+  req.stored_if_elsewhere = true;  // another replica's study: as the database holds it
+  req.fn = [](const v1::Study& s, absl::Span<const v1::Trial>,
+              uint64_t) -> absl::StatusOr<std::string> { return ProtoJson(s); };
+  return JsonBody(core_->Call(req));
 }
 
 // The dashboard's trial table: filtered, sorted and paged here (trial_query.h), so the page
@@ -311,6 +333,7 @@ absl::StatusOr<HttpResponse> HttpApi::ProcessStudy(const Route& route, const Que
 absl::StatusOr<HttpResponse> HttpApi::ProcessTrials(const Route& route, const Query& query) {
   ReadStudyRequest req;
   req.name = route.name;
+  req.stored_if_elsewhere = true;
   req.fn = [&](const v1::Study& s, absl::Span<const v1::Trial> trials,
                uint64_t) -> absl::StatusOr<std::string> {
     absl::StatusOr<TrialQuery> q = ParseTrialQuery(s.spec(), query);
@@ -339,6 +362,7 @@ absl::StatusOr<HttpResponse> HttpApi::ProcessAnalysis(const Route& route, const 
   }
   ReadStudyRequest req;
   req.name = route.name;
+  req.stored_if_elsewhere = true;
   req.fn = [&](const v1::Study& s, absl::Span<const v1::Trial> trials,
                uint64_t trials_version) -> absl::StatusOr<std::string> {
     absl::StatusOr<AnalysisOptions> options = ParseAnalysisQuery(s.spec(), query);

@@ -1,5 +1,7 @@
 // HttpApi: the routes of evoscaled's HTTP side (the server itself is http_server.h): /healthz,
-// /metrics, the dashboard's files and the read-only JSON API under /api/v1/. Each request's
+// /metrics, the dashboard's files, the read-only JSON API under /api/v1/ and kube-scheduler's
+// extender API (POST /scheduler/filter, /scheduler/prioritize, /scheduler/preempt;
+// service/extender/scheduler_extender.h). Each request's
 // route is parsed once into the Process* member that answers it; an error, wherever it
 // arises, is rendered once, as {"error": {"code", "message"}} with its HTTP status.
 #ifndef EVOSCALE_SERVICE_HTTP_API_H_
@@ -16,6 +18,7 @@
 #include "service/auth.h"
 #include "service/autoscaler/autoscaler_core.h"
 #include "service/common/http_listener.h"
+#include "service/extender/scheduler_extender.h"
 #include "service/metrics.h"
 #include "service/study/study_core.h"
 
@@ -33,9 +36,10 @@ class HttpApi {
       : core_(core), autoscaler_(autoscaler), metrics_(metrics), auth_(auth) {}
 
   // Answers one request (target = path and query). The dashboard's files need no token (the
-  // page asks for one); /metrics and /api/ do.
+  // page asks for one); /metrics and /api/ do (a reader's), and /scheduler/ a writer's (the
+  // extender keeps the pods it assumed).
   HttpResponse Handle(const std::string& method, const std::string& target,
-                      const std::string& authorization);
+                      const std::string& authorization, const std::string& body = "");
 
  private:
   using Query = std::vector<std::pair<std::string, std::string>>;  // decoded, in order
@@ -48,6 +52,9 @@ class HttpApi {
     std::string trial;  // "studies/{s}/trials/{t}"
   };
   static absl::StatusOr<Route> ParseRoute(absl::string_view path);
+  // POST /scheduler/{verb}.
+  HttpResponse HandleExtender(const std::string& method, absl::string_view verb,
+                              const std::string& authorization, const std::string& body);
 
   absl::StatusOr<HttpResponse> ProcessMetrics(const Route& route, const Query& query);
   absl::StatusOr<HttpResponse> ProcessListWorkloads(const Route& route, const Query& query);
@@ -68,6 +75,7 @@ class HttpApi {
   ServiceMetrics* const metrics_;
   const TokenAuth* const auth_;
   AnalysisCache analyses_;  // the analysis documents last served
+  extender::SchedulerExtender extender_;
 };
 
 }  // namespace evoscale::service

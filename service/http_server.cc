@@ -15,8 +15,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string&
   HttpApi* api = server->api_.get();
   absl::StatusOr<std::unique_ptr<HttpListener>> listener = HttpListener::Start(
       address, "--http",
-      [api](const std::string& method, const std::string& target,
-            const std::string& authorization) { return api->Handle(method, target, authorization); },
+      [api](const std::string& method, const std::string& target, const std::string& authorization,
+            const std::string& body) { return api->Handle(method, target, authorization, body); },
       threads, "evoscaled", tls);
   if (!listener.ok()) return listener.status();
   server->listener_ = *std::move(listener);

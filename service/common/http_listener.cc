@@ -64,7 +64,7 @@ struct HttpListener::Impl {
     for (;;) {
       http::request_parser<http::string_body> parser;
       parser.header_limit(16 * 1024);
-      parser.body_limit(64 * 1024);
+      parser.body_limit(kMaxHttpBody);
       beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(30));
       beast::error_code ec;
       co_await http::async_read(stream, buffer, parser,
@@ -75,7 +75,8 @@ struct HttpListener::Impl {
       std::string authorization =
           auth_it == req.end() ? std::string() : std::string(auth_it->value());
       HttpResponse r =
-          handler(std::string(req.method_string()), std::string(req.target()), authorization);
+          handler(std::string(req.method_string()), std::string(req.target()), authorization,
+                  req.body());
       http::response<http::string_body> res{static_cast<http::status>(r.status), req.version()};
       res.set(http::field::server, server);
       res.set(http::field::content_type, r.content_type);

@@ -4,6 +4,7 @@
 #ifndef EVOSCALE_SERVICE_COMMON_HTTP_LISTENER_H_
 #define EVOSCALE_SERVICE_COMMON_HTTP_LISTENER_H_
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
@@ -30,8 +31,12 @@ struct HttpResponse {
 
 // Answers one request: method, target (path and query), the Authorization header ("" if none).
 // Called on the listener's threads, concurrently.
+// The request's body is at most kMaxHttpBody bytes (kube-scheduler's extender calls carry node
+// lists); a larger one closes the connection.
+inline constexpr size_t kMaxHttpBody = 16 << 20;
 using HttpHandler = std::function<HttpResponse(const std::string& method, const std::string& target,
-                                               const std::string& authorization)>;
+                                               const std::string& authorization,
+                                               const std::string& body)>;
 
 // Serves on its own threads until destroyed. A 401 answer carries WWW-Authenticate: Bearer.
 class HttpListener {

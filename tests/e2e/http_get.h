@@ -1,4 +1,4 @@
-// A minimal blocking HTTP/1.1 GET for tests (POSIX sockets, Connection: close).
+// A minimal blocking HTTP/1.1 GET (and POST) for tests (POSIX sockets, Connection: close).
 #ifndef EVOSCALE_TESTS_E2E_HTTP_GET_H_
 #define EVOSCALE_TESTS_E2E_HTTP_GET_H_
 
@@ -17,8 +17,9 @@ struct HttpResult {
 };
 
 // `address` is "127.0.0.1:PORT". Returns status 0 when the connection fails.
-inline HttpResult HttpGet(const std::string& address, const std::string& path,
-                          const std::string& token = "") {
+inline HttpResult HttpRequest(const std::string& address, const std::string& method,
+                              const std::string& path, const std::string& body,
+                              const std::string& token = "") {
   HttpResult r;
   const size_t colon = address.rfind(':');
   sockaddr_in addr{};
@@ -31,9 +32,12 @@ inline HttpResult HttpGet(const std::string& address, const std::string& path,
     close(fd);
     return r;
   }
-  std::string req = "GET " + path + " HTTP/1.1\r\nHost: " + address + "\r\nConnection: close\r\n";
+  std::string req =
+      method + " " + path + " HTTP/1.1\r\nHost: " + address + "\r\nConnection: close\r\n";
   if (!token.empty()) req += "Authorization: Bearer " + token + "\r\n";
-  req += "\r\n";
+  if (method != "GET") req += "Content-Type: application/json\r\nContent-Length: " +
+                              std::to_string(body.size()) + "\r\n";
+  req += "\r\n" + body;
   if (write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) {
     close(fd);
     return r;
@@ -44,9 +48,19 @@ inline HttpResult HttpGet(const std::string& address, const std::string& path,
   close(fd);
   if (raw.size() < 12) return r;
   r.status = std::stoi(raw.substr(9, 3));
-  const size_t body = raw.find("\r\n\r\n");
-  if (body != std::string::npos) r.body = raw.substr(body + 4);
+  const size_t start = raw.find("\r\n\r\n");
+  if (start != std::string::npos) r.body = raw.substr(start + 4);
   return r;
+}
+
+inline HttpResult HttpGet(const std::string& address, const std::string& path,
+                          const std::string& token = "") {
+  return HttpRequest(address, "GET", path, "", token);
+}
+
+inline HttpResult HttpPost(const std::string& address, const std::string& path,
+                           const std::string& body, const std::string& token = "") {
+  return HttpRequest(address, "POST", path, body, token);
 }
 
 }  // namespace evoscale::testing

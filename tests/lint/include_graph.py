@@ -28,10 +28,11 @@ ALLOWED = {
     "service/scheduler/": {"service/study/", "service/store/", "service/common/", "search/",
                            "service/trial_template/", "trainer_adapter/", "load_model/"},
     "service/katib/": {"service/study/"},
+    "service/extender/": {"placement/"},
     "service/analysis/": {"service/study/", "service/store/", "service/common/", "search/"},
     "service/cli/": {"load_model/", "placement/", "service/common/"},
     "service/": {"service/study/", "service/store/", "service/common/", "service/autoscaler/",
-                 "service/scheduler/", "service/katib/", "service/analysis/",
+                 "service/scheduler/", "service/katib/", "service/analysis/", "service/extender/",
                  "service/trial_template/", "search/",
                  "load_model/", "trainer_adapter/"},
 }
