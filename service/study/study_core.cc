@@ -296,6 +296,9 @@ StudyCore::Applied<absl::StatusOr<v1::Study>> StudyCore::Apply(const v1::GetStud
 
 StudyCore::Applied<absl::StatusOr<std::string>> StudyCore::Apply(const ReadStudyRequest& req) {
   LockedStudy study(*this, req.name, "name");
+  if (!study.ok() && req.stored_if_elsewhere && StudyOwnerAddress(study.status()).has_value()) {
+    return ReadStoredStudy(req);
+  }
   if (!study.ok()) return study.status();
   return req.fn(study->StudyWithCounts(), study->trials, study->version);
 }

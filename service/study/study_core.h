@@ -75,6 +75,10 @@ struct ReadStudyRequest {
   std::function<absl::StatusOr<std::string>(
       const v1::Study& study, absl::Span<const v1::Trial> trials, uint64_t trials_version)>
       fn;
+  // Several replicas: a study another replica owns is read as the store holds it (every
+  // acknowledged write is there), rather than answered StudyElsewhereError; `trials_version` is
+  // then one never given before (nothing derived from it is reused). O(trials) a read.
+  bool stored_if_elsewhere = false;
 };
 
 // A call on a study that another replica owns (several replicas on one PostgreSQL database):
@@ -255,6 +259,8 @@ class StudyCore {
   // loaded from the store (NOT_FOUND when it does not exist; StudyElsewhereError when another
   // live replica holds it).
   absl::StatusOr<std::shared_ptr<internal::StudyState>> CachedOrAdopted(int64_t id);
+  // Leases only: ReadStudy of a study another replica owns, as the store holds it.
+  Applied<absl::StatusOr<std::string>> ReadStoredStudy(const ReadStudyRequest& req);
   // Leases only: the study leaves the cache (marked lost); its next call looks it up again.
   void DropStudy(int64_t id);
   // A new ACTIVE study of id `id` as `in` asks (valid; `problem` is its spec's conversion),

@@ -2,6 +2,7 @@
 // PostgreSQL database (StudyCore::CreateWithLeases): a replica caches only the studies it
 // holds the lease of, so what spans studies is read where every replica writes.
 #include <algorithm>
+#include <atomic>
 #include <string>
 #include <utility>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "service/study/internal/names.h"
 #include "service/study/internal/request_checks.h"
 #include "service/study/internal/study_state.h"
 #include "service/study/study_core.h"
@@ -99,6 +101,21 @@ StudyCore::Applied<absl::StatusOr<v1::ListStudiesResponse>> StudyCore::ListStore
   }
   if (more && !stored->empty()) resp.set_next_page_token(absl::StrCat(stored->back().id));
   return resp;
+}
+
+StudyCore::Applied<absl::StatusOr<std::string>> StudyCore::ReadStoredStudy(
+    const ReadStudyRequest& req) {
+  // Versions of stored reads count down from the top, apart from the cache's, which count up.
+  static std::atomic<uint64_t> stored_reads{~uint64_t{0}};
+  absl::StatusOr<int64_t> id = internal::ParseStudyName(req.name, "name");
+  if (!id.ok()) return id.status();
+  absl::StatusOr<StoredStudy> stored = store_->LoadStudy(*id);
+  if (absl::IsNotFound(stored.status())) return internal::NotFoundStudy(*id);
+  if (!stored.ok()) return stored.status();
+  absl::StatusOr<std::shared_ptr<StudyState>> read = StudyState::Replay(*std::move(stored));
+  if (!read.ok()) return read.status();
+  absl::MutexLock lock(&(*read)->mu);
+  return req.fn((*read)->StudyWithCounts(), (*read)->trials, stored_reads--);
 }
 
 }  // namespace evoscale::service

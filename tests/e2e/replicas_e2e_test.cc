@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/evoscaled_process.h"
+#include "tests/e2e/http_get.h"
 #include "tests/e2e/trial_scripts.h"
 #include "tests/support/postgres_server.h"
 #include "tests/support/test_support.h"
@@ -142,6 +143,17 @@ TEST_F(ReplicasE2eTest, EitherReplicaServesAStudyTheOtherOwns) {
     EXPECT_EQ(listed.studies(0).trial_count(), 2);
     EXPECT_EQ(listed.studies(0).completed_trial_count(), 1);
   }
+  // The dashboard's reads work on either replica (the non-owner reads the database).
+  for (EvoscaledProcess* replica : {&a, &b}) {
+    const std::string study_path = "/api/v1/studies/" + created.name().substr(8);
+    evoscale::testing::HttpResult got =
+        evoscale::testing::HttpGet(replica->http_address(), study_path);
+    EXPECT_EQ(got.status, 200) << got.body;
+    EXPECT_NE(got.body.find("\"completed_trial_count\":\"1\""), std::string::npos) << got.body;
+    got = evoscale::testing::HttpGet(replica->http_address(), study_path + "/trials");
+    EXPECT_EQ(got.status, 200) << got.body;
+    EXPECT_NE(got.body.find("\"total_size\":2"), std::string::npos) << got.body;
+  }
   // An unknown study is NOT_FOUND on either.
   v1::SuggestTrialsResponse none;
   EXPECT_EQ(Suggest(b, "studies/99", "worker-1", 1, &none).error_code(),
@@ -228,8 +240,8 @@ TEST_F(ReplicasE2eTest, AManagedStudyContinuesOnTheOtherReplicaWhenItsOwnerIsKil
       << "the trial never started";
   const int pid = evoscale::testing::ReadPid(pid_file);
   replicas_[0]->Stop(SIGKILL);
-  EXPECT_TRUE(AwaitCondition([&] { return evoscale::testing::ProcessGone(pid); },
-                             absl::Seconds(10)))
+  EXPECT_TRUE(
+      AwaitCondition([&] { return evoscale::testing::ProcessGone(pid); }, absl::Seconds(10)))
       << "trial process " << pid << " outlived its replica";
   v1::GetStudyRequest get;
   get.set_name(study.name());
