@@ -375,7 +375,20 @@ absl::StatusOr<HttpResponse> HttpApi::ProcessAnalysis(const Route& route, const 
 absl::StatusOr<HttpResponse> HttpApi::ProcessTrial(const Route& route, const Query&) {
   v1::GetTrialRequest req;
   req.set_name(route.trial);
-  return Json(core_->Call(req));
+  absl::StatusOr<v1::Trial> trial = core_->Call(req);
+  if (trial.ok() || !StudyOwnerAddress(trial.status()).has_value()) return Json(std::move(trial));
+  // Another replica's study (GetTrial checked the name): the trial as the database holds it.
+  ReadStudyRequest read;
+  read.name = route.name;
+  read.stored_if_elsewhere = true;
+  read.fn = [&route](const v1::Study&, absl::Span<const v1::Trial> trials,
+                     uint64_t) -> absl::StatusOr<std::string> {
+    for (const v1::Trial& t : trials) {
+      if (t.name() == route.trial && t.state() != v1::Trial::STATE_UNSPECIFIED) return ProtoJson(t);
+    }
+    return absl::NotFoundError(absl::StrCat("trial \"", route.trial, "\" not found"));
+  };
+  return JsonBody(core_->Call(read));
 }
 
 // A managed trial's usage over time: its samples in the telemetry of the study's TRAINING

@@ -153,6 +153,11 @@ TEST_F(ReplicasE2eTest, EitherReplicaServesAStudyTheOtherOwns) {
     got = evoscale::testing::HttpGet(replica->http_address(), study_path + "/trials");
     EXPECT_EQ(got.status, 200) << got.body;
     EXPECT_NE(got.body.find("\"total_size\":2"), std::string::npos) << got.body;
+    got = evoscale::testing::HttpGet(replica->http_address(), study_path + "/trials/1");
+    EXPECT_EQ(got.status, 200) << got.body;
+    EXPECT_NE(got.body.find("\"state\":\"SUCCEEDED\""), std::string::npos) << got.body;
+    got = evoscale::testing::HttpGet(replica->http_address(), study_path + "/trials/9");
+    EXPECT_EQ(got.status, 404) << got.body;
   }
   // An unknown study is NOT_FOUND on either.
   v1::SuggestTrialsResponse none;
