@@ -74,6 +74,18 @@ NodeState WithPod(const NodeState& node, const PodRequest& pod, GpuMask gpus) {
   return next;
 }
 
+NodeState WithoutPod(const NodeState& node, const PodRequest& pod, GpuMask gpus) {
+  NodeState next = node;
+  next.cpu_left += pod.cpu_milli;
+  next.memory_left += pod.memory_mib;
+  if (!pod.UsesGpu()) return next;
+  for (int i = 0; i < node.num_gpus; ++i) {
+    if (gpus >> i & 1u) next.gpu_left[i] = static_cast<int16_t>(next.gpu_left[i] + pod.gpu_milli);
+  }
+  --next.pods_by_gpu_kind[pod.SharesGpu() ? 0 : pod.num_gpus];
+  return next;
+}
+
 GpuMask LowestFreeGpus(const NodeState& node, int count) {
   GpuMask mask = 0;
   for (int i = 0; i < node.num_gpus && count > 0; ++i) {
@@ -188,6 +200,14 @@ void Cluster::Bind(const PodRequest& pod, const Placement& placement) {
   node = WithPod(node, pod, placement.gpus);
   ++versions_[placement.node];
   used_gpu_milli_ += before - node.GpuMilliLeft();
+}
+
+void Cluster::Unbind(const PodRequest& pod, const Placement& placement) {
+  NodeState& node = nodes_[placement.node];
+  const int64_t before = node.GpuMilliLeft();
+  node = WithoutPod(node, pod, placement.gpus);
+  ++versions_[placement.node];
+  used_gpu_milli_ -= node.GpuMilliLeft() - before;
 }
 
 }  // namespace evoscale::placement

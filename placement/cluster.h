@@ -105,6 +105,8 @@ bool ModelAllowed(const NodeState& node, const PodRequest& pod);
 bool Fits(const NodeState& node, const PodRequest& pod);
 // The node after `pod` takes `gpus` (no checks; see Fits).
 NodeState WithPod(const NodeState& node, const PodRequest& pod, GpuMask gpus);
+// The node after `pod`, bound there on `gpus`, leaves (no checks): WithPod undone.
+NodeState WithoutPod(const NodeState& node, const PodRequest& pod, GpuMask gpus);
 
 // GPU choices the simulator makes once a node is chosen. Each returns 0 for a pod without GPUs.
 // The lowest-index fully free GPUs (AllocateExclusiveGpuId); for whole-GPU pods.
@@ -146,6 +148,8 @@ class Cluster {
 
   // Binds `pod` to the placement (which must fit; checked only in debug builds).
   void Bind(const PodRequest& pod, const Placement& placement);
+  // Frees what Bind(pod, placement) took (which must be bound there; not checked).
+  void Unbind(const PodRequest& pod, const Placement& placement);
 
  private:
   std::vector<NodeState> nodes_;

@@ -139,15 +139,43 @@ absl::StatusOr<std::vector<NodeSpec>> ParseOpenbNodes(absl::string_view text,
   return nodes;
 }
 
+namespace {
+
+// A pod's creation_time and deletion_time (columns absent or fields empty: none, unless
+// `require_times`).
+absl::Status ParseTimes(const Table& table, const Table::Row& row,
+                        std::optional<size_t> creation, std::optional<size_t> deletion,
+                        bool require_times, PodSpec& pod) {
+  for (std::optional<size_t> column : {creation, deletion}) {
+    if (!column) continue;
+    if (row.fields[*column].empty()) {
+      if (require_times) return table.Error(row, *column, "empty");
+      continue;
+    }
+    absl::StatusOr<int64_t> time = table.Integer(row, *column, 0, kMaxQuantity);
+    if (!time.ok()) return time.status();
+    (column == creation ? pod.creation_time : pod.deletion_time) = *time;
+  }
+  if (require_times && pod.deletion_time < pod.creation_time) {
+    return table.Error(row, *deletion,
+                       absl::StrCat(pod.deletion_time, " is before creation_time ",
+                                    pod.creation_time));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<PodSpec>> ParseOpenbPods(absl::string_view text,
-                                                    absl::string_view file_name) {
+                                                    absl::string_view file_name,
+                                                    bool require_times) {
   absl::StatusOr<Table> table = Table::Parse(text, file_name);
   if (!table.ok()) return table.status();
   const char* names[9] = {"name",     "cpu_milli", "memory_mib",    "num_gpu",      "gpu_milli",
                           "gpu_spec", "qos",       "creation_time", "deletion_time"};
   std::optional<size_t> columns[9];
   for (int i = 0; i < 9; ++i) {
-    absl::StatusOr<std::optional<size_t>> column = table->Column(names[i], i < 5);
+    absl::StatusOr<std::optional<size_t>> column = table->Column(names[i], i < 5 || (require_times && i >= 7));
     if (!column.ok()) return column.status();
     columns[i] = *column;
   }
@@ -190,12 +218,8 @@ absl::StatusOr<std::vector<PodSpec>> ParseOpenbPods(absl::string_view text,
       }
       pod.qos = *qos;
     }
-    for (int i : {7, 8}) {
-      if (!columns[i] || row.fields[*columns[i]].empty()) continue;
-      absl::StatusOr<int64_t> time = table->Integer(row, *columns[i], 0, kMaxQuantity);
-      if (!time.ok()) return time.status();
-      (i == 7 ? pod.creation_time : pod.deletion_time) = *time;
-    }
+    absl::Status times = ParseTimes(*table, row, columns[7], columns[8], require_times, pod);
+    if (!times.ok()) return times;
     pods.push_back(std::move(pod));
   }
   return pods;
@@ -207,10 +231,10 @@ absl::StatusOr<std::vector<NodeSpec>> ReadOpenbNodes(const std::string& path) {
   return ParseOpenbNodes(*text, path);
 }
 
-absl::StatusOr<std::vector<PodSpec>> ReadOpenbPods(const std::string& path) {
+absl::StatusOr<std::vector<PodSpec>> ReadOpenbPods(const std::string& path, bool require_times) {
   absl::StatusOr<std::string> text = ReadFile(path);
   if (!text.ok()) return text.status();
-  return ParseOpenbPods(*text, path);
+  return ParseOpenbPods(*text, path, require_times);
 }
 
 }  // namespace evoscale::placement

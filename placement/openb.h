@@ -25,13 +25,19 @@
 namespace evoscale::placement {
 
 absl::StatusOr<std::vector<NodeSpec>> ReadOpenbNodes(const std::string& path);
-absl::StatusOr<std::vector<PodSpec>> ReadOpenbPods(const std::string& path);
+// With `require_times` (the departures replay, departures.h) the pod list must have the
+// creation_time and deletion_time columns (`pods.csv:1: missing column "creation_time"`), every
+// row both fields, and deletion_time >= creation_time
+// (`pods.csv:3: field "deletion_time": 5 is before creation_time 9`).
+absl::StatusOr<std::vector<PodSpec>> ReadOpenbPods(const std::string& path,
+                                                   bool require_times = false);
 
 // The same from text; `file_name` is what the errors call it.
 absl::StatusOr<std::vector<NodeSpec>> ParseOpenbNodes(absl::string_view text,
                                                       absl::string_view file_name);
 absl::StatusOr<std::vector<PodSpec>> ParseOpenbPods(absl::string_view text,
-                                                    absl::string_view file_name);
+                                                    absl::string_view file_name,
+                                                    bool require_times = false);
 
 }  // namespace evoscale::placement
 

@@ -9,9 +9,15 @@ and 130% of arrival, and writes next to this script:
   default.csv    the default trace's median unallocated % per 1% of arrival, per policy
   default.svg    the same as a plot
 
+With --departures it runs instead `evoscale place --departures --json` on the default trace,
+evoscale with priorities and preemption against FIFO best fit without preemption (--policy
+bestfit --no-preemption --fifo), on the whole node list and on its first N nodes for each N of
+--departure-nodes (the trace's own clock never loads the whole cluster), and writes
+departures.md and departures.json.
+
 usage: run_placement_bench.py [--evoscale build/bin/evoscale] [--traces DIR] [--seeds 42-51]
                               [--policies evoscale,fgd,...] [--trace-names default,cpu050,...]
-                              [--jobs 2] [--out DIR]
+                              [--jobs 2] [--out DIR] [--departures [--departure-nodes 24,16,12]]
 """
 import argparse
 import concurrent.futures
@@ -137,6 +143,51 @@ def write_svg(path, curves, title):
         f.write("\n".join(out) + "\n")
 
 
+DEPARTURE_CONFIGS = [("evoscale, priorities, preemption", ["--policy", "evoscale"]),
+                     ("bestfit, FIFO, no preemption",
+                      ["--policy", "bestfit", "--no-preemption", "--fifo"])]
+
+
+def run_departures(args):
+    nodes_path = os.path.join(args.traces, "openb_node_list_gpu_node.csv")
+    pods_path = os.path.join(args.traces, "openb_pod_list_default.csv")
+    with open(nodes_path) as f:
+        node_lines = f.readlines()
+    os.makedirs(args.out, exist_ok=True)
+    rows, runs = [], []
+    for count in [len(node_lines) - 1] + [int(n) for n in args.departure_nodes.split(",") if n]:
+        path = nodes_path
+        if count < len(node_lines) - 1:
+            path = os.path.join(args.out, f"departures_nodes_{count}.csv.tmp")
+            with open(path, "w") as f:
+                f.writelines(node_lines[:count + 1])
+        for name, flags in DEPARTURE_CONFIGS:
+            start = time.monotonic()
+            out = subprocess.run([args.evoscale, "place", "--pods", pods_path, "--nodes", path,
+                                  "--departures", "--json"] + flags,
+                                 check=True, capture_output=True, text=True).stdout
+            r = json.loads(out)
+            r["process_seconds"] = time.monotonic() - start
+            r["config"] = name
+            runs.append(r)
+            rows.append(f"| {r['nodes']} ({r['total_gpus']} GPUs) | {name} | "
+                        f"{r['ls_delay_median_seconds']:.0f} | {r['ls_delay_p99_seconds']:.0f} | "
+                        f"{r['ls_placed_pods']} / {r['ls_pods']} | {r['preemptions']} | "
+                        f"{r['evicted_pods']} | {r['evicted_gpu_hours']:.1f} | "
+                        f"{r['never_placed_pods']} | {r['process_seconds']:.2f} |")
+        if path != nodes_path:
+            os.remove(path)
+    report = ("| nodes | configuration | LS delay median s | LS delay p99 s | LS placed | "
+              "preemptions | evicted pods | evicted GPU-h | never placed | wall s |\n"
+              "|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
+    with open(os.path.join(args.out, "departures.md"), "w") as f:
+        f.write(report)
+    with open(os.path.join(args.out, "departures.json"), "w") as f:
+        json.dump(runs, f, indent=1)
+    print(report)
+    return 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--evoscale", default=os.path.join(ROOT, "build", "bin", "evoscale"))
@@ -147,7 +198,11 @@ def main():
     parser.add_argument("--trace-names", default=",".join(TRACES))
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", default=HERE)
+    parser.add_argument("--departures", action="store_true")
+    parser.add_argument("--departure-nodes", default="24,16,12")
     args = parser.parse_args()
+    if args.departures:
+        return run_departures(args)
     policies = args.policies.split(",")
     traces = args.trace_names.split(",")
     jobs = [(t, p, s) for t in traces for p in policies for s in seeds_of(args.seeds)]

@@ -84,12 +84,15 @@ struct CommandArguments {
   KubernetesOptions kubernetes;
   // replay --trace, --path, --policy and --startup-delay.
   load_model::ReplayOptions replay;
-  // place --pods, --nodes, --policy, --seed, --tune, and --departures (refused: not yet).
+  // place --pods, --nodes, --policy, --seed, --tune; --departures with --no-preemption and
+  // --fifo (departures: the policy and seed are copied from `options`).
   struct Place {
     std::string pods;
     std::string nodes;
     placement::PlacementReplayOptions options;
     bool departures = false;
+    bool no_preemption = false;
+    bool fifo = false;
   } place;
 };
 

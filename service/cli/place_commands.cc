@@ -1,5 +1,6 @@
 // The place command: an openb GPU trace replayed through a placement policy, offline
-// (placement/replay.h), as the FGD simulator's experiments do; calls no server.
+// (placement/replay.h), as the FGD simulator's experiments do; with --departures, replayed on
+// its own clock with priorities and preemption (placement/departures.h). Calls no server.
 
 #include <cstdint>
 #include <limits>
@@ -14,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "nlohmann/json.hpp"
+#include "placement/departures.h"
 #include "placement/openb.h"
 #include "placement/replay.h"
 #include "service/cli/command.h"
@@ -57,7 +59,12 @@ void DefinePlace(CLI::App& command, CommandArguments& arguments) {
           "the GPU requests submitted, times the cluster's GPUs (default 1.3)")
       ->type_name("X");
   command.add_flag("--departures", place.departures,
-                   "replay creation and deletion times with priorities (not implemented yet)");
+                   "replay creation and deletion times with priorities and preemption "
+                   "(no shuffle, no --tune)");
+  command.add_flag("--no-preemption", place.no_preemption,
+                   "with --departures: a pod that does not fit only waits");
+  command.add_flag("--fifo", place.fifo,
+                   "with --departures: ignore priorities; the pending queue is arrival order");
 }
 
 nlohmann::json PointJson(const placement::ReplayPoint& point) {
@@ -94,12 +101,72 @@ nlohmann::json ReportJson(const placement::PlacementReport& report, double wall_
   return json;
 }
 
+nlohmann::json DeparturesJson(const placement::DeparturesReport& report, double wall_seconds) {
+  return {{"policy", report.policy},
+          {"departures", true},
+          {"priorities", report.priorities},
+          {"preemption", report.preemption},
+          {"nodes", report.nodes},
+          {"total_gpus", report.total_gpus},
+          {"pods", report.pods},
+          {"placed_pods", report.placed_pods},
+          {"never_placed_pods", report.never_placed_pods},
+          {"delayed_pods", report.delayed_pods},
+          {"ls_pods", report.ls_pods},
+          {"ls_placed_pods", report.ls_placed_pods},
+          {"ls_delay_median_seconds", report.ls_delay_median_seconds},
+          {"ls_delay_p99_seconds", report.ls_delay_p99_seconds},
+          {"preemptions", report.preemptions},
+          {"evicted_pods", report.evicted_pods},
+          {"evicted_gpu_hours", report.evicted_gpu_hours},
+          {"end_time", report.end_time},
+          {"wall_seconds", wall_seconds}};
+}
+
+absl::Status RunDepartures(const Invocation& invocation) {
+  const CommandArguments::Place& place = invocation.arguments().place;
+  absl::StatusOr<std::vector<placement::PodSpec>> pods =
+      placement::ReadOpenbPods(place.pods, /*require_times=*/true);
+  if (!pods.ok()) {
+    return UsageError(absl::StrCat("--pods: ", pods.status().message(),
+                                   " (--departures replays creation_time and deletion_time)"));
+  }
+  absl::StatusOr<std::vector<placement::NodeSpec>> nodes = placement::ReadOpenbNodes(place.nodes);
+  if (!nodes.ok()) return UsageError(absl::StrCat("--nodes: ", nodes.status().message()));
+  placement::DeparturesOptions options;
+  options.policy = place.options.policy;
+  options.seed = place.options.seed;
+  options.priorities = !place.fifo;
+  options.preemption = !place.no_preemption;
+  const absl::Time start = absl::Now();
+  absl::StatusOr<placement::DeparturesReport> report =
+      placement::ReplayDepartures(*nodes, *pods, options);
+  if (!report.ok()) return UsageError(report.status().message());
+  const double wall_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (invocation.global().structured()) {
+    return invocation.PrintJsonText(DeparturesJson(*report, wall_seconds).dump());
+  }
+  invocation.out() << "policy " << report->policy << ", departures, "
+                   << (report->priorities ? "priorities" : "fifo") << ", "
+                   << (report->preemption ? "preemption" : "no preemption") << ": "
+                   << report->pods << " pods on " << report->nodes << " nodes, "
+                   << report->total_gpus << " GPUs\n"
+                   << FormatTable({"LS_DELAY_P50_S", "LS_DELAY_P99_S", "PREEMPTIONS",
+                                   "EVICTED_PODS", "EVICTED_GPU_H", "NEVER_PLACED"},
+                                  {{FormatNumber(report->ls_delay_median_seconds),
+                                    FormatNumber(report->ls_delay_p99_seconds),
+                                    absl::StrCat(report->preemptions),
+                                    absl::StrCat(report->evicted_pods),
+                                    FormatNumber(report->evicted_gpu_hours),
+                                    absl::StrCat(report->never_placed_pods)}});
+  return absl::OkStatus();
+}
+
 absl::Status RunPlace(const Invocation& invocation) {
   const CommandArguments::Place& place = invocation.arguments().place;
-  if (place.departures) {
-    return UsageError(
-        "--departures: not implemented yet (replaying creation and deletion times with "
-        "priorities and preemption is the next slice of issue 31)");
+  if (place.departures) return RunDepartures(invocation);
+  if (place.no_preemption || place.fifo) {
+    return UsageError("--no-preemption and --fifo apply only with --departures");
   }
   absl::StatusOr<std::vector<placement::PodSpec>> pods = placement::ReadOpenbPods(place.pods);
   if (!pods.ok()) return UsageError(absl::StrCat("--pods: ", pods.status().message()));
@@ -137,9 +204,11 @@ std::vector<Command> PlaceCommands() {
   return {
       {"place",
        "--pods FILE --nodes FILE [--policy evoscale|fgd|bestfit|packing|dotprod|clustering|"
-       "random] [--seed N] [--tune X]",
+       "random] [--seed N] [--tune X] [--departures [--no-preemption] [--fifo]]",
        "Replay an openb GPU trace through a placement policy, offline, and report allocated "
-       "and unallocated GPU % per 1% of arrival.",
+       "and unallocated GPU % per 1% of arrival; with --departures, replay the trace's "
+       "creation and deletion times with priorities and preemption and report LS pods' "
+       "scheduling delay, preemptions and evicted GPU-hours.",
        DefinePlace, RunPlace},
   };
 }

@@ -109,11 +109,66 @@ TEST_F(PlaceCommandTest, TheTableShowsArrivalsInTensFromFifty) {
   EXPECT_THAT(result.out, HasSubstr("\n100 "));
 }
 
-TEST_F(PlaceCommandTest, DeparturesAreRefusedAsNotImplementedYet) {
+TEST_F(PlaceCommandTest, DeparturesOnATraceWithoutTimesExitTwoNamingTheColumn) {
   RunResult result = RunCli(Place({"--departures"}));
   EXPECT_EQ(result.code, 2);
-  EXPECT_THAT(result.err, HasSubstr("place: --departures: not implemented yet"));
+  EXPECT_THAT(result.err, HasSubstr(absl::StrCat("--pods: ", pods_,
+                                                 ":1: missing column \"creation_time\"")));
   EXPECT_TRUE(result.out.empty());
+}
+
+TEST_F(PlaceCommandTest, DeparturesReportDelaysPreemptionsAndEvictedGpuHours) {
+  // 50 nodes of 2 GPUs; 100 BE pods fill them until t=7200, an LS pod at 3600 evicts one.
+  std::string pods =
+      "name,cpu_milli,memory_mib,num_gpu,gpu_milli,qos,creation_time,deletion_time\n";
+  for (int i = 0; i < 100; ++i) absl::StrAppend(&pods, "be", i, ",1000,1024,1,1000,BE,0,7200\n");
+  absl::StrAppend(&pods, "ls,1000,1024,1,1000,LS,3600,5400\n");
+  const std::string timed = WriteFile("place_timed_pods.csv", pods);
+  RunResult result = RunCli({"place", "--pods", timed, "--nodes", nodes_, "--departures",
+                             "--policy", "bestfit", "--json"});
+  ASSERT_EQ(result.code, 0) << result.err;
+  nlohmann::json json = nlohmann::json::parse(result.out);
+  EXPECT_EQ(json["policy"], "bestfit");
+  EXPECT_EQ(json["preemption"], true);
+  EXPECT_EQ(json["preemptions"], 1);
+  EXPECT_EQ(json["evicted_pods"], 1);
+  EXPECT_DOUBLE_EQ(json["evicted_gpu_hours"].get<double>(), 1.0);
+  EXPECT_EQ(json["ls_delay_median_seconds"], 0);
+  EXPECT_EQ(json["never_placed_pods"], 0);
+
+  result = RunCli({"place", "--pods", timed, "--nodes", nodes_, "--departures", "--policy",
+                   "bestfit", "--no-preemption", "--fifo", "--json"});
+  ASSERT_EQ(result.code, 0) << result.err;
+  json = nlohmann::json::parse(result.out);
+  EXPECT_EQ(json["preemption"], false);
+  EXPECT_EQ(json["priorities"], false);
+  EXPECT_EQ(json["preemptions"], 0);
+  EXPECT_EQ(json["evicted_gpu_hours"], 0);
+  EXPECT_EQ(json["ls_placed_pods"], 0);
+  EXPECT_EQ(json["never_placed_pods"], 1);
+
+  result = RunCli({"place", "--pods", timed, "--nodes", nodes_, "--departures"});
+  ASSERT_EQ(result.code, 0) << result.err;
+  EXPECT_THAT(result.out, StartsWith("policy evoscale, departures, priorities, preemption: "));
+  EXPECT_THAT(result.out, HasSubstr("LS_DELAY_P50_S"));
+}
+
+TEST_F(PlaceCommandTest, DeparturesRefuseADeletionBeforeTheCreationNamingLineAndField) {
+  const std::string timed = WriteFile(
+      "place_backwards_pods.csv",
+      "name,cpu_milli,memory_mib,num_gpu,gpu_milli,qos,creation_time,deletion_time\n"
+      "a,1000,1024,1,1000,LS,0,10\nb,1000,1024,1,1000,BE,50,40\n");
+  RunResult result = RunCli({"place", "--pods", timed, "--nodes", nodes_, "--departures"});
+  EXPECT_EQ(result.code, 2);
+  EXPECT_THAT(result.err, HasSubstr(absl::StrCat(
+                              "--pods: ", timed,
+                              ":3: field \"deletion_time\": 40 is before creation_time 50")));
+}
+
+TEST_F(PlaceCommandTest, PreemptionFlagsNeedDepartures) {
+  RunResult result = RunCli(Place({"--no-preemption"}));
+  EXPECT_EQ(result.code, 2);
+  EXPECT_THAT(result.err, HasSubstr("--no-preemption and --fifo apply only with --departures"));
 }
 
 TEST_F(PlaceCommandTest, BadFlagsAndFilesExitTwoNamingThem) {

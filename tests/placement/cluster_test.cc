@@ -70,6 +70,24 @@ TEST(ClusterTest, BindKeepsTheUsedMilliAndThePodKinds) {
   EXPECT_EQ(cluster->node(0).cpu_left, 7000);
 }
 
+TEST(ClusterTest, UnbindGivesBackWhatBindTook) {
+  absl::StatusOr<Cluster> cluster = Cluster::Create({{"a", 8000, 1000, 2, "T4"}});
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  const NodeState empty = cluster->node(0);
+  cluster->Bind(Pod(1000, 1, 250), {0, 0b10});
+  cluster->Bind(Pod(2000, 1, 1000), {0, 0b01});
+  cluster->Unbind(Pod(1000, 1, 250), {0, 0b10});
+  EXPECT_EQ(cluster->used_gpu_milli(), 1000);
+  EXPECT_EQ(cluster->node(0).gpu_left[1], 1000);
+  EXPECT_EQ(cluster->node(0).pods_by_gpu_kind[0], 0);
+  cluster->Unbind(Pod(2000, 1, 1000), {0, 0b01});
+  EXPECT_EQ(cluster->used_gpu_milli(), 0);
+  EXPECT_EQ(cluster->node(0).cpu_left, empty.cpu_left);
+  EXPECT_EQ(cluster->node(0).gpu_left, empty.gpu_left);
+  EXPECT_EQ(cluster->node(0).pods_by_gpu_kind, empty.pods_by_gpu_kind);
+  EXPECT_EQ(cluster->node_version(0), 4u);
+}
+
 TEST(ClusterTest, ResolveTurnsModelNamesIntoTheClustersBits) {
   absl::StatusOr<Cluster> cluster =
       Cluster::Create({{"a", 8000, 1000, 2, "T4"}, {"b", 8000, 1000, 1, "V100"}});
