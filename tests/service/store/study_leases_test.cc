@@ -118,6 +118,10 @@ TEST_F(StudyLeasesTest, ALeaseLetGoIsTakenAtOnceWithItsEpochOneUp) {
 TEST_F(StudyLeasesTest, ADeadReplicasStudiesAreTakenOverAtOnceNotAfterItsHeartbeat) {
   // The owner is a child process killed with SIGKILL while its heartbeat (60 s) still holds:
   // only its ended session (the advisory lock freed) can let B in.
+  // The fixture's store goes first: the child of a fork has only the forking thread, so a lock
+  // the store's committer thread held at that moment (absl's allocator for thread identities)
+  // would never be let go there, and the child would hang on its first Mutex.
+  store_.reset();
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
   const pid_t child = fork();
