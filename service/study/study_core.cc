@@ -156,15 +156,8 @@ absl::StatusOr<std::shared_ptr<StudyState>> StudyCore::CachedOrAdopted(int64_t i
   absl::StatusOr<StudyLeases::Holder> holder = leases_->Acquire(id);
   if (!holder.ok()) return holder.status();
   if (!holder->ours()) return StudyElsewhereError(id, holder->address);
-  absl::StatusOr<StoredStudy> stored = store_->LoadStudy(id);
-  if (!stored.ok()) {
-    if (absl::IsNotFound(stored.status())) {
-      leases_->Release(id).IgnoreError();
-      return NotFoundStudy(id);
-    }
-    return stored.status();
-  }
-  absl::StatusOr<std::shared_ptr<StudyState>> state = StudyState::Replay(*std::move(stored));
+  absl::StatusOr<std::shared_ptr<StudyState>> state = ReplayStored(id);
+  if (absl::IsNotFound(state.status())) leases_->Release(id).IgnoreError();
   if (!state.ok()) return state.status();
   (*state)->epoch = holder->epoch;
   absl::MutexLock lock(&mu_);

@@ -259,6 +259,9 @@ class StudyCore {
   // loaded from the store (NOT_FOUND when it does not exist; StudyElsewhereError when another
   // live replica holds it).
   absl::StatusOr<std::shared_ptr<internal::StudyState>> CachedOrAdopted(int64_t id);
+  // The study as the store holds it now, replayed and not cached; NotFoundStudy when it does
+  // not exist. O(trials).
+  absl::StatusOr<std::shared_ptr<internal::StudyState>> ReplayStored(int64_t id);
   // Leases only: ReadStudy of a study another replica owns, as the store holds it.
   Applied<absl::StatusOr<std::string>> ReadStoredStudy(const ReadStudyRequest& req);
   // Leases only: the study leaves the cache (marked lost); its next call looks it up again.

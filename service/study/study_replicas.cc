@@ -103,16 +103,20 @@ StudyCore::Applied<absl::StatusOr<v1::ListStudiesResponse>> StudyCore::ListStore
   return resp;
 }
 
+absl::StatusOr<std::shared_ptr<StudyState>> StudyCore::ReplayStored(int64_t id) {
+  absl::StatusOr<StoredStudy> stored = store_->LoadStudy(id);
+  if (absl::IsNotFound(stored.status())) return internal::NotFoundStudy(id);
+  if (!stored.ok()) return stored.status();
+  return StudyState::Replay(*std::move(stored));
+}
+
 StudyCore::Applied<absl::StatusOr<std::string>> StudyCore::ReadStoredStudy(
     const ReadStudyRequest& req) {
   // Versions of stored reads count down from the top, apart from the cache's, which count up.
   static std::atomic<uint64_t> stored_reads{~uint64_t{0}};
   absl::StatusOr<int64_t> id = internal::ParseStudyName(req.name, "name");
   if (!id.ok()) return id.status();
-  absl::StatusOr<StoredStudy> stored = store_->LoadStudy(*id);
-  if (absl::IsNotFound(stored.status())) return internal::NotFoundStudy(*id);
-  if (!stored.ok()) return stored.status();
-  absl::StatusOr<std::shared_ptr<StudyState>> read = StudyState::Replay(*std::move(stored));
+  absl::StatusOr<std::shared_ptr<StudyState>> read = ReplayStored(*id);
   if (!read.ok()) return read.status();
   absl::MutexLock lock(&(*read)->mu);
   return req.fn((*read)->StudyWithCounts(), (*read)->trials, stored_reads--);
