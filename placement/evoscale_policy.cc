@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "placement/internal/score_cache.h"
 
 namespace evoscale::placement {
@@ -124,6 +126,32 @@ class EvoscalePolicy : public Policy {
 };
 
 }  // namespace
+
+absl::StatusOr<EvoscalePolicyOptions::Secondary> ParseSecondary(absl::string_view name) {
+  using Secondary = EvoscalePolicyOptions::Secondary;
+  for (Secondary secondary : {Secondary::kCpuPodsPack, Secondary::kPack, Secondary::kSpread,
+                              Secondary::kUsedFirst, Secondary::kNone}) {
+    if (name == SecondaryName(secondary)) return secondary;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "secondary \"", name, "\": must be cpupods, pack, spread, usedfirst or none"));
+}
+
+absl::string_view SecondaryName(EvoscalePolicyOptions::Secondary secondary) {
+  switch (secondary) {
+    case EvoscalePolicyOptions::Secondary::kCpuPodsPack:
+      return "cpupods";
+    case EvoscalePolicyOptions::Secondary::kPack:
+      return "pack";
+    case EvoscalePolicyOptions::Secondary::kSpread:
+      return "spread";
+    case EvoscalePolicyOptions::Secondary::kUsedFirst:
+      return "usedfirst";
+    case EvoscalePolicyOptions::Secondary::kNone:
+      return "none";
+  }
+  return "none";
+}
 
 std::unique_ptr<Policy> MakeEvoscalePolicy(const FragmentationModel& fragmentation,
                                            const EvoscalePolicyOptions& options) {

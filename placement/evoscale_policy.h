@@ -14,7 +14,10 @@
 //    node with the least free GPU milli (its CPU is then not CPU that GPU pods need) and leaves
 //    GPU pods to the tie rank; kPack prefers the node left with the least free GPU (then CPU) for
 //    every pod; kSpread the most (uniformity); kUsedFirst a node already running pods; kNone
-//    nothing. What still ties goes by the cluster's tie rank, as for the baselines.
+//    nothing. What still ties goes by the cluster's tie rank, as for the baselines. Measured
+//    (bench/placement/README.md, "Uniformity"): spreading evens the nodes out in a half-full
+//    cluster but doubles the unallocated GPUs once it fills, so fragmentation stays first and
+//    the tie rule is the operator's choice (`evoscale place --secondary`).
 // The defaults were chosen on seeds 42-46 of openb's default trace only, then frozen before any
 // other seed or trace was measured (bench/placement/README.md has the table).
 
@@ -24,6 +27,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "placement/fragmentation.h"
 #include "placement/policy.h"
 
@@ -38,6 +43,10 @@ struct EvoscalePolicyOptions {
   // Primaries closer than this tie (milli-GPU for the exact growth; bins are integers).
   double tie_milli = 0;
 };
+
+// The names `evoscale place --secondary` takes: cpupods, pack, spread, usedfirst, none.
+absl::StatusOr<EvoscalePolicyOptions::Secondary> ParseSecondary(absl::string_view name);
+absl::string_view SecondaryName(EvoscalePolicyOptions::Secondary secondary);
 
 // `fragmentation` must outlive the policy.
 std::unique_ptr<Policy> MakeEvoscalePolicy(const FragmentationModel& fragmentation,

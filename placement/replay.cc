@@ -18,7 +18,52 @@ struct Event {
   double fragmentation_amount;
   double fragmentation_ratio;
   int64_t failed_pods;
+  double gpu_utilization_stddev;
+  double cpu_utilization_stddev;
 };
+
+// The population standard deviation of the nodes' shares in use, kept as sums so that a bind
+// updates it in O(1).
+class Spread {
+ public:
+  explicit Spread(size_t nodes) : shares_(nodes, -1) {}
+  // `share` in [0, 1]; a node never set does not count.
+  void Set(size_t node, double share) {
+    double& old = shares_[node];
+    if (old >= 0) {
+      sum_ -= old;
+      sum_squares_ -= old * old;
+    } else {
+      ++count_;
+    }
+    old = share;
+    sum_ += share;
+    sum_squares_ += share * share;
+  }
+  // Percentage points.
+  double StddevPercent() const {
+    if (count_ == 0) return 0;
+    const double mean = sum_ / static_cast<double>(count_);
+    return 100 * std::sqrt(std::max(0.0, sum_squares_ / static_cast<double>(count_) - mean * mean));
+  }
+
+ private:
+  std::vector<double> shares_;
+  double sum_ = 0;
+  double sum_squares_ = 0;
+  int64_t count_ = 0;
+};
+
+double GpuShareInUse(const NodeState& node) {
+  const double capacity = static_cast<double>(node.num_gpus) * kMilliPerGpu;
+  return 1 - static_cast<double>(node.GpuMilliLeft()) / capacity;
+}
+
+double CpuShareInUse(const NodeState& node) {
+  return node.cpu_capacity > 0 ? 1 - static_cast<double>(node.cpu_left) /
+                                         static_cast<double>(node.cpu_capacity)
+                               : 0;
+}
 
 // The mean over `events` whose bucket is in [low, high]; nullopt when there are none.
 std::optional<ReplayPoint> MeanOf(const std::vector<Event>& events, int low, int high) {
@@ -31,12 +76,16 @@ std::optional<ReplayPoint> MeanOf(const std::vector<Event>& events, int low, int
     point.fragmentation_amount += event.fragmentation_amount;
     point.fragmentation_ratio += event.fragmentation_ratio;
     point.failed_pods = event.failed_pods;
+    point.gpu_utilization_stddev += event.gpu_utilization_stddev;
+    point.cpu_utilization_stddev += event.cpu_utilization_stddev;
   }
   if (count == 0) return std::nullopt;
   point.allocated_percent /= static_cast<double>(count);
   point.unallocated_percent = 100 - point.allocated_percent;
   point.fragmentation_amount /= static_cast<double>(count);
   point.fragmentation_ratio /= static_cast<double>(count);
+  point.gpu_utilization_stddev /= static_cast<double>(count);
+  point.cpu_utilization_stddev /= static_cast<double>(count);
   return point;
 }
 
@@ -130,6 +179,9 @@ absl::StatusOr<PlacementReport> ReplayPlacement(const std::vector<NodeSpec>& nod
 
   PlacementReport report;
   report.policy = std::string(PolicyKindName(options.policy));
+  if (options.policy == PolicyKind::kEvoscale) {
+    report.secondary = std::string(SecondaryName(options.evoscale.secondary));
+  }
   report.seed = options.seed;
   report.tune = options.tune;
   report.nodes = static_cast<int64_t>(nodes.size());
@@ -139,9 +191,14 @@ absl::StatusOr<PlacementReport> ReplayPlacement(const std::vector<NodeSpec>& nod
 
   std::vector<double> node_fragmentation;
   double fragmentation = 0;
-  for (const NodeState& node : cluster->nodes()) {
+  Spread gpu_spread(cluster->nodes().size());
+  Spread cpu_spread(cluster->nodes().size());
+  for (size_t i = 0; i < cluster->nodes().size(); ++i) {
+    const NodeState& node = cluster->node(static_cast<int>(i));
     node_fragmentation.push_back(metric.Amount(node));
     fragmentation += node_fragmentation.back();
+    if (node.num_gpus > 0) gpu_spread.Set(i, GpuShareInUse(node));
+    cpu_spread.Set(i, CpuShareInUse(node));
   }
   const double capacity_milli = static_cast<double>(cluster->total_gpus() * kMilliPerGpu);
   std::vector<Event> events;
@@ -154,8 +211,11 @@ absl::StatusOr<PlacementReport> ReplayPlacement(const std::vector<NodeSpec>& nod
       ++report.placed_pods;
       double& amount = node_fragmentation[placement->node];
       fragmentation -= amount;
-      amount = metric.Amount(cluster->node(placement->node));
+      const NodeState& node = cluster->node(placement->node);
+      amount = metric.Amount(node);
       fragmentation += amount;
+      if (node.num_gpus > 0) gpu_spread.Set(placement->node, GpuShareInUse(node));
+      cpu_spread.Set(placement->node, CpuShareInUse(node));
     } else {
       ++report.failed_pods;
     }
@@ -168,6 +228,8 @@ absl::StatusOr<PlacementReport> ReplayPlacement(const std::vector<NodeSpec>& nod
     event.fragmentation_amount = fragmentation;
     event.fragmentation_ratio = free_milli > 0 ? 100.0 * fragmentation / free_milli : 0;
     event.failed_pods = report.failed_pods;
+    event.gpu_utilization_stddev = gpu_spread.StddevPercent();
+    event.cpu_utilization_stddev = cpu_spread.StddevPercent();
     events.push_back(event);
   }
   report.arrived_percent = 100.0 * static_cast<double>(report.submitted_gpu_milli) / capacity_milli;

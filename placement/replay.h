@@ -49,10 +49,13 @@ struct ReplayPoint {
   double fragmentation_amount = 0;  // milli-GPU
   double fragmentation_ratio = 0;   // percent of the free milli-GPU
   int64_t failed_pods = 0;          // so far
+  double gpu_utilization_stddev = 0;  // percentage points, over the nodes with GPUs
+  double cpu_utilization_stddev = 0;  // percentage points, over all nodes
 };
 
 struct PlacementReport {
   std::string policy;
+  std::string secondary;  // evoscale's tie rule (SecondaryName); empty for other policies
   uint64_t seed = 0;
   double tune = 0;
   int64_t nodes = 0;

@@ -15,9 +15,16 @@ bestfit --no-preemption --fifo), on the whole node list and on its first N nodes
 --departure-nodes (the trace's own clock never loads the whole cluster), and writes
 departures.md and departures.json.
 
+With --uniformity it replays the default trace (seeds as --seeds) under the policies of
+UNIFORMITY_CONFIGS, evoscale with each of its tie rules among them, and writes uniformity.md and
+uniformity.json: the median unallocated GPU % at 100% and 130% beside the uniformity figures
+(the standard deviation over the GPU nodes of their GPU share in use, and over all nodes of
+their CPU share, in percentage points) at 50%, 80% and 100% of arrival.
+
 usage: run_placement_bench.py [--evoscale build/bin/evoscale] [--traces DIR] [--seeds 42-51]
                               [--policies evoscale,fgd,...] [--trace-names default,cpu050,...]
                               [--jobs 2] [--out DIR] [--departures [--departure-nodes 24,16,12]]
+                              [--uniformity]
 """
 import argparse
 import concurrent.futures
@@ -55,10 +62,10 @@ def seeds_of(text):
     return list(range(int(low), int(high or low) + 1))
 
 
-def run_one(binary, traces, trace, policy, seed):
+def run_one(binary, traces, trace, policy, seed, extra=()):
     command = [binary, "place", "--pods", os.path.join(traces, f"openb_pod_list_{trace}.csv"),
                "--nodes", os.path.join(traces, "openb_node_list_gpu_node.csv"),
-               "--policy", policy, "--seed", str(seed), "--tune", "1.3", "--json"]
+               "--policy", policy, "--seed", str(seed), "--tune", "1.3", "--json", *extra]
     start = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True)
     wall = time.monotonic() - start
@@ -71,7 +78,9 @@ def run_one(binary, traces, trace, policy, seed):
             "at_130": report["unallocated_percent_at_130"],
             "failed_pods": report["failed_pods"], "submitted_pods": report["submitted_pods"],
             "replay_seconds": report["wall_seconds"], "process_seconds": wall,
-            "curve": curve}
+            "curve": curve,
+            "gpu_sd": {p["arrived_percent"]: p["gpu_utilization_stddev"] for p in report["points"]},
+            "cpu_sd": {p["arrived_percent"]: p["cpu_utilization_stddev"] for p in report["points"]}}
 
 
 def table(runs, traces, policies):
@@ -188,6 +197,57 @@ def run_departures(args):
     return 0
 
 
+# (label, policy, extra flags) for --uniformity.
+UNIFORMITY_CONFIGS = [
+    ("evoscale (default: cpupods)", "evoscale", []),
+    ("evoscale --secondary spread", "evoscale", ["--secondary", "spread"]),
+    ("evoscale --secondary pack", "evoscale", ["--secondary", "pack"]),
+    ("evoscale --secondary none", "evoscale", ["--secondary", "none"]),
+    ("fgd", "fgd", []),
+    ("bestfit", "bestfit", []),
+    ("dotprod", "dotprod", []),
+    ("random", "random", []),
+]
+
+
+def run_uniformity(args):
+    seeds = seeds_of(args.seeds)
+    jobs = [(c, s) for c in UNIFORMITY_CONFIGS for s in seeds]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        runs = list(pool.map(
+            lambda j: dict(run_one(args.evoscale, args.traces, "default", j[0][1], j[1],
+                                   j[0][2]), config=j[0][0]), jobs))
+
+    def median_at(mine, key, percent):
+        values = [r[key].get(percent) for r in mine if r[key].get(percent) is not None]
+        return statistics.median(values) if values else float("nan")
+
+    rows, summary = [], []
+    for label, _, _ in UNIFORMITY_CONFIGS:
+        mine = [r for r in runs if r["config"] == label]
+        row = {"config": label,
+               "unallocated_100": statistics.median(r["at_100"] for r in mine),
+               "unallocated_130": statistics.median(r["at_130"] for r in mine)}
+        for percent in (50, 80, 100):
+            row[f"gpu_sd_{percent}"] = median_at(mine, "gpu_sd", percent)
+            row[f"cpu_sd_{percent}"] = median_at(mine, "cpu_sd", percent)
+        summary.append(row)
+        rows.append(f"| {label} | {row['unallocated_100']:.2f} | {row['unallocated_130']:.2f} | "
+                    f"{row['gpu_sd_50']:.1f} | {row['gpu_sd_80']:.1f} | {row['gpu_sd_100']:.1f} | "
+                    f"{row['cpu_sd_50']:.1f} | {row['cpu_sd_100']:.1f} |")
+    report = (f"openb default trace, seeds {seeds[0]}-{seeds[-1]} (median), tune 1.3.\n\n"
+              "| policy | unallocated % at 100% | at 130% | GPU share SD at 50% | at 80% | "
+              "at 100% | CPU share SD at 50% | at 100% |\n"
+              "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "uniformity.md"), "w") as f:
+        f.write(report)
+    with open(os.path.join(args.out, "uniformity.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    print(report)
+    return 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--evoscale", default=os.path.join(ROOT, "build", "bin", "evoscale"))
@@ -200,7 +260,10 @@ def main():
     parser.add_argument("--out", default=HERE)
     parser.add_argument("--departures", action="store_true")
     parser.add_argument("--departure-nodes", default="24,16,12")
+    parser.add_argument("--uniformity", action="store_true")
     args = parser.parse_args()
+    if args.uniformity:
+        return run_uniformity(args)
     if args.departures:
         return run_departures(args)
     policies = args.policies.split(",")
@@ -228,7 +291,8 @@ def main():
     with open(os.path.join(args.out, "results.md"), "w") as f:
         f.write(report)
     with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump([{k: v for k, v in r.items() if k != "curve"} for r in runs], f, indent=1)
+        json.dump([{k: v for k, v in r.items() if k not in ("curve", "gpu_sd", "cpu_sd")}
+                   for r in runs], f, indent=1)
     curves = median_curves(runs, "default", policies)
     if curves:
         arrivals = sorted(set.intersection(*(set(a for a, _ in c) for c in curves.values())))

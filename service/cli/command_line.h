@@ -93,6 +93,7 @@ struct CommandArguments {
     bool departures = false;
     bool no_preemption = false;
     bool fifo = false;
+    bool secondary_given = false;
   } place;
 };
 

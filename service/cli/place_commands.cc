@@ -58,6 +58,22 @@ void DefinePlace(CLI::App& command, CommandArguments& arguments) {
           },
           "the GPU requests submitted, times the cluster's GPUs (default 1.3)")
       ->type_name("X");
+  command
+      .add_option_function<std::string>(
+          "--secondary",
+          [&place](const std::string& value) {
+            absl::StatusOr<placement::EvoscalePolicyOptions::Secondary> secondary =
+                placement::ParseSecondary(value);
+            if (!secondary.ok()) {
+              throw CLI::ValidationError("--secondary", std::string(secondary.status().message()));
+            }
+            place.options.evoscale.secondary = *secondary;
+            place.secondary_given = true;
+          },
+          "with --policy evoscale, what breaks its ties: cpupods (the default: a pod without "
+          "GPUs goes to the node with the least free GPU), pack, spread (uniformity: the most "
+          "room left), usedfirst or none")
+      ->type_name("RULE");
   command.add_flag("--departures", place.departures,
                    "replay creation and deletion times with priorities and preemption "
                    "(no shuffle, no --tune)");
@@ -73,13 +89,17 @@ nlohmann::json PointJson(const placement::ReplayPoint& point) {
           {"unallocated_percent", point.unallocated_percent},
           {"fragmentation_amount", point.fragmentation_amount},
           {"fragmentation_ratio", point.fragmentation_ratio},
-          {"failed_pods", point.failed_pods}};
+          {"failed_pods", point.failed_pods},
+          {"gpu_utilization_stddev", point.gpu_utilization_stddev},
+          {"cpu_utilization_stddev", point.cpu_utilization_stddev}};
 }
 
 nlohmann::json ReportJson(const placement::PlacementReport& report, double wall_seconds) {
   nlohmann::json points = nlohmann::json::array();
   for (const placement::ReplayPoint& point : report.points) points.push_back(PointJson(point));
   nlohmann::json json = {{"policy", report.policy},
+                         {"secondary", report.secondary.empty() ? nlohmann::json(nullptr)
+                                                                : nlohmann::json(report.secondary)},
                          {"seed", report.seed},
                          {"tune", report.tune},
                          {"nodes", report.nodes},
@@ -97,6 +117,8 @@ nlohmann::json ReportJson(const placement::PlacementReport& report, double wall_
     std::optional<placement::ReplayPoint> point = report.PointAt(percent);
     json[absl::StrCat("unallocated_percent_at_", percent)] =
         point ? nlohmann::json(point->unallocated_percent) : nlohmann::json(nullptr);
+    json[absl::StrCat("gpu_utilization_stddev_at_", percent)] =
+        point ? nlohmann::json(point->gpu_utilization_stddev) : nlohmann::json(nullptr);
   }
   return json;
 }
@@ -138,6 +160,7 @@ absl::Status RunDepartures(const Invocation& invocation) {
   options.seed = place.options.seed;
   options.priorities = !place.fifo;
   options.preemption = !place.no_preemption;
+  options.evoscale = place.options.evoscale;
   const absl::Time start = absl::Now();
   absl::StatusOr<placement::DeparturesReport> report =
       placement::ReplayDepartures(*nodes, *pods, options);
@@ -164,10 +187,14 @@ absl::Status RunDepartures(const Invocation& invocation) {
 
 absl::Status RunPlace(const Invocation& invocation) {
   const CommandArguments::Place& place = invocation.arguments().place;
+  if (place.secondary_given && place.options.policy != placement::PolicyKind::kEvoscale) {
+    return UsageError("--secondary applies only with --policy evoscale");
+  }
   if (place.departures) return RunDepartures(invocation);
   if (place.no_preemption || place.fifo) {
     return UsageError("--no-preemption and --fifo apply only with --departures");
   }
+
   absl::StatusOr<std::vector<placement::PodSpec>> pods = placement::ReadOpenbPods(place.pods);
   if (!pods.ok()) return UsageError(absl::StrCat("--pods: ", pods.status().message()));
   absl::StatusOr<std::vector<placement::NodeSpec>> nodes = placement::ReadOpenbNodes(place.nodes);
@@ -186,14 +213,16 @@ absl::Status RunPlace(const Invocation& invocation) {
     if (!point) continue;
     rows.push_back({absl::StrCat(percent), FormatNumber(point->allocated_percent),
                     FormatNumber(point->unallocated_percent),
-                    FormatNumber(point->fragmentation_ratio), absl::StrCat(point->failed_pods)});
+                    FormatNumber(point->fragmentation_ratio), absl::StrCat(point->failed_pods),
+                    FormatNumber(point->gpu_utilization_stddev)});
   }
   invocation.out() << "policy " << report->policy << ", seed " << report->seed << ": "
                    << report->submitted_pods << " pods (" << report->original_pods
                    << " in the trace) on " << report->nodes << " nodes, " << report->total_gpus
                    << " GPUs; " << report->failed_pods << " failed\n"
                    << FormatTable(
-                          {"ARRIVED%", "ALLOCATED%", "UNALLOCATED%", "FRAG_RATIO%", "FAILED_PODS"},
+                          {"ARRIVED%", "ALLOCATED%", "UNALLOCATED%", "FRAG_RATIO%", "FAILED_PODS",
+                           "GPU_UTIL_SD"},
                           rows);
   return absl::OkStatus();
 }
@@ -204,7 +233,7 @@ std::vector<Command> PlaceCommands() {
   return {
       {"place",
        "--pods FILE --nodes FILE [--policy evoscale|fgd|bestfit|packing|dotprod|clustering|"
-       "random] [--seed N] [--tune X] [--departures [--no-preemption] [--fifo]]",
+       "random] [--seed N] [--tune X] [--secondary RULE] [--departures [--no-preemption] [--fifo]]",
        "Replay an openb GPU trace through a placement policy, offline, and report allocated "
        "and unallocated GPU % per 1% of arrival; with --departures, replay the trace's "
        "creation and deletion times with priorities and preemption and report LS pods' "

@@ -89,7 +89,8 @@ TEST_F(PlaceCommandTest, JsonHoldsAPointPerPercentOfArrivalUnderTheBindingNames)
   int previous = -1;
   for (const nlohmann::json& point : points) {
     for (const char* key : {"arrived_percent", "allocated_percent", "unallocated_percent",
-                            "fragmentation_amount", "fragmentation_ratio", "failed_pods"}) {
+                            "fragmentation_amount", "fragmentation_ratio", "failed_pods",
+                            "gpu_utilization_stddev", "cpu_utilization_stddev"}) {
       EXPECT_TRUE(point.contains(key)) << key;
     }
     EXPECT_GT(point["arrived_percent"].get<int>(), previous);
@@ -98,6 +99,24 @@ TEST_F(PlaceCommandTest, JsonHoldsAPointPerPercentOfArrivalUnderTheBindingNames)
         point["allocated_percent"].get<double>() + point["unallocated_percent"].get<double>(), 100);
   }
   EXPECT_TRUE(json["unallocated_percent_at_100"].is_number());
+  EXPECT_TRUE(json["gpu_utilization_stddev_at_100"].is_number());
+  EXPECT_TRUE(json["secondary"].is_null());  // not evoscale
+}
+
+TEST_F(PlaceCommandTest, SecondaryPicksEvoscalesTieRuleAndOnlyEvoscales) {
+  RunResult result = RunCli(Place({"--secondary", "spread", "--json"}));
+  ASSERT_EQ(result.code, 0) << result.err;
+  EXPECT_EQ(nlohmann::json::parse(result.out)["secondary"], "spread");
+  result = RunCli(Place({"--json"}));
+  ASSERT_EQ(result.code, 0) << result.err;
+  EXPECT_EQ(nlohmann::json::parse(result.out)["secondary"], "cpupods");
+  result = RunCli(Place({"--policy", "fgd", "--secondary", "pack"}));
+  EXPECT_EQ(result.code, 2);
+  EXPECT_THAT(result.err, HasSubstr("--secondary applies only with --policy evoscale"));
+  result = RunCli(Place({"--secondary", "balance"}));
+  EXPECT_EQ(result.code, 2);
+  EXPECT_THAT(result.err, HasSubstr("--secondary: secondary \"balance\": must be cpupods, pack, "
+                                    "spread, usedfirst or none"));
 }
 
 TEST_F(PlaceCommandTest, TheTableShowsArrivalsInTensFromFifty) {
@@ -105,7 +124,7 @@ TEST_F(PlaceCommandTest, TheTableShowsArrivalsInTensFromFifty) {
   ASSERT_EQ(result.code, 0) << result.err;
   EXPECT_THAT(result.out, StartsWith("policy evoscale, seed 42: "));
   EXPECT_THAT(result.out,
-              HasSubstr("ARRIVED%  ALLOCATED%  UNALLOCATED%  FRAG_RATIO%  FAILED_PODS"));
+              HasSubstr("ARRIVED%  ALLOCATED%  UNALLOCATED%  FRAG_RATIO%  FAILED_PODS  GPU_UTIL_SD"));
   EXPECT_THAT(result.out, HasSubstr("\n100 "));
 }
 

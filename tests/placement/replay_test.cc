@@ -1,6 +1,8 @@
 #include "placement/replay.h"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -143,6 +145,60 @@ TEST_F(ReplayTest, PointAtFindsAPercentOfArrival) {
   ASSERT_TRUE(report->PointAt(100).has_value());
   EXPECT_EQ(report->PointAt(100)->arrived_percent, 100);
   EXPECT_FALSE(report->PointAt(1000).has_value());
+}
+
+TEST_F(ReplayTest, UniformityIsTheSpreadOfTheNodesSharesInUse) {
+  // Two one-GPU nodes of 4 CPUs and one CPU node; one pod of a whole GPU and 1 CPU. Tuned to
+  // half the cluster's 2 GPUs the workload is that pod alone: arrival ends at 50%.
+  const std::vector<NodeSpec> nodes = {
+      {"a", 4000, 8192, 1, "T4"}, {"b", 4000, 8192, 1, "T4"}, {"cpu", 2000, 8192, 0, ""}};
+  PlacementReplayOptions options;
+  options.tune = 0.5;
+  absl::StatusOr<PlacementReport> report =
+      ReplayPlacement(nodes, {Spec("whole", 1000, 1, 1000)}, options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->placed_pods, 1);
+  std::optional<ReplayPoint> point = report->PointAt(50);
+  ASSERT_TRUE(point.has_value());
+  // GPU shares in use 1 and 0 over the GPU nodes: 50 points; CPU shares 0.25, 0, 0 over all.
+  EXPECT_DOUBLE_EQ(point->gpu_utilization_stddev, 50);
+  EXPECT_NEAR(point->cpu_utilization_stddev, 100 * std::sqrt(2.0) / 12, 1e-9);
+  EXPECT_EQ(report->secondary, "cpupods");
+}
+
+TEST_F(ReplayTest, SpreadingTiesBalancesTheNodesMoreThanPacking) {
+  // Only whole-GPU pods on identical nodes: every placement grows fragmentation alike, so the
+  // tie rule alone decides, and spreading must leave the nodes more alike than packing.
+  std::vector<NodeSpec> nodes;
+  for (int i = 0; i < 6; ++i) nodes.push_back({absl::StrCat("n", i), 32000, 131072, 4, "T4"});
+  std::vector<PodSpec> pods;
+  for (int i = 0; i < 6; ++i) pods.push_back(Spec(absl::StrCat("w", i), 1000, 1, 1000));
+  PlacementReplayOptions options;
+  options.tune = 0.25;  // the 6 pods, 25% of the 24 GPUs
+  options.evoscale.fgd_bins = false;
+  options.evoscale.secondary = EvoscalePolicyOptions::Secondary::kPack;
+  absl::StatusOr<PlacementReport> packed = ReplayPlacement(nodes, pods, options);
+  options.evoscale.secondary = EvoscalePolicyOptions::Secondary::kSpread;
+  absl::StatusOr<PlacementReport> spread = ReplayPlacement(nodes, pods, options);
+  ASSERT_TRUE(packed.ok() && spread.ok());
+  ASSERT_EQ(spread->secondary, "spread");
+  const std::optional<ReplayPoint> packed_end = packed->PointAt(25);
+  const std::optional<ReplayPoint> spread_end = spread->PointAt(25);
+  ASSERT_TRUE(packed_end && spread_end);
+  EXPECT_LT(spread_end->gpu_utilization_stddev, packed_end->gpu_utilization_stddev);
+  // One pod on each of the 6 nodes: every node a quarter used.
+  EXPECT_NEAR(spread_end->gpu_utilization_stddev, 0, 1e-6);
+}
+
+TEST(SecondaryTest, NamesRoundTripAndABadNameIsNamed) {
+  using Secondary = EvoscalePolicyOptions::Secondary;
+  for (Secondary secondary : {Secondary::kCpuPodsPack, Secondary::kPack, Secondary::kSpread,
+                              Secondary::kUsedFirst, Secondary::kNone}) {
+    EXPECT_EQ(ParseSecondary(SecondaryName(secondary)).value(), secondary);
+  }
+  EXPECT_EQ(ParseSecondary("balance").status(),
+            absl::InvalidArgumentError(
+                "secondary \"balance\": must be cpupods, pack, spread, usedfirst or none"));
 }
 
 TEST_F(ReplayTest, RejectsBadInput) {
