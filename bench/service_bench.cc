@@ -19,6 +19,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -26,6 +27,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -145,6 +147,52 @@ std::optional<double> ProcessCpuSeconds(pid_t pid) {
     return std::nullopt;
   }
   return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// The fields of /proc/PID/stat after the command name: f[0] is stat(5)'s field 3 (state).
+std::optional<std::vector<std::string>> StatFields(const std::string& pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
+  const std::string line((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = line.rfind(')');
+  if (paren == std::string::npos || paren + 2 > line.size()) return std::nullopt;
+  std::vector<std::string> f = absl::StrSplit(line.substr(paren + 2), ' ');
+  if (f.size() < 15) return std::nullopt;
+  return f;
+}
+
+// CPU seconds used by the process `root` and every live descendant, plus what its reaped
+// children used (cutime + cstime): for PostgreSQL, the postmaster, its backends and its
+// background workers. nullopt when `root` is unreadable.
+std::optional<double> TreeCpuSeconds(pid_t root) {
+  std::unordered_map<int64_t, std::vector<int64_t>> children;
+  std::unordered_map<int64_t, double> own;
+  double root_reaped = 0;
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    int64_t pid = 0, ppid = 0, utime = 0, stime = 0, cutime = 0, cstime = 0;
+    if (!absl::SimpleAtoi(name, &pid)) continue;
+    std::optional<std::vector<std::string>> f = StatFields(name);
+    if (!f || !absl::SimpleAtoi((*f)[1], &ppid) || !absl::SimpleAtoi((*f)[11], &utime) ||
+        !absl::SimpleAtoi((*f)[12], &stime) || !absl::SimpleAtoi((*f)[13], &cutime) ||
+        !absl::SimpleAtoi((*f)[14], &cstime)) {
+      continue;
+    }
+    children[ppid].push_back(pid);
+    own[pid] = static_cast<double>(utime + stime) / tick;
+    if (pid == root) root_reaped = static_cast<double>(cutime + cstime) / tick;
+  }
+  if (!own.contains(root)) return std::nullopt;
+  double total = root_reaped;
+  std::vector<int64_t> todo = {root};
+  while (!todo.empty()) {
+    const int64_t pid = todo.back();
+    todo.pop_back();
+    total += own[pid];
+    for (int64_t child : children[pid]) todo.push_back(child);
+  }
+  return total;
 }
 
 double SelfCpuSeconds() {
@@ -616,6 +664,8 @@ struct RoundResult {
   std::vector<int64_t> pair, suggest, complete;  // sorted, ns
   std::optional<double> server_cpu_s;
   double client_cpu_s = 0;
+  // With replica_pids / postgres_pid: every replica's CPU, and PostgreSQL's (all its processes).
+  std::optional<double> replicas_cpu_s, postgres_cpu_s;
   int64_t study_trials_before = 0;
   HandlerStats handler_suggest, handler_complete;
   double store_writes = NAN, store_commits = NAN;  // during the round (warm-up included)
@@ -630,6 +680,8 @@ struct RoundConfig {
   double warmup = 0.5;
   double rate = 0;           // > 0: paced, pairs/s over all clients
   pid_t server_pid = -1;     // > 0: sample its CPU use
+  std::vector<pid_t> replica_pids;  // every evoscaled replica started here (CPU per pair)
+  pid_t postgres_pid = -1;          // > 0: PostgreSQL's postmaster (CPU of its whole tree)
   std::string http_address;  // non-empty: scrape its /metrics
 };
 
@@ -683,6 +735,19 @@ RoundResult RunRound(const std::vector<std::unique_ptr<v1::StudyService::Stub>>&
   const std::optional<double> server_cpu0 =
       cfg.server_pid > 0 ? ProcessCpuSeconds(cfg.server_pid) : std::nullopt;
   const double client_cpu0 = SelfCpuSeconds();
+  auto replicas_cpu = [&cfg]() -> std::optional<double> {
+    if (cfg.replica_pids.empty()) return std::nullopt;
+    double total = 0;
+    for (pid_t pid : cfg.replica_pids) {
+      std::optional<double> cpu = ProcessCpuSeconds(pid);
+      if (!cpu) return std::nullopt;
+      total += *cpu;
+    }
+    return total;
+  };
+  const std::optional<double> replicas_cpu0 = replicas_cpu();
+  const std::optional<double> postgres_cpu0 =
+      cfg.postgres_pid > 0 ? TreeCpuSeconds(cfg.postgres_pid) : std::nullopt;
   go.Notify();
   for (std::thread& t : workers) t.join();
   const double scale = cfg.seconds / Seconds(Clock::now() - start);
@@ -691,6 +756,14 @@ RoundResult RunRound(const std::vector<std::unique_ptr<v1::StudyService::Stub>>&
     if (server_cpu0 && server_cpu1) r.server_cpu_s = (*server_cpu1 - *server_cpu0) * scale;
   }
   r.client_cpu_s = (SelfCpuSeconds() - client_cpu0) * scale;
+  if (std::optional<double> replicas_cpu1 = replicas_cpu(); replicas_cpu0 && replicas_cpu1) {
+    r.replicas_cpu_s = (*replicas_cpu1 - *replicas_cpu0) * scale;
+  }
+  if (postgres_cpu0) {
+    if (std::optional<double> pg1 = TreeCpuSeconds(cfg.postgres_pid)) {
+      r.postgres_cpu_s = (*pg1 - *postgres_cpu0) * scale;
+    }
+  }
   if (!cfg.http_address.empty()) {
     // Includes the warm-up's calls: a close enough picture of where the time goes.
     const ServerScrape after = ScrapeMetrics(cfg.http_address);
@@ -745,6 +818,10 @@ nlohmann::ordered_json JsonRow(const RoundResult& r, const std::string& durabili
           {"errors", r.errors},
           {"server_cpu_us_per_pair", Rounded(server_us, 1)},
           {"client_cpu_us_per_pair", Rounded(client_us, 1)},
+          {"replicas_cpu_us_per_pair",
+           Rounded(r.replicas_cpu_s && n > 0 ? *r.replicas_cpu_s / n * 1e6 : NAN, 1)},
+          {"postgres_cpu_us_per_pair",
+           Rounded(r.postgres_cpu_s && n > 0 ? *r.postgres_cpu_s / n * 1e6 : NAN, 1)},
           {"handler_suggest_mean_ms", Rounded(r.handler_suggest.mean_ms)},
           {"handler_suggest_p99_ms", Rounded(r.handler_suggest.p99_ms)},
           {"handler_complete_mean_ms", Rounded(r.handler_complete.mean_ms)},
@@ -892,6 +969,9 @@ int Run() {
     }
     cfg.server_pid = child->pid();
     cfg.http_address = child->http_address();
+    cfg.replica_pids.push_back(child->pid());
+    for (const auto& replica : more_replicas) cfg.replica_pids.push_back(replica->pid());
+    if (postgres != nullptr) cfg.postgres_pid = postgres->pid();
     std::fprintf(text, "server: child %s/evoscaled (pid %d) at %s, db %s\n",
                  evoscale::testing::BinDir().c_str(), child->pid(), address.c_str(), db.c_str());
   } else {
@@ -996,6 +1076,7 @@ int Run() {
   std::fflush(text);
   std::string first_error;
   std::vector<std::string> handler_lines;
+  std::vector<std::string> cpu_lines;
   double last_rate = 0;
   for (int clients : client_counts) {
     cfg.clients = clients;
@@ -1024,6 +1105,18 @@ int Run() {
                             r.store_writes, r.store_commits, r.store_writes / r.store_commits);
       }
     }
+    if (r.replicas_cpu_s && r.postgres_cpu_s && n > 0) {
+      // Where a pair's CPU goes, and the most pairs/s this machine's cores could give at that
+      // cost if every core did nothing else: a bound, not a forecast.
+      const double all_s = *r.replicas_cpu_s + *r.postgres_cpu_s + r.client_cpu_s;
+      const double cores = static_cast<double>(std::thread::hardware_concurrency());
+      cpu_lines.push_back(absl::StrFormat(
+          "%7d   evoscaled %.0f us + PostgreSQL %.0f us + clients %.0f us = %.0f us a pair; "
+          "%.2f of %.0f cores busy; at this cost %.0f cores give at most %.0f pairs/s",
+          r.clients, *r.replicas_cpu_s / n * 1e6, *r.postgres_cpu_s / n * 1e6,
+          r.client_cpu_s / n * 1e6, all_s / n * 1e6, all_s / r.seconds, cores, cores,
+          cores / (all_s / n)));
+    }
     if (json) PrintRow(JsonRow(r, durability, mode));
     if (first_error.empty()) first_error = r.first_error;
   }
@@ -1032,6 +1125,10 @@ int Run() {
                  "\ntime inside the server's handlers (ms, from /metrics; ~ interpolated in "
                  "its buckets):\n");
     for (const std::string& line : handler_lines) std::fprintf(text, "%s\n", line.c_str());
+  }
+  if (!cpu_lines.empty()) {
+    std::fprintf(text, "\nCPU per pair (every replica, PostgreSQL's processes, this bench):\n");
+    for (const std::string& line : cpu_lines) std::fprintf(text, "%s\n", line.c_str());
   }
   if (!first_error.empty()) std::fprintf(text, "\nfirst error: %s\n", first_error.c_str());
 

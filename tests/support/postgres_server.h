@@ -53,6 +53,8 @@ class PostgresServer {
   // Starts it again on the same port and data.
   absl::Status Restart();
   bool running() const { return pid_ > 0; }
+  // The postmaster's pid (its backends are its children); -1 when stopped.
+  pid_t pid() const { return pid_; }
 
   // The last lines of the server's log, for failure messages.
   std::string LogTail() const;
