@@ -2,6 +2,7 @@
 // records, one transaction per group of batches with a savepoint per batch.
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -185,12 +186,20 @@ class PostgresBackend : public StoreBackend {
   }
 
  private:
-  // BEGIN, every batch's statements, COMMIT: one pipeline.
+  // BEGIN, every batch's statements, COMMIT: one pipeline. A lease is checked once per group:
+  // the first check of a (study, epoch) holds the lease row FOR SHARE until COMMIT, so a
+  // takeover waits for the whole group, and the batches after it are fenced by it too.
   absl::Status Pipelined(const std::vector<const WriteBatch*>& group) {
     std::vector<PgConnection::Statement> statements;
     statements.push_back({.sql = "BEGIN", .what = "begin"});
+    std::vector<std::pair<int64_t, int64_t>> fenced;  // (study, epoch); a group holds few
     for (const WriteBatch* batch : group) {
       for (const WriteBatch::Op& op : batch->ops()) {
+        if (op.kind == WriteBatch::Op::kFence) {
+          const std::pair<int64_t, int64_t> lease(op.study_id, op.completion_seq);
+          if (std::find(fenced.begin(), fenced.end(), lease) != fenced.end()) continue;
+          fenced.push_back(lease);
+        }
         switch (op.kind) {
           case WriteBatch::Op::kPutStudy:
             statements.push_back(
