@@ -389,9 +389,20 @@ class SlurmRunner : public TrialRunner {
     absl::StatusOr<int64_t> queued = NewestQueuedJob(launch.trial_name);
     if (!queued.ok()) return queued.status();
     if (*queued >= 0) {
+      // Its output files are where its submitter put them: another replica's output_dir, or
+      // this one's before a restart with other options.
+      const std::string job_id = absl::StrCat(*queued);
+      std::string job_out = out_path, job_err = err_path;
+      const std::vector<std::string> show = {"scontrol", "show", "job", "--oneliner", job_id};
+      if (absl::StatusOr<CommandResult> r = RunCommand(show, env_, options_.command_timeout);
+          r.ok() && r->exit_code == 0) {
+        std::map<std::string, std::string> job = internal::ParseSlurmRecord(r->out);
+        if (!job["StdOut"].empty()) job_out = job["StdOut"];
+        if (!job["StdErr"].empty()) job_err = job["StdErr"];
+      }
       return std::unique_ptr<RunningTrial>(std::make_unique<SlurmTrial>(
-          absl::StrCat(*queued), out_path, err_path, observer, options_, env_,
-          launch.limits.memory_bytes, memory_flag, /*reattached=*/true));
+          job_id, job_out, job_err, observer, options_, env_, launch.limits.memory_bytes,
+          memory_flag, /*reattached=*/true));
     }
 
     // What an earlier run of the trial (before an OOM rerun) printed is not this run's.

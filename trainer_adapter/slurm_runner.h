@@ -27,8 +27,9 @@
 // cancelled at once.
 //
 // Re-attach: Start() first asks `squeue --name=TRIAL_NAME` for a job of that name still
-// pending or running (one submitted before evoscaled restarted) and follows it instead of
-// submitting another; its output file is then read from its start. Destroying a RunningTrial
+// pending or running (one submitted before evoscaled restarted, or by another replica on the
+// same database) and follows it instead of submitting another; its output file, wherever
+// `scontrol show job` says it is (StdOut, StdErr), is then read from its start. Destroying a RunningTrial
 // cancels its job if it still runs (the TrialRunner contract); only a runner that dies without
 // its destructors (SIGKILL, a crash) leaves jobs to re-attach to.
 //

@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/evoscaled_process.h"
+#include "tests/support/postgres_server.h"
 #include "tests/support/slurm_cluster.h"
 #include "tests/support/test_support.h"
 #include "trainer_adapter/internal/slurm_text.h"
@@ -24,6 +25,7 @@ namespace {
 
 using ::evoscale::testing::AwaitCondition;
 using ::evoscale::testing::EvoscaledProcess;
+using ::evoscale::testing::PostgresServer;
 using ::evoscale::testing::ReadFile;
 using ::evoscale::testing::SlurmClusterTest;
 using ::evoscale::testing::TempDir;
@@ -326,6 +328,108 @@ TEST_F(SlurmE2eTest, TwelveRealTrainerTrialsRunAsSlurmJobs) {
 }
 
 // Validation needs no cluster: evoscaled alone.
+// Two evoscaled replicas on one PostgreSQL database (issue 30) sharing the Slurm cluster: the
+// owner of a managed study is killed with SIGKILL while its trials' jobs run, and the other
+// replica, adopting the study on its scheduler's next pass, follows those same jobs (squeue
+// --name: the trial names are the database's, the same on every replica) instead of submitting
+// them again. Skipped, saying why, where PostgreSQL is not installed.
+class SlurmReplicasE2eTest : public SlurmClusterTest {
+ protected:
+  void SetUp() override {
+    SlurmClusterTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    if (std::string why = PostgresServer::UnavailableReason(); !why.empty()) GTEST_SKIP() << why;
+    absl::StatusOr<std::unique_ptr<PostgresServer>> pg = PostgresServer::Start();
+    ASSERT_TRUE(pg.ok()) << pg.status();
+    postgres_ = *std::move(pg);
+    absl::StatusOr<std::string> uri = postgres_->CreateDatabase("evoscale");
+    ASSERT_TRUE(uri.ok()) << uri.status();
+    for (const char* name : {"a", "b"}) {
+      absl::StatusOr<std::unique_ptr<EvoscaledProcess>> p = EvoscaledProcess::Start(
+          *uri, {"--slurm-conf", cluster_->conf_path(), "--capacity", "cpu=2,memory=1Gi",
+                 "--lease-seconds", "2", "--telemetry-db",
+                 absl::StrCat(dir_.path(), "/", name, ".telemetry.db")});
+      ASSERT_TRUE(p.ok()) << p.status();
+      replicas_.push_back(*std::move(p));
+    }
+  }
+  void TearDown() override { replicas_.clear(); }  // before their database
+
+  std::vector<v1::Trial> AllTrials(EvoscaledProcess& replica, const std::string& study) {
+    v1::ListTrialsRequest req;
+    req.set_parent(study);
+    req.set_page_size(1000);
+    v1::ListTrialsResponse resp;
+    if (!replica.NewStub()->ListTrials(Ctx().get(), req, &resp).ok()) return {};
+    return {resp.trials().begin(), resp.trials().end()};
+  }
+
+  std::vector<std::map<std::string, std::string>> JobsNamed(const std::string& name) {
+    std::vector<std::map<std::string, std::string>> jobs;
+    const std::string log = ReadFile(cluster_->jobcomp_path());
+    for (absl::string_view line : absl::StrSplit(log, '\n', absl::SkipEmpty())) {
+      auto record = trainer_adapter::internal::ParseSlurmRecord(line);
+      if (record["Name"] == name) jobs.push_back(record);
+    }
+    return jobs;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<PostgresServer> postgres_;
+  std::vector<std::unique_ptr<EvoscaledProcess>> replicas_;
+};
+
+TEST_F(SlurmReplicasE2eTest, TheSurvivingReplicaFollowsTheKilledOwnersSlurmJobs) {
+  v1::Study spec = SlurmStudy(2);
+  spec.mutable_spec()->mutable_trial_template()->set_args(
+      1,
+      "sleep 4; echo \"{\\\"event\\\":\\\"progress\\\",\\\"step\\\":1,"
+      "\\\"metrics\\\":{\\\"loss\\\":$1}}\"; "
+      "echo \"{\\\"event\\\":\\\"final\\\",\\\"metrics\\\":{\\\"loss\\\":$1}}\"");
+  v1::CreateStudyRequest create;
+  *create.mutable_study() = spec;
+  v1::Study study;
+  grpc::Status st = replicas_[0]->NewStub()->CreateStudy(Ctx().get(), create, &study);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  // Both trials' jobs running under the owner, replica a.
+  ASSERT_TRUE(AwaitCondition(
+      [&] {
+        absl::StatusOr<trainer_adapter::internal::CommandResult> q =
+            cluster_->Run({"squeue", "--noheader", "--states=RUNNING", "--format=%j"});
+        return q.ok() && absl::StrContains(q->out, study.name() + "/trials/1") &&
+               absl::StrContains(q->out, study.name() + "/trials/2");
+      },
+      absl::Seconds(60)))
+      << cluster_->LogTails();
+  replicas_[0]->Stop(SIGKILL);
+  // Nobody calls the study: replica b's scheduler finds it on its own.
+  ASSERT_TRUE(AwaitCondition(
+      [&] {
+        std::vector<v1::Trial> trials = AllTrials(*replicas_[1], study.name());
+        int done = 0;
+        for (const v1::Trial& t : trials) done += t.state() == v1::Trial::SUCCEEDED;
+        return done == 2;
+      },
+      absl::Seconds(120), absl::Milliseconds(200)))
+      << cluster_->LogTails() << [&] {
+           std::string out;
+           for (const v1::Trial& t : AllTrials(*replicas_[1], study.name())) {
+             out += t.ShortDebugString() + "\n";
+           }
+           return out;
+         }();
+  std::vector<v1::Trial> trials = AllTrials(*replicas_[1], study.name());
+  ASSERT_THAT(trials, SizeIs(2));
+  for (const v1::Trial& t : trials) {
+    EXPECT_THAT(t.usage().enforcement(), HasSubstr("(re-attached)")) << t.ShortDebugString();
+    // One job per trial: followed, never submitted twice.
+    AwaitCondition([&] { return !JobsNamed(t.name()).empty(); }, absl::Seconds(10));
+    std::vector<std::map<std::string, std::string>> jobs = JobsNamed(t.name());
+    ASSERT_THAT(jobs, SizeIs(1)) << t.name() << "\n" << ReadFile(cluster_->jobcomp_path());
+    EXPECT_THAT(jobs[0], Contains(Pair("JobState", "COMPLETED")));
+  }
+}
+
 class RunnerValidationE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
