@@ -31,7 +31,7 @@ void DefineFlags(CLI::App& app, ServerOptions& options, std::string& durability,
       ->type_name("PATH|URI");
   app.add_option("--telemetry-db", options.telemetry_db_path,
                  "SQLite file for telemetry (default: beside --db, x.db -> x.telemetry.db; "
-                 "required with a PostgreSQL --db)")
+                 "with a PostgreSQL --db, that database, shared by the replicas)")
       ->type_name("PATH");
   app.add_option("--advertise", options.advertise_address,
                  "PostgreSQL --db, several replicas: the gRPC address other replicas forward "

@@ -68,6 +68,12 @@ ServiceMetrics::ServiceMetrics()
                         "those silent past the bucket retention are forgotten")
                   .Register(*registry_)
                   .Add({})),
+      leader_(prometheus::BuildGauge()
+                  .Name("evoscale_leader")
+                  .Help("1 while this replica runs the telemetry chores (compaction) for the "
+                        "replicas sharing its database, else 0")
+                  .Register(*registry_)
+                  .Add({})),
       store_(prometheus::BuildCounter()
                  .Name("evoscale_store_operations_total")
                  .Help("Study store since start: writes (one per mutating call) and commits "
@@ -233,6 +239,7 @@ std::string ServiceMetrics::Scrape(StudyCore* core, AutoscalerCore* autoscaler) 
     AdvanceTo(samples_.Add({{"result", "accepted"}}),
               static_cast<double>(autoscaler->accepted_total()));
     series_.Set(static_cast<double>(autoscaler->series_count()));
+    leader_.Set(autoscaler->chore_leader() ? 1 : 0);
     AdvanceTo(trial_usage_errors_, static_cast<double>(autoscaler->trial_usage_errors_total()));
     AdvanceTo(checkpoint_failures_.Add({{"database", "telemetry"}}),
               static_cast<double>(autoscaler->store_checkpoint_failures()));

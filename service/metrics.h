@@ -50,6 +50,9 @@ class ServiceMetrics {
   //       reason
   //   evoscale_telemetry_series             series (instance, container) held; those silent
   //       past the bucket retention are forgotten (AutoscalerCore::Compact)
+  //   evoscale_leader                       1 while this replica runs the telemetry chores
+  //       (compaction) for the replicas sharing its PostgreSQL database, else 0, as of its
+  //       last ask (at start and before each compaction); 1 on SQLite
   //   evoscale_store_operations_total{op}  counter; op: write, commit (writes / commits =
   //       group commit)
   //   evoscale_sqlite_memory_bytes          SQLite's heap (page caches, statements)
@@ -98,6 +101,7 @@ class ServiceMetrics {
   prometheus::Family<prometheus::Counter>& samples_;
   prometheus::Counter& trial_usage_errors_;
   prometheus::Gauge& series_;
+  prometheus::Gauge& leader_;
   prometheus::Family<prometheus::Counter>& store_;
   prometheus::Family<prometheus::Counter>& checkpoint_failures_;
   prometheus::Family<prometheus::Gauge>& enforcement_;

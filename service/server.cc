@@ -102,11 +102,6 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
 
 absl::Status Server::OpenCores(const ServerOptions& options) {
   Clock* clock = options.clock ? options.clock : Clock::Real();
-  if (Store::IsPostgres(options.db_path) && options.telemetry_db_path.empty()) {
-    return absl::InvalidArgumentError(
-        "--db: studies and trials go to PostgreSQL, but telemetry is kept in an SQLite file for "
-        "now: give --telemetry-db PATH too");
-  }
   absl::StatusOr<std::unique_ptr<Store>> store =
       Store::Open(options.db_path, options.durability, options.accept_damaged_wal);
   if (!store.ok()) return store.status();
@@ -125,8 +120,11 @@ absl::Status Server::OpenCores(const ServerOptions& options) {
   }
   if (!core.ok()) return core.status();
   core_ = *std::move(core);
-  telemetry_path_ = options.telemetry_db_path.empty() ? TelemetryPathFor(options.db_path)
-                                                      : options.telemetry_db_path;
+  // Telemetry goes where the studies are: the same PostgreSQL database (shared by the
+  // replicas), or an SQLite file beside the study file; --telemetry-db names another.
+  telemetry_path_ = !options.telemetry_db_path.empty()  ? options.telemetry_db_path
+                    : Store::IsPostgres(options.db_path) ? options.db_path
+                                                         : TelemetryPathFor(options.db_path);
   absl::StatusOr<std::unique_ptr<TelemetryStore>> telemetry =
       TelemetryStore::Open(telemetry_path_, options.durability, options.accept_damaged_wal);
   if (!telemetry.ok()) return telemetry.status();
@@ -175,10 +173,13 @@ absl::Status Server::StartListeners(const ServerOptions& options, const TlsConfi
 absl::Status Server::StartScheduler(const ServerOptions& options) {
   SchedulerOptions scheduler = options.scheduler;
   // Checkpoints of managed trials live beside the database ("x.db" -> "x.db.checkpoints/"),
-  // or beside the telemetry file when the studies are in PostgreSQL.
-  if (scheduler.checkpoint_root.empty() && options.db_path != ":memory:") {
-    scheduler.checkpoint_root =
-        (Store::IsPostgres(options.db_path) ? telemetry_path_ : options.db_path) + ".checkpoints";
+  // or beside the telemetry file when the studies are in PostgreSQL; when both are, in the
+  // scheduler's temporary folder.
+  const std::string& local_file =
+      Store::IsPostgres(options.db_path) ? telemetry_path_ : options.db_path;
+  if (scheduler.checkpoint_root.empty() && options.db_path != ":memory:" &&
+      !Store::IsPostgres(local_file)) {
+    scheduler.checkpoint_root = local_file + ".checkpoints";
   }
   // Managed trials' usage, once a second each, goes to the telemetry store as a TRAINING
   // workload named after the study (made on its first sample), one instance per trial; what

@@ -31,7 +31,8 @@ struct ServerOptions {
   std::string db_path = "evoscale.db";
   std::string grpc_address = "127.0.0.1:50051";
   std::string http_address = "127.0.0.1:8080";
-  // Telemetry lives in a file of its own; empty: beside db_path ("x.db" -> "x.telemetry.db").
+  // Telemetry's database (an SQLite file or a PostgreSQL URI). Empty: an SQLite file beside
+  // db_path ("x.db" -> "x.telemetry.db"), or db_path itself when that is PostgreSQL.
   std::string telemetry_db_path;
   std::string auth_tokens_path;  // empty: no auth, loopback addresses only
   // TLS on the gRPC and HTTP listeners (PEM files): the certificate and its key, and for

@@ -10,7 +10,6 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "google/protobuf/util/time_util.h"
@@ -18,6 +17,7 @@
 #include "service/autoscaler/internal/recommenders.h"
 #include "service/autoscaler/internal/sample_check.h"
 #include "service/autoscaler/internal/usage_history.h"
+#include "service/autoscaler/internal/workload_check.h"
 
 namespace evoscale::service {
 
@@ -394,104 +394,47 @@ absl::Status AutoscalerCore::Load() {
   });
 }
 
-absl::Status AutoscalerCore::ValidateWorkload(const v1::Workload& w) {
-  const std::string& n = w.name();
-  if (n.empty()) return InvalidArgumentError("workload.name: must not be empty");
-  if (n.size() > kMaxWorkloadNameLength) {
-    return InvalidArgumentError(StrCat("workload.name: longer than ", kMaxWorkloadNameLength));
-  }
-  auto ok_char = [](char c) {
-    return absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-' || c == '.' || c == '/';
-  };
-  if (!std::all_of(n.begin(), n.end(), ok_char) || !absl::ascii_isalnum(n.front()) ||
-      !absl::ascii_isalnum(n.back())) {
-    return InvalidArgumentError(StrCat(
-        "workload.name: \"", n,
-        "\" must be lower-case letters, digits, '-', '.' and '/', starting and ending with a "
-        "letter or digit"));
-  }
-  if (!v1::Workload::Kind_IsValid(w.kind())) {
-    return InvalidArgumentError(StrCat("workload.kind: unknown kind ", w.kind()));
-  }
-  if (!v1::Workload::Policy_IsValid(w.policy())) {
-    return InvalidArgumentError(StrCat("workload.policy: unknown policy ", w.policy()));
-  }
-  if (!(w.target_utilization() >= 0 && w.target_utilization() <= 1)) {
-    return InvalidArgumentError(StrFormat(
-        "workload.target_utilization: %g must be in (0, 1] (or 0 for the default)",
-        w.target_utilization()));
-  }
-  if (w.min_replicas() < 0) return InvalidArgumentError("workload.min_replicas: must be >= 0");
-  if (w.max_replicas() < 0) return InvalidArgumentError("workload.max_replicas: must be >= 0");
-  if (w.max_replicas() > 0 && w.min_replicas() > w.max_replicas()) {
-    return InvalidArgumentError(StrFormat("workload.min_replicas: %d must be <= max_replicas %d",
-                                          w.min_replicas(), w.max_replicas()));
-  }
-  if (!(w.latency_slo_seconds() >= 0) || !std::isfinite(w.latency_slo_seconds())) {
-    return InvalidArgumentError("workload.latency_slo_seconds: must be finite and >= 0");
-  }
-  if (!(w.replica_capacity_qps() >= 0) || !std::isfinite(w.replica_capacity_qps())) {
-    return InvalidArgumentError("workload.replica_capacity_qps: must be finite and >= 0");
-  }
-  for (const auto& [field, rate] : {std::pair{"oom_rate", w.oom_rate()},
-                                    std::pair{"throttle_rate", w.throttle_rate()}}) {
-    if (!(rate >= 0 && rate <= 0.5)) {
-      return InvalidArgumentError(StrFormat(
-          "workload.%s: %g must be in [0, 0.5] (a rate per sample; 0 for the default)", field,
-          rate));
-    }
-  }
-  if (!(w.request_percentile() >= 0 && w.request_percentile() < 1)) {
-    return InvalidArgumentError(StrFormat(
-        "workload.request_percentile: %g must be in [0, 1) (0: request = limit)",
-        w.request_percentile()));
-  }
-  if (!(w.startup_delay_seconds() >= 0 && w.startup_delay_seconds() <= 86400)) {
-    return InvalidArgumentError(StrFormat(
-        "workload.startup_delay_seconds: %g must be in [0, 86400]", w.startup_delay_seconds()));
-  }
-  if (!(w.demand_quantile() == 0 || (w.demand_quantile() >= 0.5 && w.demand_quantile() < 1))) {
-    return InvalidArgumentError(
-        StrFormat("workload.demand_quantile: %g must be 0 (the default 0.75) or in [0.5, 1)",
-                  w.demand_quantile()));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<v1::Workload> AutoscalerCore::PutWorkload(const v1::PutWorkloadRequest& req) {
-  if (absl::Status st = ValidateWorkload(req.workload()); !st.ok()) return st;
+  if (absl::Status st = CheckWorkload(req.workload()); !st.ok()) return st;
   absl::MutexLock writer(&write_mu_);
   int64_t id;
-  bool existing;
   {
     absl::MutexLock lock(&mu_);
     auto it = workloads_.find(req.workload().name());
-    existing = it != workloads_.end();
-    id = existing ? it->second->id : next_workload_id_;
+    id = it != workloads_.end() ? it->second->id : next_workload_id_;
   }
-  // The store is written with only write_mu_ held: readers of mu_ do not wait for SQLite.
-  if (absl::Status st = store_->PutWorkload(id, req.workload()); !st.ok()) return st;
+  // The store is written with only write_mu_ held: readers of mu_ do not wait for SQLite. A
+  // shared store answers its own id (another replica may have made the workload).
+  absl::StatusOr<int64_t> stored = store_->PutWorkload(id, req.workload());
+  if (!stored.ok()) return stored.status();
   absl::MutexLock lock(&mu_);
-  auto it = workloads_.find(req.workload().name());
-  if (!existing) {
-    ++next_workload_id_;
-    it = workloads_.emplace(req.workload().name(), NewState(id, req.workload())).first;
-  } else if (PolicyOf(it->second->workload) != PolicyOf(req.workload())) {
+  WorkloadState* w = ApplyWorkload(*stored, req.workload());
+  v1::Workload out = w->workload;
+  out.set_sample_count(w->sample_count);
+  return out;
+}
+
+AutoscalerCore::WorkloadState* AutoscalerCore::ApplyWorkload(int64_t id, const v1::Workload& w) {
+  auto it = workloads_.find(w.name());
+  if (it == workloads_.end()) {
+    next_workload_id_ = std::max(next_workload_id_, id + 1);
+    return workloads_.emplace(w.name(), NewState(id, w)).first->second.get();
+  }
+  if (PolicyOf(it->second->workload) != PolicyOf(w)) {
     // A new policy starts from the workload's history, as after a restart.
-    auto fresh = NewState(id, req.workload());
+    auto fresh = NewState(id, w);
     fresh->series = std::move(it->second->series);
     fresh->history = std::move(it->second->history);
     it->second = std::move(fresh);
     ++version_;
   } else {
-    it->second->workload = req.workload();
+    it->second->workload = w;
   }
-  v1::Workload out = it->second->workload;
-  out.set_sample_count(it->second->sample_count);
-  return out;
+  return it->second.get();
 }
 
 absl::StatusOr<v1::Workload> AutoscalerCore::GetWorkload(const v1::GetWorkloadRequest& req) {
+  CatchUp();
   absl::MutexLock lock(&mu_);
   auto it = workloads_.find(req.name());
   if (it == workloads_.end()) {
@@ -503,6 +446,7 @@ absl::StatusOr<v1::Workload> AutoscalerCore::GetWorkload(const v1::GetWorkloadRe
 }
 
 v1::ListWorkloadsResponse AutoscalerCore::ListWorkloads() {
+  CatchUp();
   absl::MutexLock lock(&mu_);
   v1::ListWorkloadsResponse resp;
   for (const auto& [name, s] : workloads_) {
@@ -605,11 +549,19 @@ AutoscalerCore::IngestPlan AutoscalerCore::PlanIngest(const v1::TelemetryBatch& 
   return plan;
 }
 
-void AutoscalerCore::ApplyIngest(const IngestPlan& plan, v1::ReportTelemetryResponse* resp) {
+void AutoscalerCore::ApplyIngest(const IngestPlan& plan, absl::Span<const int64_t> stored_ids,
+                                 v1::ReportTelemetryResponse* resp) {
   next_instance_id_ = plan.next_instance_id;
+  // A shared store may give a new series another id than the plan's.
+  absl::flat_hash_map<int64_t, int64_t> stored_id;
+  for (size_t i = 0; i < plan.new_instances.size() && i < stored_ids.size(); ++i) {
+    stored_id[plan.new_instances[i].id] = stored_ids[i];
+    next_instance_id_ = std::max(next_instance_id_, stored_ids[i] + 1);
+  }
   for (const auto& [id, t] : plan.touched) {
     WorkloadState::Series& series = t.workload->series[t.key];
-    series.id = id;
+    auto stored = stored_id.find(id);
+    series.id = stored != stored_id.end() ? stored->second : id;
     series.last_timestamp = t.last_timestamp;
   }
   for (const TelemetryRow& row : plan.rows) {
@@ -639,15 +591,18 @@ absl::Status AutoscalerCore::Ingest(const v1::TelemetryBatch& batch,
   // Writers take write_mu_ for the whole ingest, so batches apply in the order they were
   // planned; mu_ is held to plan and to apply, never across the SQLite write.
   absl::MutexLock writer(&write_mu_);
+  // Others' samples first, so that this batch is checked against the newest of each series.
+  CatchUpLocked().IgnoreError();
   IngestPlan plan;
   {
     absl::MutexLock lock(&mu_);
     plan = PlanIngest(batch, now, resp);
   }
-  if (absl::Status st = store_->Append(plan.new_instances, plan.rows); !st.ok()) return st;
+  absl::StatusOr<std::vector<int64_t>> stored_ids = store_->Append(plan.new_instances, plan.rows);
+  if (!stored_ids.ok()) return stored_ids.status();
   {
     absl::MutexLock lock(&mu_);
-    ApplyIngest(plan, resp);
+    ApplyIngest(plan, *stored_ids, resp);
   }
   if (++ingests_since_compact_ >= 256) {
     ingests_since_compact_ = 0;
@@ -658,11 +613,16 @@ absl::Status AutoscalerCore::Ingest(const v1::TelemetryBatch& batch,
 
 absl::StatusOr<v1::Recommendation> AutoscalerCore::GetRecommendation(
     const v1::GetRecommendationRequest& req) {
-  const absl::Time now = clock_->Now();
+  CatchUp();
+  return RecommendationOf(req.workload(), clock_->Now());
+}
+
+absl::StatusOr<v1::Recommendation> AutoscalerCore::RecommendationOf(const std::string& workload,
+                                                                    absl::Time now) {
   absl::MutexLock lock(&mu_);
-  auto it = workloads_.find(req.workload());
+  auto it = workloads_.find(workload);
   if (it == workloads_.end()) {
-    return absl::NotFoundError(StrCat("workload \"", req.workload(), "\" not found"));
+    return absl::NotFoundError(StrCat("workload \"", workload, "\" not found"));
   }
   return it->second->Current(now);
 }
@@ -673,6 +633,7 @@ absl::StatusOr<WorkloadHistory> AutoscalerCore::History(absl::string_view worklo
     return InvalidArgumentError(
         StrCat("max_points: ", max_points, " is negative (0 for every bucket)"));
   }
+  CatchUp();
   const absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
   auto it = workloads_.find(std::string(workload));
@@ -702,6 +663,7 @@ absl::StatusOr<std::vector<UsagePoint>> AutoscalerCore::InstanceHistory(absl::st
     return InvalidArgumentError(
         StrCat("max_points: ", max_points, " is negative (0 for every point)"));
   }
+  CatchUp();
   absl::MutexLock lock(&mu_);
   auto it = workloads_.find(std::string(workload));
   if (it == workloads_.end()) {
@@ -720,6 +682,8 @@ absl::StatusOr<std::vector<UsagePoint>> AutoscalerCore::InstanceHistory(absl::st
 }
 
 std::vector<v1::Recommendation> AutoscalerCore::AllRecommendations() {
+  CatchUp();
+  const absl::Time now = clock_->Now();
   std::vector<std::string> names;
   {
     absl::MutexLock lock(&mu_);
@@ -727,9 +691,7 @@ std::vector<v1::Recommendation> AutoscalerCore::AllRecommendations() {
   }
   std::vector<v1::Recommendation> out;
   for (const std::string& name : names) {
-    v1::GetRecommendationRequest req;
-    req.set_workload(name);
-    if (absl::StatusOr<v1::Recommendation> r = GetRecommendation(req); r.ok()) {
+    if (absl::StatusOr<v1::Recommendation> r = RecommendationOf(name, now); r.ok()) {
       out.push_back(*std::move(r));
     }
   }
@@ -762,6 +724,11 @@ absl::StatusOr<int64_t> AutoscalerCore::Compact() {
 }
 
 absl::StatusOr<int64_t> AutoscalerCore::CompactLocked(double now) {
+  // One replica of those sharing a database compacts; a dead leader's lease goes to the next
+  // replica that asks here.
+  absl::StatusOr<bool> leader = store_->TakeChoreLease();
+  if (!leader.ok()) return leader.status();
+  if (!*leader) return 0;
   // A series whose newest sample is older than the bucket retention has no row left once the
   // store has compacted: it goes, with its instance row, so that pod churn does not grow the
   // store and the core without bound. Also by the workload's own newest sample, so that the
@@ -784,6 +751,61 @@ absl::StatusOr<int64_t> AutoscalerCore::CompactLocked(double now) {
   absl::MutexLock lock(&mu_);
   for (auto& [name, w] : workloads_) w->Forget(ids);
   return removed;
+}
+
+void AutoscalerCore::CatchUp() {
+  if (!store_->shared()) return;
+  absl::MutexLock writer(&write_mu_);
+  CatchUpLocked().IgnoreError();  // answered from what this replica has; read again next time
+}
+
+absl::Status AutoscalerCore::CatchUpLocked() {
+  if (!store_->shared()) return absl::OkStatus();
+  for (;;) {
+    absl::StatusOr<TelemetryChanges> changes = store_->ReadChanges();
+    if (!changes.ok()) return changes.status();
+    ApplyChanges(*changes);
+    if (!changes->more) return absl::OkStatus();
+  }
+}
+
+void AutoscalerCore::ApplyChanges(const TelemetryChanges& changes) {
+  absl::MutexLock lock(&mu_);
+  for (const StoredWorkload& w : changes.workloads) ApplyWorkload(w.id, w.workload);
+  if (changes.instances.empty() && changes.rows.empty()) return;
+  absl::flat_hash_map<int64_t, WorkloadState*> by_id;
+  for (const auto& [name, state] : workloads_) by_id[state->id] = state.get();
+  // A series known here under another id (its row was dropped and registered again) takes the
+  // store's.
+  for (const StoredInstance& in : changes.instances) {
+    auto it = by_id.find(in.workload_id);
+    if (it == by_id.end()) continue;
+    it->second->series[{in.name, in.container}].id = in.id;
+    next_instance_id_ = std::max(next_instance_id_, in.id + 1);
+  }
+  if (changes.rows.empty()) return;
+  struct Owner {
+    WorkloadState* state;
+    const WorkloadState::SeriesKey* key;
+    WorkloadState::Series* series;
+  };
+  absl::flat_hash_map<int64_t, Owner> owner_by_id;
+  for (const auto& [name, state] : workloads_) {
+    for (auto& [key, series] : state->series) owner_by_id[series.id] = {state.get(), &key, &series};
+  }
+  bool fed = false;
+  for (const TelemetryRow& r : changes.rows) {
+    auto it = owner_by_id.find(r.instance_id);
+    if (it == owner_by_id.end()) continue;
+    const Owner& o = it->second;
+    // This replica's own rows come back too; they, and another replica's sample older than
+    // this series' newest here, are skipped (the models take each series in time order).
+    if (r.timestamp <= o.series->last_timestamp) continue;
+    o.state->Feed(r, *o.key);
+    o.series->last_timestamp = r.timestamp;
+    fed = true;
+  }
+  if (fed) ++version_;
 }
 
 absl::Status AutoscalerCore::IngestTrialUsage(const v1::TelemetrySample& sample) {

@@ -23,13 +23,13 @@
 #include "evoscale/v1/autoscaler.pb.h"
 #include "load_model/recommender.h"
 #include "service/autoscaler/internal/sample_check.h"
+#include "service/autoscaler/internal/workload_check.h"
 #include "service/common/clock.h"
 #include "service/store/telemetry_store.h"
 
 namespace evoscale::service {
 
 inline constexpr int kMaxSamplesPerBatch = 100000;
-inline constexpr int kMaxWorkloadNameLength = 253;
 // Container names per workload (each has its own load models): samples naming more are
 // rejected as "too_many_containers".
 inline constexpr size_t kMaxContainersPerWorkload = 64;
@@ -94,6 +94,15 @@ struct UsagePoint {
 };
 
 // Thread-safe.
+//
+// On a shared store (PostgreSQL, several evoscaled replicas) each replica takes what the others
+// stored (TelemetryStore::ReadChanges) before it answers a read of workloads, recommendations or
+// history, and before it ingests: samples reported to one replica count in every replica's
+// models. Such a read waits for this replica's write in flight, if any. Samples of a series that
+// two replicas take at once are fed here in the order they arrive, so a replica skips another's
+// sample older than the newest it has of that series (a restart replays them all in time order).
+// Compaction runs only on the replica that holds the store's chore lease; the others keep a
+// series whose rows the leader drops until they restart.
 class AutoscalerCore {
  public:
   // Loads workloads and replays stored telemetry into fresh load models. `store` and `clock`
@@ -156,8 +165,11 @@ class AutoscalerCore {
   // container) silent for longer than the bucket retention, by the clock and by their
   // workload's newest sample (a replayed trace's live series stay): their store rows go with
   // their samples, and a later sample of one starts a new series. Called every few ingests;
-  // exposed for tests and maintenance. Returns the sample rows removed.
+  // exposed for tests and maintenance. Returns the sample rows removed: 0, without compacting,
+  // on a replica that does not hold the store's chore lease (TelemetryStore::TakeChoreLease).
   absl::StatusOr<int64_t> Compact();
+  // Whether this replica runs the telemetry chores (compaction), as last asked.
+  bool chore_leader() { return store_->chore_leader(); }
   // The (instance, container) series held, over every workload.
   int64_t series_count();
 
@@ -171,16 +183,28 @@ class AutoscalerCore {
   struct IngestPlan;
 
   absl::StatusOr<int64_t> CompactLocked(double now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Takes what other replicas stored since the last look (nothing on a store of its own); a
+  // failed read leaves the models as they are, to catch up at the next.
+  void CatchUp() ABSL_LOCKS_EXCLUDED(write_mu_, mu_);
+  absl::Status CatchUpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  void ApplyChanges(const TelemetryChanges& changes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Creates the workload or replaces its definition (a new policy starts its models afresh
+  // from its history).
+  WorkloadState* ApplyWorkload(int64_t id, const v1::Workload& w)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<v1::Recommendation> RecommendationOf(const std::string& workload, absl::Time now)
+      ABSL_LOCKS_EXCLUDED(mu_);
   AutoscalerCore(TelemetryStore* store, Clock* clock, RetentionPolicy retention);
   absl::Status Load();
-  static absl::Status ValidateWorkload(const v1::Workload& w);
   static std::unique_ptr<WorkloadState> NewState(int64_t id, const v1::Workload& w);
   // Ingest's steps: validate the batch against the workloads (nothing changes), then, once
   // the store has the accepted rows, apply them to the load models and the counters.
   IngestPlan PlanIngest(const v1::TelemetryBatch& batch, double now,
                         v1::ReportTelemetryResponse* resp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ApplyIngest(const IngestPlan& plan, v1::ReportTelemetryResponse* resp)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `stored_ids`: the store's ids of plan.new_instances, in their order.
+  void ApplyIngest(const IngestPlan& plan, absl::Span<const int64_t> stored_ids,
+                   v1::ReportTelemetryResponse* resp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   TelemetryStore* const store_;
   Clock* const clock_;

@@ -108,9 +108,9 @@ TEST(EvoscaledFlagsTest, BadFlagExits2NamingIt) {
   }
 }
 
-// A PostgreSQL --db that cannot be served is refused before anything listens: telemetry has
-// no file to go to, or the URI shows a password (which must come from ~/.pgpass or
-// PGPASSWORD, never the command line), or nothing answers at the address.
+// A PostgreSQL --db that cannot be served is refused before anything listens: the URI shows a
+// password (which must come from ~/.pgpass or PGPASSWORD, never the command line), or nothing
+// answers at the address (with telemetry in that database too, or in a file of its own).
 TEST(EvoscaledFlagsTest, APostgresqlDatabaseItCannotServeIsRefusedNamingWhy) {
   const std::string telemetry = ::testing::TempDir() + "evoscaled_main_test.telemetry.db";
   struct Case {
@@ -118,7 +118,8 @@ TEST(EvoscaledFlagsTest, APostgresqlDatabaseItCannotServeIsRefusedNamingWhy) {
     std::string message;
   };
   const Case cases[] = {
-      {{"--db", "postgresql://evoscale@127.0.0.1:1/evoscale"}, "give --telemetry-db PATH too"},
+      {{"--db", "postgresql://evoscale@127.0.0.1:1/evoscale"},
+       "database \"postgresql://evoscale@127.0.0.1:1/evoscale\": cannot connect"},
       {{"--db", "postgresql://evoscale:hunter2@127.0.0.1:1/evoscale", "--telemetry-db", telemetry},
        "the URI holds a password, which would show in the process list: remove it and put it in "
        "~/.pgpass or PGPASSWORD"},

@@ -12,7 +12,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "evoscale/v1/autoscaler.grpc.pb.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/evoscaled_process.h"
 #include "tests/e2e/http_get.h"
@@ -261,6 +264,71 @@ TEST_F(ReplicasE2eTest, AManagedStudyContinuesOnTheOtherReplicaWhenItsOwnerIsKil
       << read.ShortDebugString();
   EXPECT_EQ(read.trial_count(), 1);
   EXPECT_EQ(evoscale::testing::CountLines(runs_file), 2);  // killed, then on the other replica
+}
+
+// Without --telemetry-db, telemetry is in the replicas' PostgreSQL database: what one replica
+// is told, the other answers from, and one of them (the first up) runs the compaction chore.
+TEST_F(ReplicasE2eTest, TelemetryReportedToOneReplicaIsInTheOthersRecommendation) {
+  std::vector<std::unique_ptr<EvoscaledProcess>> shared;
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<std::unique_ptr<EvoscaledProcess>> p =
+        EvoscaledProcess::Start(uri_, {"--durability", "power", "--lease-seconds", "1"});
+    ASSERT_TRUE(p.ok()) << p.status();
+    shared.push_back(*std::move(p));
+  }
+  auto stub = [](const EvoscaledProcess& replica) {
+    return v1::AutoscalerService::NewStub(
+        grpc::CreateChannel(replica.grpc_address(), grpc::InsecureChannelCredentials()));
+  };
+  v1::PutWorkloadRequest put;
+  put.mutable_workload()->set_name("default/web");
+  put.mutable_workload()->set_max_replicas(8);
+  v1::Workload made;
+  grpc::ClientContext put_ctx;
+  ASSERT_TRUE(stub(*shared[0])->PutWorkload(&put_ctx, put, &made).ok());
+  v1::TelemetryBatch batch;
+  const int64_t now = absl::ToUnixSeconds(absl::Now());
+  for (int m = 0; m < 20; ++m) {
+    v1::TelemetrySample* s = batch.add_samples();
+    s->set_workload("default/web");
+    s->set_instance(m % 2 == 0 ? "web-0" : "web-1");
+    s->mutable_time()->set_seconds(now - 3600 + 60 * m);
+    s->set_cpu_cores(0.5 + 0.05 * m);
+    s->set_memory_bytes(2e8 + 1e6 * m);
+    s->set_qps(40 + m);
+  }
+  v1::ReportTelemetryResponse reported;
+  {
+    grpc::ClientContext ctx;
+    auto writer = stub(*shared[0])->ReportTelemetry(&ctx, &reported);
+    ASSERT_TRUE(writer->Write(batch));
+    writer->WritesDone();
+    ASSERT_TRUE(writer->Finish().ok());
+  }
+  ASSERT_EQ(reported.accepted(), 20);
+
+  v1::ListWorkloadsRequest list;
+  v1::ListWorkloadsResponse listed;
+  grpc::ClientContext list_ctx;
+  ASSERT_TRUE(stub(*shared[1])->ListWorkloads(&list_ctx, list, &listed).ok());
+  ASSERT_EQ(listed.workloads_size(), 1);
+  EXPECT_EQ(listed.workloads(0).sample_count(), 20);
+  EXPECT_EQ(listed.workloads(0).max_replicas(), 8);
+  v1::GetRecommendationRequest get;
+  get.set_workload("default/web");
+  v1::Recommendation from_a, from_b;
+  grpc::ClientContext a_ctx, b_ctx;
+  ASSERT_TRUE(stub(*shared[0])->GetRecommendation(&a_ctx, get, &from_a).ok());
+  ASSERT_TRUE(stub(*shared[1])->GetRecommendation(&b_ctx, get, &from_b).ok());
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(from_a, from_b))
+      << "A: " << from_a.ShortDebugString() << "\nB: " << from_b.ShortDebugString();
+
+  EXPECT_NE(evoscale::testing::HttpGet(shared[0]->http_address(), "/metrics")
+                .body.find("\nevoscale_leader 1\n"),
+            std::string::npos);
+  EXPECT_NE(evoscale::testing::HttpGet(shared[1]->http_address(), "/metrics")
+                .body.find("\nevoscale_leader 0\n"),
+            std::string::npos);
 }
 
 // The CLI given both replicas keeps to the first live one.

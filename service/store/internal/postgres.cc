@@ -2,6 +2,7 @@
 
 #include <libpq-fe.h>
 
+#include <bit>
 #include <cstring>
 #include <utility>
 
@@ -132,7 +133,7 @@ absl::Status PgConnection::Prepare(const char* name, const char* sql, absl::stri
 absl::StatusOr<PgResult> PgConnection::Run(const char* name, absl::Span<const std::string> params,
                                            absl::Span<const bool> binary, absl::string_view what,
                                            bool binary_results) {
-  constexpr int kMaxParams = 8;
+  constexpr int kMaxParams = 16;
   const char* values[kMaxParams];
   int lengths[kMaxParams];
   int formats[kMaxParams];
@@ -226,6 +227,10 @@ int64_t PgInt64(pg_result* r, int row, int col) {
   uint64_t v = 0;
   for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
   return static_cast<int64_t>(v);
+}
+
+double PgFloat8(pg_result* r, int row, int col) {
+  return std::bit_cast<double>(PgInt64(r, row, col));
 }
 
 std::string PgBytes(pg_result* r, int row, int col) {

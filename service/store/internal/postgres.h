@@ -82,6 +82,7 @@ class PgConnection {
 
 // Binary column readers.
 int64_t PgInt64(pg_result* r, int row, int col);
+double PgFloat8(pg_result* r, int row, int col);
 std::string PgBytes(pg_result* r, int row, int col);
 int PgRows(pg_result* r);
 
