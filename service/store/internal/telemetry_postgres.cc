@@ -139,6 +139,15 @@ class PostgresTelemetry : public TelemetryBackend {
     const char* sync = durability_ == Durability::kPowerLoss ? "SET synchronous_commit = on"
                                                              : "SET synchronous_commit = off";
     if (absl::Status st = conn_->Exec(sync, "set synchronous_commit"); !st.ok()) return st;
+    // An append holds the append lock of every replica until it commits: a replica that stops
+    // inside one (SIGSTOP, a pause) would stall the others' ingest. The server ends such a
+    // session (and so frees the lock) once it has idled in its transaction this long; this
+    // store's own transactions send their statements back to back.
+    if (absl::Status st = conn_->Exec("SET idle_in_transaction_session_timeout = '10s'",
+                                      "set idle_in_transaction_session_timeout");
+        !st.ok()) {
+      return st;
+    }
     const std::string append_lock =
         absl::StrCat("SELECT pg_advisory_xact_lock(", kTelemetryLockClass, ", ", kAppendLock, ")");
     const std::string chore_lock =
