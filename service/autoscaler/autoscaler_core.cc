@@ -725,10 +725,10 @@ absl::StatusOr<int64_t> AutoscalerCore::Compact() {
 
 absl::StatusOr<int64_t> AutoscalerCore::CompactLocked(double now) {
   // One replica of those sharing a database compacts; a dead leader's lease goes to the next
-  // replica that asks here.
+  // replica that asks here. The others forget the same silent series (below) in memory only:
+  // their rows are the leader's to drop.
   absl::StatusOr<bool> leader = store_->TakeChoreLease();
   if (!leader.ok()) return leader.status();
-  if (!*leader) return 0;
   // A series whose newest sample is older than the bucket retention has no row left once the
   // store has compacted: it goes, with its instance row, so that pod churn does not grow the
   // store and the core without bound. Also by the workload's own newest sample, so that the
@@ -744,7 +744,8 @@ absl::StatusOr<int64_t> AutoscalerCore::CompactLocked(double now) {
       }
     }
   }
-  absl::StatusOr<int64_t> removed = store_->Compact(retention_, now, silent);
+  absl::StatusOr<int64_t> removed =
+      *leader ? store_->Compact(retention_, now, silent) : absl::StatusOr<int64_t>(0);
   if (!removed.ok() || silent.empty()) return removed;
   // Ingest and PutWorkload wait for write_mu_: the series are as they were above.
   const absl::flat_hash_set<int64_t> ids(silent.begin(), silent.end());

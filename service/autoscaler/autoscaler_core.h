@@ -101,8 +101,9 @@ struct UsagePoint {
 // models. Such a read waits for this replica's write in flight, if any. Samples of a series that
 // two replicas take at once are fed here in the order they arrive, so a replica skips another's
 // sample older than the newest it has of that series (a restart replays them all in time order).
-// Compaction runs only on the replica that holds the store's chore lease; the others keep a
-// series whose rows the leader drops until they restart.
+// Compaction runs only on the replica that holds the store's chore lease; the others forget
+// silent series by the same rule, in memory (a sample of one they still hold after the leader
+// dropped its rows is stored under the dropped id, and read by no one).
 class AutoscalerCore {
  public:
   // Loads workloads and replays stored telemetry into fresh load models. `store` and `clock`
@@ -165,8 +166,9 @@ class AutoscalerCore {
   // container) silent for longer than the bucket retention, by the clock and by their
   // workload's newest sample (a replayed trace's live series stay): their store rows go with
   // their samples, and a later sample of one starts a new series. Called every few ingests;
-  // exposed for tests and maintenance. Returns the sample rows removed: 0, without compacting,
-  // on a replica that does not hold the store's chore lease (TelemetryStore::TakeChoreLease).
+  // exposed for tests and maintenance. Returns the sample rows removed: 0 on a replica that
+  // does not hold the store's chore lease (TelemetryStore::TakeChoreLease), which leaves the
+  // store to the leader and only forgets the silent series.
   absl::StatusOr<int64_t> Compact();
   // Whether this replica runs the telemetry chores (compaction), as last asked.
   bool chore_leader() { return store_->chore_leader(); }

@@ -188,5 +188,33 @@ TEST_F(AutoscalerReplicasTest, OnlyTheChoreLeaderCompactsAndAnotherTakesOverWhen
   EXPECT_EQ(*count, 5);
 }
 
+// Pod churn: a series silent past the bucket retention goes from every replica's memory, and
+// from the database by the leader's compaction only.
+TEST_F(AutoscalerReplicasTest, ASeriesSilentPastTheRetentionIsForgottenByEveryReplica) {
+  PutWorkload(*a_.core);
+  Report(*a_.core, "web-old", 0, 5);
+  clock_.Advance(absl::Hours(24 * 40));
+  Report(*a_.core, "web-new", 60 * 24 * 40, 5);  // 40 days later
+  EXPECT_EQ(SampleCount(*b_.core), 10);          // B has caught up: both series
+  EXPECT_EQ(b_.core->series_count(), 2);
+
+  absl::StatusOr<int64_t> removed = b_.core->Compact();
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, 0);
+  EXPECT_EQ(b_.core->series_count(), 1);
+  absl::StatusOr<std::vector<StoredInstance>> instances = b_.store->LoadInstances();
+  ASSERT_TRUE(instances.ok()) << instances.status();
+  EXPECT_EQ(instances->size(), 2u);  // the rows are the leader's to drop
+
+  removed = a_.core->Compact();
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_GT(*removed, 0);
+  EXPECT_EQ(a_.core->series_count(), 1);
+  instances = b_.store->LoadInstances();
+  ASSERT_TRUE(instances.ok()) << instances.status();
+  ASSERT_EQ(instances->size(), 1u);
+  EXPECT_EQ((*instances)[0].name, "web-new");
+}
+
 }  // namespace
 }  // namespace evoscale::service
