@@ -59,6 +59,14 @@ double GpuShareInUse(const NodeState& node) {
   return 1 - static_cast<double>(node.GpuMilliLeft()) / capacity;
 }
 
+double CpuShareInUse(const NodeState& node);
+
+// A node's shares in use, into the spreads (GPU over the nodes with GPUs, CPU over all).
+void SetShares(const NodeState& node, size_t index, Spread& gpu, Spread& cpu) {
+  if (node.num_gpus > 0) gpu.Set(index, GpuShareInUse(node));
+  cpu.Set(index, CpuShareInUse(node));
+}
+
 double CpuShareInUse(const NodeState& node) {
   return node.cpu_capacity > 0 ? 1 - static_cast<double>(node.cpu_left) /
                                          static_cast<double>(node.cpu_capacity)
@@ -109,6 +117,19 @@ std::unique_ptr<Policy> MakePolicy(const PlacementReplayOptions& options,
     return MakeEvoscalePolicy(fragmentation, options.evoscale);
   }
   return MakeBaselinePolicy(options.policy, fragmentation, options.seed);
+}
+
+// The simulator's node order for ties: nodes sorted by name get a random permutation.
+absl::Status SetRandomTieRanks(const std::vector<NodeSpec>& nodes, Cluster& cluster, Rng& rng) {
+  std::vector<int> by_name(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) by_name[i] = static_cast<int>(i);
+  std::stable_sort(by_name.begin(), by_name.end(),
+                   [&](int a, int b) { return nodes[a].name < nodes[b].name; });
+  std::vector<int> ranks(nodes.size());
+  for (size_t i = 0; i < by_name.size(); ++i) ranks[by_name[i]] = static_cast<int>(i);
+  for (size_t i = ranks.size(); i > 1; --i) std::swap(ranks[i - 1], ranks[rng.Below(i)]);
+  // A permutation of a permutation: cannot fail.
+  return cluster.SetTieRanks(std::move(ranks));
 }
 
 }  // namespace
@@ -165,17 +186,7 @@ absl::StatusOr<PlacementReport> ReplayPlacement(const std::vector<NodeSpec>& nod
   Rng rng(options.seed);
   const std::vector<PodSpec> workload =
       TunedWorkload(pods, cluster->total_gpus(), options.tune, rng);
-  // The simulator's node order for ties: nodes sorted by name get a random permutation.
-  std::vector<int> by_name(nodes.size());
-  for (size_t i = 0; i < nodes.size(); ++i) by_name[i] = static_cast<int>(i);
-  std::stable_sort(by_name.begin(), by_name.end(),
-                   [&](int a, int b) { return nodes[a].name < nodes[b].name; });
-  std::vector<int> ranks(nodes.size());
-  for (size_t i = 0; i < by_name.size(); ++i) ranks[by_name[i]] = static_cast<int>(i);
-  for (size_t i = ranks.size(); i > 1; --i) std::swap(ranks[i - 1], ranks[rng.Below(i)]);
-  // A permutation of a permutation: cannot fail.
-  absl::Status ranked = cluster->SetTieRanks(std::move(ranks));
-  if (!ranked.ok()) return ranked;
+  if (absl::Status ranked = SetRandomTieRanks(nodes, *cluster, rng); !ranked.ok()) return ranked;
 
   PlacementReport report;
   report.policy = std::string(PolicyKindName(options.policy));
@@ -194,11 +205,9 @@ absl::StatusOr<PlacementReport> ReplayPlacement(const std::vector<NodeSpec>& nod
   Spread gpu_spread(cluster->nodes().size());
   Spread cpu_spread(cluster->nodes().size());
   for (size_t i = 0; i < cluster->nodes().size(); ++i) {
-    const NodeState& node = cluster->node(static_cast<int>(i));
-    node_fragmentation.push_back(metric.Amount(node));
+    node_fragmentation.push_back(metric.Amount(cluster->node(static_cast<int>(i))));
     fragmentation += node_fragmentation.back();
-    if (node.num_gpus > 0) gpu_spread.Set(i, GpuShareInUse(node));
-    cpu_spread.Set(i, CpuShareInUse(node));
+    SetShares(cluster->node(static_cast<int>(i)), i, gpu_spread, cpu_spread);
   }
   const double capacity_milli = static_cast<double>(cluster->total_gpus() * kMilliPerGpu);
   std::vector<Event> events;
@@ -214,8 +223,7 @@ absl::StatusOr<PlacementReport> ReplayPlacement(const std::vector<NodeSpec>& nod
       const NodeState& node = cluster->node(placement->node);
       amount = metric.Amount(node);
       fragmentation += amount;
-      if (node.num_gpus > 0) gpu_spread.Set(placement->node, GpuShareInUse(node));
-      cpu_spread.Set(placement->node, CpuShareInUse(node));
+      SetShares(node, static_cast<size_t>(placement->node), gpu_spread, cpu_spread);
     } else {
       ++report.failed_pods;
     }
