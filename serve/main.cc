@@ -3,6 +3,7 @@
 //   {"event":"listening","grpc":"HOST:PORT","http":"HOST:PORT","model_dir":...,"step":...}
 // SIGINT/SIGTERM stop it ({"event":"stopped"}). Exit codes: 0 stopped, 1 failed to start
 // (the model refused or a port taken), 2 bad flags.
+#include <malloc.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -132,6 +133,17 @@ evoscale::service::HttpResponse Http(evoscale::serve::ServeMetrics& metrics,
   return r;
 }
 
+// glibc raises its mmap threshold to the size of the largest block freed, so after the first
+// dense swap each new MLP would come from the heap and the replaced one stay there, free but
+// resident: a second MLP for good. A fixed threshold keeps blocks of 512 KiB and more (the
+// MLP's, the table's) mapped and unmapped, and request buffers, far smaller, on the heap; the
+// heap's free top is kept up to 32 MiB, as the dynamic rule would have let it grow, rather than
+// given back and faulted in again between bursts of requests (bench/serve/dense_swap.py).
+void KeepLargeBlocksMapped() {
+  mallopt(M_MMAP_THRESHOLD, 512 * 1024);
+  mallopt(M_TRIM_THRESHOLD, 32 * 1024 * 1024);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -142,6 +154,7 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  KeepLargeBlocksMapped();
 
   absl::StatusOr<std::unique_ptr<evoscale::serve::Model>> model =
       evoscale::serve::Model::Load(flags.model_dir);

@@ -44,11 +44,12 @@ grpc::Status ModelSyncService::PushRows(grpc::ServerContext*, const v1::PushRows
   return Done("rows", applied.status(), response);
 }
 
-grpc::Status ModelSyncService::PushDense(grpc::ServerContext*,
-                                         grpc::ServerReader<v1::DenseChunk>* reader,
-                                         v1::PushResponse* response) {
+grpc::Status ModelSyncService::PushDense(
+    grpc::ServerContext*, grpc::ServerReaderWriter<v1::PushResponse, v1::DenseChunk>* stream) {
+  v1::PushResponse answer;
+  v1::PushResponse* const response = &answer;
   v1::DenseChunk chunk;
-  if (!reader->Read(&chunk)) {
+  if (!stream->Read(&chunk)) {
     return Done("dense", absl::InvalidArgumentError("no chunks: the first names the version"),
                 response);
   }
@@ -73,7 +74,9 @@ grpc::Status ModelSyncService::PushDense(grpc::ServerContext*,
                                                         " where the MLP has ", params.size())),
                 response);
   }
-  // Each chunk straight into the new weights: one chunk held beside them, never two copies.
+  // Each chunk straight into the new weights, then acknowledged: the sender waits for that
+  // before the next, so one chunk is held beside them, never the rest of the stream.
+  const v1::PushResponse ack;
   size_t filled = 0;
   do {
     if (filled + size_t(chunk.params_size()) > params.size()) {
@@ -84,14 +87,17 @@ grpc::Status ModelSyncService::PushDense(grpc::ServerContext*,
     }
     std::copy(chunk.params().begin(), chunk.params().end(), params.begin() + filled);
     filled += size_t(chunk.params_size());
-  } while (reader->Read(&chunk));
+    stream->Write(ack);  // a sender gone is seen by the next Read
+  } while (stream->Read(&chunk));
   if (filled != params.size()) {
     return Done("dense",
                 absl::InvalidArgumentError(absl::StrCat("params: ", filled, " of total_params ",
                                                         params.size(), " arrived")),
                 response);
   }
-  return Done("dense", model_->SwapDense(version, *std::move(mlp)), response);
+  grpc::Status done = Done("dense", model_->SwapDense(version, *std::move(mlp)), response);
+  if (done.ok()) stream->Write(answer);
+  return done;
 }
 
 grpc::Status ModelSyncService::GetSyncState(grpc::ServerContext*, const v1::GetSyncStateRequest*,

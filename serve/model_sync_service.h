@@ -17,9 +17,9 @@ class ModelSyncService final : public v1::ModelSyncService::Service {
 
   grpc::Status PushRows(grpc::ServerContext* context, const v1::PushRowsRequest* request,
                         v1::PushResponse* response) override;
-  grpc::Status PushDense(grpc::ServerContext* context,
-                         grpc::ServerReader<v1::DenseChunk>* reader,
-                         v1::PushResponse* response) override;
+  grpc::Status PushDense(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::PushResponse, v1::DenseChunk>* stream) override;
   grpc::Status GetSyncState(grpc::ServerContext* context, const v1::GetSyncStateRequest* request,
                             v1::SyncState* response) override;
 

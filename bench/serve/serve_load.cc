@@ -8,6 +8,8 @@
 //   serve_load live --data test.tsv [--batch B]
 //                                         open-loop load over a set of replicas that changes,
 //                                         driven by commands on stdin (see Live below)
+//   serve_load dense --target HOST:PORT --pid PID [--sizes 429,256,128,1] [--pushes N]
+//                                         dense swaps; the replica's peak RSS rise per swap
 //   serve_load wake [--sleeps N]          how late a 100 us sleep wakes here (the floor)
 //   serve_load null --grpc HOST:PORT      prints {"event":"listening","grpc":...}, serves until
 //                                         SIGINT/SIGTERM
@@ -39,6 +41,7 @@
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
 #include "serve/predict_server.h"
+#include "trainer/model_sink.h"
 
 namespace {
 
@@ -249,6 +252,98 @@ int Push(const std::string& target, double rows_per_s, int batch, double seconds
                    .dump()
             << std::endl;
   return failed == 0 ? 0 : 1;
+}
+
+// A field of /proc/PID/status in bytes (VmRSS, VmHWM: printed in kB); -1 when unreadable.
+int64_t StatusBytes(int pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) != 0) continue;
+    int64_t kb = 0;
+    std::vector<std::string> words = absl::StrSplit(line.substr(field.size() + 1), ' ',
+                                                    absl::SkipWhitespace());
+    if (!words.empty() && absl::SimpleAtoi(words[0], &kb)) return kb * 1024;
+  }
+  return -1;
+}
+
+// Dense swaps and what they cost the replica's memory: `warmup` pushes first (the allocator
+// reaches its steady state), then VmRSS is read, the peak (VmHWM) reset through
+// /proc/PID/clear_refs, and `pushes` more sent through the trainer's own client
+// (serve/push_client.cc), one every `interval_ms`; the peak's rise over the RSS before them is
+// the extra memory a swap needed, reported against the MLP's size.
+int Dense(const std::string& target, int pid, const std::string& sizes_text, int warmup,
+          int pushes, int interval_ms) {
+  std::vector<int> sizes;
+  for (absl::string_view part : absl::StrSplit(sizes_text, ',')) {
+    int v = 0;
+    if (!absl::SimpleAtoi(part, &v) || v <= 0) {
+      std::cerr << "serve_load: --sizes: \"" << sizes_text << "\" is not a list of widths\n";
+      return 2;
+    }
+    sizes.push_back(v);
+  }
+  size_t params = 0;
+  for (size_t i = 0; i + 1 < sizes.size(); ++i) {
+    params += size_t(sizes[i]) * size_t(sizes[i + 1]) + size_t(sizes[i + 1]);
+  }
+  absl::StatusOr<std::unique_ptr<evoscale::trainer::ModelSink>> sink =
+      evoscale::trainer::ConnectModelSink(target, "bench-dense");
+  if (!sink.ok()) {
+    std::cerr << "serve_load: " << sink.status() << "\n";
+    return 1;
+  }
+  auto stub = evoscale::v1::ModelSyncService::NewStub(
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  evoscale::v1::SyncState state;
+  grpc::ClientContext ctx;
+  ctx.set_wait_for_ready(true);
+  if (const grpc::Status st = stub->GetSyncState(&ctx, {}, &state); !st.ok()) {
+    std::cerr << "serve_load: " << target << ": " << st.error_message() << "\n";
+    return 1;
+  }
+  evoscale::trainer::DensePush push;
+  push.version = state.dense_version();
+  push.sizes = sizes;
+  push.params.resize(params);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> weight(0, 0.05f);
+  std::vector<double> latency;
+  int64_t rss_before = -1, failed = 0;
+  for (int i = 0; i < warmup + pushes; ++i) {
+    if (i == warmup) {
+      rss_before = StatusBytes(pid, "VmRSS");
+      std::ofstream("/proc/" + std::to_string(pid) + "/clear_refs") << "5";  // VmHWM = VmRSS
+    }
+    for (float& w : push.params) w = weight(rng);
+    ++push.version;
+    const Clock::time_point t0 = Clock::now();
+    if (absl::Status st = (*sink)->PushDense(push); !st.ok()) {
+      std::cerr << "serve_load: push " << push.version << ": " << st << "\n";
+      ++failed;
+    }
+    if (i >= warmup) latency.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+  }
+  const int64_t peak = StatusBytes(pid, "VmHWM"), rss_after = StatusBytes(pid, "VmRSS");
+  const double mlp_bytes = double(params) * sizeof(float);
+  std::sort(latency.begin(), latency.end());
+  std::cout << nlohmann::ordered_json{{"target", target},
+                                      {"mlp_sizes", sizes_text},
+                                      {"mlp_bytes", int64_t(mlp_bytes)},
+                                      {"pushes", pushes},
+                                      {"failed", failed},
+                                      {"rss_before_bytes", rss_before},
+                                      {"peak_bytes", peak},
+                                      {"rss_after_bytes", rss_after},
+                                      {"peak_extra_bytes", peak - rss_before},
+                                      {"peak_extra_over_mlp", double(peak - rss_before) / mlp_bytes},
+                                      {"push_p50_ms", 1e3 * Percentile(latency, 0.5)},
+                                      {"push_p99_ms", 1e3 * Percentile(latency, 0.99)}}
+                   .dump()
+            << std::endl;
+  return failed == 0 && rss_before > 0 && peak > 0 ? 0 : 1;
 }
 
 // Open-loop load over replicas behind a client-side balancer (round robin over the replicas
@@ -520,6 +615,15 @@ int main(int argc, char** argv) {
   push->add_option("--batch", batch)->check(CLI::Range(1, 1000000));
   push->add_option("--seconds", seconds)->check(CLI::PositiveNumber);
   push->add_option("--dim", dim)->check(CLI::Range(1, 1024));
+  int pid = 0, warmup = 3, pushes = 20, interval_ms = 100;
+  std::string sizes = "429,256,128,1";
+  CLI::App* dense = app.add_subcommand("dense", "push dense MLPs, report the replica's peak RSS");
+  dense->add_option("--target", target)->required();
+  dense->add_option("--pid", pid, "the replica's pid (its /proc status)")->required();
+  dense->add_option("--sizes", sizes, "the served MLP's widths (default: the trainer's)");
+  dense->add_option("--warmup", warmup)->check(CLI::Range(0, 1000));
+  dense->add_option("--pushes", pushes)->check(CLI::Range(1, 100000));
+  dense->add_option("--interval-ms", interval_ms)->check(CLI::Range(0, 600000));
   CLI::App* live = app.add_subcommand("live", "load over a changing set of replicas (stdin)");
   live->add_option("--data", data, "a Criteo file")->required();
   live->add_option("--batch", batch)->check(CLI::Range(1, 100000));
@@ -533,6 +637,7 @@ int main(int argc, char** argv) {
   if (*load) return Load(target, data, qps, seconds, batch, channels);
   if (*push) return Push(target, rows_per_s, batch, seconds, dim);
   if (*wake) return Wake(sleeps);
+  if (*dense) return Dense(target, pid, sizes, warmup, pushes, interval_ms);
   if (*live) return Live(data, batch);
   return Null(address, threads);
 }

@@ -503,11 +503,14 @@ TEST_F(ServeSyncTest, VersionsAreOrderedPerSourceAndTheOldestIsAnswered) {
 
 TEST_F(ServeSyncTest, ANewMlpArrivesInChunksAndIsSwappedInWhole) {
   const size_t params = 429 * 32 + 32 + 32 * 16 + 16 + 16 + 1;
+  int answers = 0;  // of the last push: one per chunk taken, then one after the swap
+  v1::PushResponse last;
   auto push = [&](int64_t version, const std::string& sizes, int64_t total, size_t send,
                   float value) {
     grpc::ClientContext ctx;
     v1::PushResponse response;
-    auto writer = sync_stub_->PushDense(&ctx, &response);
+    answers = 0;
+    auto writer = sync_stub_->PushDense(&ctx);
     v1::DenseChunk first;
     first.set_version(version);
     first.set_mlp_sizes(sizes);
@@ -516,15 +519,23 @@ TEST_F(ServeSyncTest, ANewMlpArrivesInChunksAndIsSwappedInWhole) {
     for (bool head = true; head || sent < send; head = false) {
       v1::DenseChunk chunk = head ? first : v1::DenseChunk();
       for (size_t i = 0; i < 4096 && sent < send; ++i, ++sent) chunk.add_params(value);
-      if (!writer->Write(chunk)) break;
+      if (!writer->Write(chunk) || !writer->Read(&response)) break;  // each chunk answered
+      ++answers;
     }
     writer->WritesDone();
+    while (writer->Read(&response)) {
+      ++answers;
+      last = response;
+    }
     return writer->Finish();
   };
   const std::string sizes = "429,32,16,1";
   // Zero weights: every logit 0, every probability one half.
   grpc::Status st = push(step_ + 1, sizes, params, params, 0.0f);
   ASSERT_TRUE(st.ok()) << st.error_message();
+  // 14,305 params in chunks of 4,096: 4 acknowledgements, then the versions after the swap.
+  EXPECT_EQ(answers, 4 + 1);
+  EXPECT_EQ(last.dense_version(), step_ + 1);
   v1::PredictResponse r = Ask();
   EXPECT_FLOAT_EQ(r.probabilities(0), 0.5f);
   EXPECT_EQ(r.dense_version(), step_ + 1);
