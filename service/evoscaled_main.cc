@@ -61,6 +61,11 @@ void DefineFlags(CLI::App& app, ServerOptions& options, std::string& durability,
   app.add_option("--tls-client-ca", options.tls_client_ca_path,
                  "mutual TLS: clients must show a certificate this PEM CA signed")
       ->type_name("FILE");
+  app.add_option("--tls-peer-ca", options.tls_peer_ca_path,
+                 "several replicas with TLS: the PEM CA of the other replicas' certificates; "
+                 "calls on their studies are forwarded to them over TLS (this replica's "
+                 "certificate is its client certificate under --tls-client-ca)")
+      ->type_name("FILE");
   app.add_flag("--insecure-plaintext", options.insecure_plaintext,
                "serve tokens in plaintext beyond loopback (refused without it when there is no "
                "TLS); for networks something else encrypts");

@@ -73,6 +73,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                                                 options.tls_client_ca_path);
   if (!tls.ok()) return tls.status();
   if (absl::Status st = CheckExposure(options, tls->enabled()); !st.ok()) return st;
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> peer =
+      PeerChannelCredentials(*tls, options.tls_peer_ca_path);
+  if (!peer.ok()) return peer.status();
   absl::StatusOr<std::unique_ptr<TokenAuth>> auth = LoadAuth(options);
   if (!auth.ok()) return auth.status();
   s->auth_ = *std::move(auth);
@@ -80,10 +83,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   s->metrics_ = std::make_unique<ServiceMetrics>();
   s->autoscaler_service_ = std::make_unique<AutoscalerServiceImpl>(
       s->autoscaler_.get(), s->auth_.get(), s->metrics_.get());
-  // Calls on a study another replica owns are forwarded there over plaintext gRPC; with TLS
-  // they are answered UNAVAILABLE naming the owner's address (the client goes there itself).
-  if (s->leases_ != nullptr && !tls->enabled()) {
-    s->forwarder_ = std::make_unique<internal::StudyForwarder>();
+  // Calls on a study another replica owns are forwarded there: plaintext, or TLS with
+  // --tls-peer-ca; with TLS and no peer CA they are answered UNAVAILABLE naming the owner's
+  // address (the client goes there itself).
+  if (s->leases_ != nullptr && *peer != nullptr) {
+    s->forwarder_ = std::make_unique<internal::StudyForwarder>(*std::move(peer));
   }
   s->service_ = std::make_unique<StudyServiceImpl>(
       s->core_.get(), s->auth_.get(), s->metrics_.get(), s->forwarder_.get(),

@@ -41,6 +41,9 @@ struct ServerOptions {
   std::string tls_cert_path;
   std::string tls_key_path;
   std::string tls_client_ca_path;
+  // Several replicas with TLS: the CA of the other replicas' certificates, to forward calls
+  // to them over TLS (empty: with TLS, calls on their studies answer UNAVAILABLE naming them).
+  std::string tls_peer_ca_path;
   bool insecure_plaintext = false;
   // Katib's Suggestion API (api.v1.beta1.Suggestion) and gRPC health, on a gRPC server of its
   // own; empty: off. Katib dials it in plaintext and sends no token, so it takes none.

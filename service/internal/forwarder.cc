@@ -9,9 +9,7 @@ v1::StudyService::Stub* StudyForwarder::Stub(const std::string& address) {
   absl::MutexLock lock(&mu_);
   std::unique_ptr<v1::StudyService::Stub>& stub = stubs_[address];
   if (stub == nullptr) {
-    // Plaintext: evoscaled forwards only when it serves without TLS (server.cc).
-    stub =
-        v1::StudyService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    stub = v1::StudyService::NewStub(grpc::CreateChannel(address, credentials_));
   }
   return stub.get();
 }

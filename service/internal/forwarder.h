@@ -1,6 +1,7 @@
 // Several evoscaled replicas on one PostgreSQL database: a call on a study that another
 // replica owns is forwarded there, once (a forwarded call carries kForwardedHeader, and its
-// receiver answers rather than forwarding again). One channel per owner's address, kept.
+// receiver answers rather than forwarding again). One channel per owner's address, kept;
+// plaintext, or TLS when evoscaled serves TLS and is given the CA of its peers' certificates.
 #ifndef EVOSCALE_SERVICE_INTERNAL_FORWARDER_H_
 #define EVOSCALE_SERVICE_INTERNAL_FORWARDER_H_
 
@@ -17,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "evoscale/v1/study.grpc.pb.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/security/credentials.h"
 #include "grpcpp/server_context.h"
 
 namespace evoscale::service::internal {
@@ -26,6 +28,11 @@ inline constexpr char kForwardedHeader[] = "evoscale-forwarded";
 // Thread-safe.
 class StudyForwarder {
  public:
+  // `credentials` for the channels to the other replicas: plaintext, or TLS verifying their
+  // certificates (--tls-peer-ca), with this replica's own as the client's under mutual TLS.
+  explicit StudyForwarder(std::shared_ptr<grpc::ChannelCredentials> credentials)
+      : credentials_(std::move(credentials)) {}
+
   // Whether the call came from another replica (then it is not forwarded again).
   static bool Forwarded(grpc::CallbackServerContext* ctx) {
     return ctx->client_metadata().count(kForwardedHeader) > 0;
@@ -53,6 +60,7 @@ class StudyForwarder {
  private:
   v1::StudyService::Stub* Stub(const std::string& address);
 
+  const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<v1::StudyService::Stub>> stubs_ ABSL_GUARDED_BY(mu_);
 };

@@ -74,4 +74,25 @@ std::shared_ptr<grpc::ServerCredentials> GrpcServerCredentials(const TlsConfig& 
   return grpc::SslServerCredentials(ssl);
 }
 
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> PeerChannelCredentials(
+    const TlsConfig& tls, const std::string& peer_ca_path) {
+  if (!tls.enabled()) {
+    if (!peer_ca_path.empty()) {
+      return absl::InvalidArgumentError(
+          "--tls-peer-ca: the replicas talk plaintext without --tls-cert and --tls-key");
+    }
+    return grpc::InsecureChannelCredentials();
+  }
+  if (peer_ca_path.empty()) return std::shared_ptr<grpc::ChannelCredentials>();
+  absl::StatusOr<std::string> ca = ReadPemFile("--tls-peer-ca", peer_ca_path);
+  if (!ca.ok()) return ca.status();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = *std::move(ca);
+  if (!tls.client_ca_pem.empty()) {
+    ssl.pem_cert_chain = tls.cert_pem;
+    ssl.pem_private_key = tls.key_pem;
+  }
+  return grpc::SslCredentials(ssl);
+}
+
 }  // namespace evoscale::service

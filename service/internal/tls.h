@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
 #include "service/http_server.h"
 
@@ -23,6 +24,15 @@ absl::StatusOr<TlsConfig> LoadServerTls(const std::string& cert_path, const std:
 // Plaintext for an empty config; else TLS, requiring and verifying client certificates when
 // the config has a client CA.
 std::shared_ptr<grpc::ServerCredentials> GrpcServerCredentials(const TlsConfig& tls);
+
+// The credentials one replica forwards calls to another with (server.cc). Without TLS:
+// plaintext. With TLS and `peer_ca_path` (--tls-peer-ca): TLS verifying the other replica's
+// certificate against that CA, presenting this replica's own certificate and key as the
+// client's (mutual TLS asks for one; the certificate must then allow client use: no extended
+// key usage, or clientAuth among them). With TLS and no peer CA: nullptr (no forwarding).
+// INVALID_ARGUMENT naming --tls-peer-ca for it without TLS or for an unreadable file.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> PeerChannelCredentials(
+    const TlsConfig& tls, const std::string& peer_ca_path);
 
 }  // namespace evoscale::service
 

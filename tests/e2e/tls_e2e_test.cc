@@ -17,13 +17,16 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/evoscaled_process.h"
+#include "tests/support/postgres_server.h"
 #include "tests/support/test_support.h"
 
 namespace evoscale {
 namespace {
 
+
 using ::evoscale::testing::BinDir;
 using ::evoscale::testing::EvoscaledProcess;
+using ::evoscale::testing::PostgresServer;
 using ::evoscale::testing::ReadFile;
 using ::evoscale::testing::TempDir;
 using ::testing::HasSubstr;
@@ -213,6 +216,11 @@ TEST_F(TlsTest, BadTlsFlagsRefuseToStartNamingTheFlag) {
       {{"--tls-client-ca", Cert("ca.pem")}, "--tls-client-ca (mutual TLS) needs --tls-cert"},
       {{"--tls-cert", Cert("server.pem"), "--tls-key", Cert("client.key")},
        "--tls-key \"" + Cert("client.key") + "\" is not the key of --tls-cert"},
+      {{"--tls-peer-ca", Cert("ca.pem")},
+       "--tls-peer-ca: the replicas talk plaintext without --tls-cert and --tls-key"},
+      {{"--tls-cert", Cert("server.pem"), "--tls-key", Cert("server.key"), "--tls-peer-ca",
+        Cert("junk.pem")},
+       "--tls-peer-ca \"" + Cert("junk.pem") + "\": not a PEM file"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = {"--db", db, "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"};
@@ -221,6 +229,83 @@ TEST_F(TlsTest, BadTlsFlagsRefuseToStartNamingTheFlag) {
     EXPECT_EQ(p.exit_code, 2) << p.output;
     EXPECT_THAT(p.output, HasSubstr(c.message));
   }
+}
+
+// Two replicas on one PostgreSQL database, both serving mutual TLS (issue 30): with
+// --tls-peer-ca, a call on a study the other replica owns is forwarded to it over TLS (this
+// replica's certificate as the client's); a replica without it answers UNAVAILABLE naming the
+// owner's address.
+TEST_F(TlsTest, ReplicasForwardOverTlsGivenTheirPeersCa) {
+  if (std::string why = PostgresServer::UnavailableReason(); !why.empty()) GTEST_SKIP() << why;
+  absl::StatusOr<std::unique_ptr<PostgresServer>> pg = PostgresServer::Start();
+  ASSERT_TRUE(pg.ok()) << pg.status();
+  absl::StatusOr<std::string> uri = (*pg)->CreateDatabase("evoscale");
+  ASSERT_TRUE(uri.ok()) << uri.status();
+  auto start = [&](bool peer_ca) {
+    std::vector<std::string> args = {"--tls-cert", Cert("server.pem"), "--tls-key",
+                                     Cert("server.key"), "--tls-client-ca", Cert("ca.pem")};
+    if (peer_ca) args.insert(args.end(), {"--tls-peer-ca", Cert("ca.pem")});
+    absl::StatusOr<std::unique_ptr<EvoscaledProcess>> p = EvoscaledProcess::Start(*uri, args);
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? *std::move(p) : nullptr;
+  };
+  std::unique_ptr<EvoscaledProcess> owner = start(true), peer = start(true), other = start(false);
+  ASSERT_TRUE(owner && peer && other);
+  auto stub = [&](EvoscaledProcess& replica) {
+    return v1::StudyService::NewStub(
+        grpc::CreateChannel(replica.grpc_address(), Tls("ca.pem", /*with_client_cert=*/true)));
+  };
+  auto deadline = [](grpc::ClientContext& ctx) {
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  };
+  v1::CreateStudyRequest create;
+  create.mutable_study()->set_display_name("tls-replicas");
+  v1::StudySpec* spec = create.mutable_study()->mutable_spec();
+  spec->add_metrics()->set_name("loss");
+  spec->mutable_metrics(0)->set_goal(v1::MetricSpec::MINIMIZE);
+  spec->add_parameters()->set_name("x");
+  spec->mutable_parameters(0)->mutable_double_spec()->set_min(0);
+  spec->mutable_parameters(0)->mutable_double_spec()->set_max(1);
+  spec->mutable_algorithm()->set_algorithm(v1::AlgorithmSpec::RANDOM);
+  v1::Study study;
+  {
+    grpc::ClientContext ctx;
+    deadline(ctx);
+    grpc::Status st = stub(*owner)->CreateStudy(&ctx, create, &study);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  v1::SuggestTrialsRequest suggest;
+  suggest.set_parent(study.name());
+  suggest.set_client_id("worker");
+  suggest.set_suggestion_count(1);
+  v1::SuggestTrialsResponse through_peer;
+  {
+    grpc::ClientContext ctx;
+    deadline(ctx);
+    grpc::Status st = stub(*peer)->SuggestTrials(&ctx, suggest, &through_peer);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    ASSERT_EQ(through_peer.trials_size(), 1);
+  }
+  {
+    // The owner handed it out (the client's id means the same there): forwarded, not taken.
+    grpc::ClientContext ctx;
+    deadline(ctx);
+    v1::SuggestTrialsResponse at_owner;
+    ASSERT_TRUE(stub(*owner)->SuggestTrials(&ctx, suggest, &at_owner).ok());
+    ASSERT_EQ(at_owner.trials_size(), 1);
+    EXPECT_EQ(at_owner.trials(0).name(), through_peer.trials(0).name());
+  }
+  {
+    grpc::ClientContext ctx;
+    deadline(ctx);
+    v1::SuggestTrialsResponse resp;
+    grpc::Status st = stub(*other)->SuggestTrials(&ctx, suggest, &resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE) << st.error_message();
+    EXPECT_THAT(st.error_message(), HasSubstr(owner->grpc_address())) << st.error_message();
+  }
+  owner.reset();
+  peer.reset();
+  other.reset();  // before their database
 }
 
 }  // namespace
