@@ -1,5 +1,6 @@
 #include "service/http_api.h"
 
+#include <map>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -15,6 +16,7 @@
 #include "absl/types/span.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
+#include "service/study/study_converter.h"
 #include "service/study/trial_query.h"
 
 namespace evoscale::service {
@@ -420,13 +422,47 @@ absl::StatusOr<HttpResponse> HttpApi::ProcessImportance(const Route& route, cons
   for (const auto& [k, v] : query) {
     if (k == "metric") req.set_metric(v);
   }
-  return Json(core_->Call(req));
+  absl::StatusOr<v1::GetParameterImportanceResponse> resp = core_->Call(req);
+  if (resp.ok() || !StudyOwnerAddress(resp.status()).has_value()) return Json(resp);
+  // Another replica's study: computed here from the study as the database holds it.
+  ReadStudyRequest read;
+  read.name = route.name;
+  read.stored_if_elsewhere = true;
+  read.fn = [&req](const v1::Study& s, absl::Span<const v1::Trial> trials,
+                   uint64_t) -> absl::StatusOr<std::string> {
+    absl::StatusOr<search::ProblemStatement> problem = ToProblem(s.spec());
+    if (!problem.ok()) return problem.status();
+    absl::StatusOr<v1::GetParameterImportanceResponse> r =
+        ParameterImportanceOf(*problem, trials, req.metric());
+    if (!r.ok()) return r.status();
+    return ProtoJson(*r);
+  };
+  return JsonBody(core_->Call(read));
 }
 
 absl::StatusOr<HttpResponse> HttpApi::ProcessOptimal(const Route& route, const Query&) {
   v1::ListOptimalTrialsRequest req;
   req.set_parent(route.name);
-  return Json(core_->Call(req));
+  absl::StatusOr<v1::ListOptimalTrialsResponse> resp = core_->Call(req);
+  if (resp.ok() || !StudyOwnerAddress(resp.status()).has_value()) return Json(resp);
+  // Another replica's study: computed here from the study as the database holds it.
+  ReadStudyRequest read;
+  read.name = route.name;
+  read.stored_if_elsewhere = true;
+  read.fn = [](const v1::Study& s, absl::Span<const v1::Trial> trials,
+               uint64_t) -> absl::StatusOr<std::string> {
+    absl::StatusOr<std::vector<search::MetricConfig>> metrics = MetricConfigs(s.spec());
+    if (!metrics.ok()) return metrics.status();
+    const std::vector<int64_t> ids = OptimalTrialIds(*metrics, trials);
+    std::map<int64_t, const v1::Trial*> by_id;
+    for (const v1::Trial& t : trials) by_id[t.id()] = &t;
+    v1::ListOptimalTrialsResponse r;
+    for (int64_t id : ids) {
+      if (auto it = by_id.find(id); it != by_id.end()) *r.add_optimal_trials() = *it->second;
+    }
+    return ProtoJson(r);
+  };
+  return JsonBody(core_->Call(read));
 }
 
 }  // namespace evoscale::service

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "search/designers.h"
+#include "search/importance.h"
 #include "search/pareto.h"
 #include "service/trial_template/trial_template.h"
 
@@ -812,6 +813,43 @@ search::Trial ToSearchTrial(const v1::Trial& trial) {
   t.final_measurement = ToSearchMeasurement(trial.final_measurement());
   t.cpu_cores = HeldCores(trial);
   return t;
+}
+
+absl::StatusOr<v1::GetParameterImportanceResponse> ParameterImportanceOf(
+    const search::ProblemStatement& problem, absl::Span<const v1::Trial> trials,
+    const std::string& requested) {
+  std::string metric = requested;
+  if (metric.empty()) {
+    metric = PrimaryMetric(problem).name;
+  } else if (std::none_of(problem.metrics.begin(), problem.metrics.end(),
+                          [&](const search::MetricConfig& m) { return m.name == metric; })) {
+    std::vector<std::string> names;
+    for (const search::MetricConfig& m : problem.metrics) {
+      names.push_back(absl::StrCat("\"", m.name, "\""));
+    }
+    return absl::InvalidArgumentError(absl::StrCat("metric: \"", metric,
+                                                   "\" is not a metric of the study (",
+                                                   absl::StrJoin(names, ", "), ")"));
+  }
+  std::vector<search::Trial> succeeded;
+  for (const v1::Trial& t : trials) {
+    if (t.state() != v1::Trial::SUCCEEDED || !t.final_measurement().metrics().contains(metric)) {
+      continue;
+    }
+    succeeded.push_back(ToSearchTrial(t));
+  }
+  v1::GetParameterImportanceResponse resp;
+  resp.set_metric(metric);
+  resp.set_trial_count(static_cast<int32_t>(succeeded.size()));
+  for (const search::ParameterImportance& p :
+       search::MainEffectImportance(problem.space, succeeded, metric)) {
+    v1::ParameterImportance* out = resp.add_parameters();
+    out->set_name(p.name);
+    out->set_importance(p.importance);
+    out->set_explained_variance(p.explained_variance);
+    out->set_trial_count(p.trials);
+  }
+  return resp;
 }
 
 }  // namespace evoscale::service

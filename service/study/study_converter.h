@@ -70,6 +70,13 @@ absl::StatusOr<std::vector<search::MetricConfig>> MetricConfigs(const v1::StudyS
 std::vector<int64_t> OptimalTrialIds(absl::Span<const search::MetricConfig> metrics,
                                      absl::Span<const v1::Trial> trials);
 
+// GetParameterImportance over `trials`: each parameter's main effect on `metric` (the primary
+// objective when empty) among the SUCCEEDED trials that report it. INVALID_ARGUMENT naming the
+// study's metrics for a metric it does not have.
+absl::StatusOr<v1::GetParameterImportanceResponse> ParameterImportanceOf(
+    const search::ProblemStatement& problem, absl::Span<const v1::Trial> trials,
+    const std::string& metric);
+
 }  // namespace evoscale::service
 
 #endif  // EVOSCALE_SERVICE_STUDY_STUDY_CONVERTER_H_

@@ -679,41 +679,14 @@ StudyCore::Applied<absl::StatusOr<v1::GetParameterImportanceResponse>> StudyCore
   LockedStudy study(*this, req.parent(), "parent");
   if (!study.ok()) return study.status();
   StudyState& s = *study;
-  std::string metric = req.metric();
-  if (metric.empty()) {
-    metric = PrimaryMetric(s.problem).name;
-  } else if (std::none_of(s.problem.metrics.begin(), s.problem.metrics.end(),
-                          [&](const search::MetricConfig& m) { return m.name == metric; })) {
-    std::vector<std::string> names;
-    for (const search::MetricConfig& m : s.problem.metrics)
-      names.push_back(StrCat("\"", m.name, "\""));
-    return InvalidArgumentError(StrCat("metric: \"", metric, "\" is not a metric of the study (",
-                                       absl::StrJoin(names, ", "), ")"));
-  }
-  if (auto cached = s.importance.find(metric);
+  // Cached per metric until the study's next change ("" is the primary metric's entry).
+  if (auto cached = s.importance.find(req.metric());
       cached != s.importance.end() && cached->second.first == s.version) {
     return cached->second.second;
   }
-  std::vector<search::Trial> succeeded;
-  for (const v1::Trial& t : s.trials) {
-    if (t.state() != v1::Trial::SUCCEEDED || !t.final_measurement().metrics().contains(metric)) {
-      continue;
-    }
-    succeeded.push_back(ToSearchTrial(t));
-  }
-  auto& [version, resp] = s.importance[metric];
-  version = s.version;
-  resp.Clear();
-  resp.set_metric(metric);
-  resp.set_trial_count(static_cast<int32_t>(succeeded.size()));
-  for (const search::ParameterImportance& p :
-       search::MainEffectImportance(s.problem.space, succeeded, metric)) {
-    v1::ParameterImportance* out = resp.add_parameters();
-    out->set_name(p.name);
-    out->set_importance(p.importance);
-    out->set_explained_variance(p.explained_variance);
-    out->set_trial_count(p.trials);
-  }
+  absl::StatusOr<v1::GetParameterImportanceResponse> resp =
+      ParameterImportanceOf(s.problem, s.trials, req.metric());
+  if (resp.ok()) s.importance[req.metric()] = {s.version, *resp};
   return resp;
 }
 

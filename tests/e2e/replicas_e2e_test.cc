@@ -161,6 +161,21 @@ TEST_F(ReplicasE2eTest, EitherReplicaServesAStudyTheOtherOwns) {
     EXPECT_NE(got.body.find("\"state\":\"SUCCEEDED\""), std::string::npos) << got.body;
     got = evoscale::testing::HttpGet(replica->http_address(), study_path + "/trials/9");
     EXPECT_EQ(got.status, 404) << got.body;
+    // Importance and the optimal trials too, the same on both (computed from the database on
+    // the non-owner); a metric the study lacks is named.
+    got = evoscale::testing::HttpGet(replica->http_address(), study_path + "/importance");
+    EXPECT_EQ(got.status, 200) << got.body;
+    EXPECT_NE(got.body.find("\"metric\":\"loss\""), std::string::npos) << got.body;
+    EXPECT_NE(got.body.find("\"trial_count\":1"), std::string::npos) << got.body;
+    got = evoscale::testing::HttpGet(replica->http_address(),
+                                     study_path + "/importance?metric=auc");
+    EXPECT_EQ(got.status, 400) << got.body;
+    EXPECT_NE(got.body.find("metric: \\\"auc\\\" is not a metric of the study"),
+              std::string::npos)
+        << got.body;
+    got = evoscale::testing::HttpGet(replica->http_address(), study_path + "/optimal");
+    EXPECT_EQ(got.status, 200) << got.body;
+    EXPECT_NE(got.body.find(first.trials(0).name()), std::string::npos) << got.body;
   }
   // An unknown study is NOT_FOUND on either.
   v1::SuggestTrialsResponse none;
