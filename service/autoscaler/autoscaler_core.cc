@@ -356,42 +356,52 @@ std::unique_ptr<AutoscalerCore::WorkloadState> AutoscalerCore::NewState(int64_t 
   return s;
 }
 
+struct AutoscalerCore::SeriesOwner {
+  WorkloadState* state;
+  const WorkloadState::SeriesKey* key;
+  WorkloadState::Series* series;
+};
+
 absl::Status AutoscalerCore::Load() {
   absl::StatusOr<std::vector<StoredWorkload>> workloads = store_->LoadWorkloads();
   if (!workloads.ok()) return workloads.status();
   absl::StatusOr<std::vector<StoredInstance>> instances = store_->LoadInstances();
   if (!instances.ok()) return instances.status();
   absl::MutexLock lock(&mu_);
-  std::map<int64_t, WorkloadState*> by_id;
   for (const StoredWorkload& w : *workloads) {
-    auto state = NewState(w.id, w.workload);
-    by_id[w.id] = state.get();
     next_workload_id_ = std::max(next_workload_id_, w.id + 1);
-    workloads_[w.workload.name()] = std::move(state);
+    workloads_[w.workload.name()] = NewState(w.id, w.workload);
   }
-  for (const StoredInstance& in : *instances) {
-    auto it = by_id.find(in.workload_id);
-    if (it == by_id.end()) continue;  // cannot happen: foreign key
-    it->second->series[{in.name, in.container}].id = in.id;
-    next_instance_id_ = std::max(next_instance_id_, in.id + 1);
-  }
+  ApplyInstances(*instances);
   // Every series is in place: the pointers below stay valid while the samples are fed.
-  struct Owner {
-    WorkloadState* state;
-    const WorkloadState::SeriesKey* key;
-    WorkloadState::Series* series;
-  };
-  absl::flat_hash_map<int64_t, Owner> owner_by_id;
-  for (const auto& [name, state] : workloads_) {
-    for (auto& [key, series] : state->series) owner_by_id[series.id] = {state.get(), &key, &series};
-  }
+  const absl::flat_hash_map<int64_t, SeriesOwner> owner_by_id = SeriesById();
   return store_->ScanSamples([&](const TelemetryRow& r) {
     auto it = owner_by_id.find(r.instance_id);
     if (it == owner_by_id.end()) return;
-    const Owner& o = it->second;
+    const SeriesOwner& o = it->second;
     o.state->Feed(r, *o.key);
     o.series->last_timestamp = std::max(o.series->last_timestamp, r.timestamp);
   });
+}
+
+void AutoscalerCore::ApplyInstances(absl::Span<const StoredInstance> instances) {
+  if (instances.empty()) return;
+  absl::flat_hash_map<int64_t, WorkloadState*> by_id;
+  for (const auto& [name, state] : workloads_) by_id[state->id] = state.get();
+  for (const StoredInstance& in : instances) {
+    auto it = by_id.find(in.workload_id);
+    if (it == by_id.end()) continue;  // a workload dropped meanwhile (a foreign key in one store)
+    it->second->series[{in.name, in.container}].id = in.id;
+    next_instance_id_ = std::max(next_instance_id_, in.id + 1);
+  }
+}
+
+absl::flat_hash_map<int64_t, AutoscalerCore::SeriesOwner> AutoscalerCore::SeriesById() {
+  absl::flat_hash_map<int64_t, SeriesOwner> owners;
+  for (const auto& [name, state] : workloads_) {
+    for (auto& [key, series] : state->series) owners[series.id] = {state.get(), &key, &series};
+  }
+  return owners;
 }
 
 absl::StatusOr<v1::Workload> AutoscalerCore::PutWorkload(const v1::PutWorkloadRequest& req) {
@@ -773,32 +783,16 @@ absl::Status AutoscalerCore::CatchUpLocked() {
 void AutoscalerCore::ApplyChanges(const TelemetryChanges& changes) {
   absl::MutexLock lock(&mu_);
   for (const StoredWorkload& w : changes.workloads) ApplyWorkload(w.id, w.workload);
-  if (changes.instances.empty() && changes.rows.empty()) return;
-  absl::flat_hash_map<int64_t, WorkloadState*> by_id;
-  for (const auto& [name, state] : workloads_) by_id[state->id] = state.get();
   // A series known here under another id (its row was dropped and registered again) takes the
   // store's.
-  for (const StoredInstance& in : changes.instances) {
-    auto it = by_id.find(in.workload_id);
-    if (it == by_id.end()) continue;
-    it->second->series[{in.name, in.container}].id = in.id;
-    next_instance_id_ = std::max(next_instance_id_, in.id + 1);
-  }
+  ApplyInstances(changes.instances);
   if (changes.rows.empty()) return;
-  struct Owner {
-    WorkloadState* state;
-    const WorkloadState::SeriesKey* key;
-    WorkloadState::Series* series;
-  };
-  absl::flat_hash_map<int64_t, Owner> owner_by_id;
-  for (const auto& [name, state] : workloads_) {
-    for (auto& [key, series] : state->series) owner_by_id[series.id] = {state.get(), &key, &series};
-  }
+  const absl::flat_hash_map<int64_t, SeriesOwner> owner_by_id = SeriesById();
   bool fed = false;
   for (const TelemetryRow& r : changes.rows) {
     auto it = owner_by_id.find(r.instance_id);
     if (it == owner_by_id.end()) continue;
-    const Owner& o = it->second;
+    const SeriesOwner& o = it->second;
     // This replica's own rows come back too; they, and another replica's sample older than
     // this series' newest here, are skipped (the models take each series in time order).
     if (r.timestamp <= o.series->last_timestamp) continue;

@@ -20,6 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "evoscale/v1/autoscaler.pb.h"
 #include "load_model/recommender.h"
 #include "service/autoscaler/internal/sample_check.h"
@@ -183,6 +184,13 @@ class AutoscalerCore {
  private:
   struct WorkloadState;
   struct IngestPlan;
+  struct SeriesOwner;
+
+  // Gives each instance's series (made when new) the store's id.
+  void ApplyInstances(absl::Span<const StoredInstance> instances)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every series by its id, with its workload; valid until a series is added or dropped.
+  absl::flat_hash_map<int64_t, SeriesOwner> SeriesById() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::StatusOr<int64_t> CompactLocked(double now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // Takes what other replicas stored since the last look (nothing on a store of its own); a
