@@ -40,6 +40,18 @@ std::unique_ptr<grpc::ClientContext> Ctx() {
   return ctx;
 }
 
+// Slurm's completion records of the jobs named `name`, in the order they ended.
+std::vector<std::map<std::string, std::string>> CompletedJobsNamed(
+    const testing::SlurmCluster& cluster, const std::string& name) {
+  std::vector<std::map<std::string, std::string>> jobs;
+  const std::string log = ReadFile(cluster.jobcomp_path());
+  for (absl::string_view line : absl::StrSplit(log, '\n', absl::SkipEmpty())) {
+    auto record = trainer_adapter::internal::ParseSlurmRecord(line);
+    if (record["Name"] == name) jobs.push_back(record);
+  }
+  return jobs;
+}
+
 // A managed study whose trials are /bin/sh scripts printing the trainer protocol: two
 // progress lines, then the final line with a loss from the parameter x.
 v1::Study SlurmStudy(int max_trials) {
@@ -125,15 +137,8 @@ class SlurmE2eTest : public SlurmClusterTest {
     return JobsNamed(name);
   }
 
-  // Slurm's completion records of the jobs named `name`, in the order they ended.
   std::vector<std::map<std::string, std::string>> JobsNamed(const std::string& name) {
-    std::vector<std::map<std::string, std::string>> jobs;
-    const std::string log = ReadFile(cluster_->jobcomp_path());
-    for (absl::string_view line : absl::StrSplit(log, '\n', absl::SkipEmpty())) {
-      auto record = trainer_adapter::internal::ParseSlurmRecord(line);
-      if (record["Name"] == name) jobs.push_back(record);
-    }
-    return jobs;
+    return CompletedJobsNamed(*cluster_, name);
   }
 
   std::vector<v1::Trial> AllTrials(const std::string& study) {
@@ -365,13 +370,7 @@ class SlurmReplicasE2eTest : public SlurmClusterTest {
   }
 
   std::vector<std::map<std::string, std::string>> JobsNamed(const std::string& name) {
-    std::vector<std::map<std::string, std::string>> jobs;
-    const std::string log = ReadFile(cluster_->jobcomp_path());
-    for (absl::string_view line : absl::StrSplit(log, '\n', absl::SkipEmpty())) {
-      auto record = trainer_adapter::internal::ParseSlurmRecord(line);
-      if (record["Name"] == name) jobs.push_back(record);
-    }
-    return jobs;
+    return CompletedJobsNamed(*cluster_, name);
   }
 
   TempDir dir_;
