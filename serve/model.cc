@@ -335,6 +335,14 @@ void Model::PredictLogits(const float* dense, const uint64_t* fids, int n, float
   Release(std::move(s));
 }
 
+void Model::ForEachRow(const std::function<void(uint64_t key, const float* embedding)>& fn) const {
+  for (const Shard& shard : shards_) {
+    absl::ReaderMutexLock lock(&shard.mu);
+    const trainer::EmbeddingTable& table = *shard.table;
+    table.ForEachRow([&](uint32_t row) { fn(table.header(row)->key, table.embedding(row)); });
+  }
+}
+
 void Model::Predict(const float* dense, const uint64_t* fids, int n, float* probabilities) const {
   PredictLogits(dense, fids, n, probabilities);
   for (int i = 0; i < n; ++i) probabilities[i] = 1.0f / (1.0f + std::exp(-probabilities[i]));

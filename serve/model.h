@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -86,6 +87,12 @@ class Model {
   // Swaps `mlp` in (FAILED_PRECONDITION if a newer one came meanwhile; INVALID_ARGUMENT for
   // a weight that is not finite).
   absl::Status SwapDense(int64_t version, std::unique_ptr<trainer::Mlp> mlp);
+
+  // For exporting the served model to another runtime (bench/serve's libtorch peer): calls
+  // fn(key, embedding) for every row (dim floats), shard by shard under each shard's lock, and
+  // answers the MLP being served.
+  void ForEachRow(const std::function<void(uint64_t key, const float* embedding)>& fn) const;
+  std::shared_ptr<const trainer::Mlp> dense() const { return mlp_.load(std::memory_order_acquire); }
 
   const ModelInfo& info() const { return info_; }
   int64_t sparse_version() const { return sparse_version_.load(std::memory_order_acquire); }

@@ -10,6 +10,9 @@
 //                                         driven by commands on stdin (see Live below)
 //   serve_load dense --target HOST:PORT --pid PID [--sizes 429,256,128,1] [--pushes N]
 //                                         dense swaps; the replica's peak RSS rise per swap
+//   serve_load agree --target HOST:PORT --other HOST:PORT --data test.tsv
+//                                         both servers' answers on every example of the file
+//                                         (100 a request); one JSON line: the largest difference
 //   serve_load wake [--sleeps N]          how late a 100 us sleep wakes here (the floor)
 //   serve_load null --grpc HOST:PORT      prints {"event":"listening","grpc":...}, serves until
 //                                         SIGINT/SIGTERM
@@ -24,8 +27,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cmath>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -37,6 +42,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "evoscale/v1/serving.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
@@ -209,26 +215,31 @@ int Push(const std::string& target, double rows_per_s, int batch, double seconds
   int64_t version = std::max(state.checkpoint_step(), state.source_versions().contains("bench")
                                                           ? state.source_versions().at("bench")
                                                           : int64_t{0});
+  // The pushes' rows are made before the clock starts (16 sets of random ids, reused in turn),
+  // so the generator spends the shared cores sending, not building: it stands in for a trainer
+  // that runs on another machine.
   std::mt19937_64 rng(7);
-  const int64_t pushes = std::max<int64_t>(1, int64_t(rows_per_s * seconds / batch));
-  const auto interval = std::chrono::duration<double>(double(batch) / rows_per_s);
-  std::vector<double> latency;
-  int64_t applied = 0, failed = 0;
-  evoscale::v1::PushRowsRequest request;
-  const Clock::time_point start = Clock::now();
-  for (int64_t i = 0; i < pushes; ++i) {
-    const Clock::time_point due =
-        start + std::chrono::duration_cast<Clock::duration>(interval * double(i));
-    if (due > Clock::now()) std::this_thread::sleep_until(due);
-    request.Clear();
+  std::vector<evoscale::v1::PushRowsRequest> made(16);
+  for (evoscale::v1::PushRowsRequest& request : made) {
     request.set_source("bench");
-    request.set_version(++version);
     request.set_dim(dim);
     for (int r = 0; r < batch; ++r) {
       const uint64_t slot = rng() % 26, value = rng() % 3 == 0 ? rng() : rng() % 20000;
       request.add_keys((slot << 48) | (value & ((uint64_t{1} << 48) - 1)));
       for (int d = 0; d < dim; ++d) request.add_values(0.001f * float(d));
     }
+  }
+  const int64_t pushes = std::max<int64_t>(1, int64_t(rows_per_s * seconds / batch));
+  const auto interval = std::chrono::duration<double>(double(batch) / rows_per_s);
+  std::vector<double> latency;
+  int64_t applied = 0, failed = 0;
+  const Clock::time_point start = Clock::now();
+  for (int64_t i = 0; i < pushes; ++i) {
+    const Clock::time_point due =
+        start + std::chrono::duration_cast<Clock::duration>(interval * double(i));
+    if (due > Clock::now()) std::this_thread::sleep_until(due);
+    evoscale::v1::PushRowsRequest& request = made[size_t(i) % made.size()];
+    request.set_version(++version);
     evoscale::v1::PushResponse response;
     grpc::ClientContext ctx;
     const grpc::Status st = stub->PushRows(&ctx, request, &response);
@@ -566,9 +577,46 @@ int Wake(int count) {
   return 0;
 }
 
+// Both servers' probabilities for every example of `data`, 100 examples a request: how far
+// apart they are (a peer serving the same weights should agree to float rounding).
+int Agree(const std::string& target, const std::string& other, const std::string& data) {
+  std::ifstream in(data);
+  const auto lines = std::count(std::istreambuf_iterator<char>(in), {}, '\n');
+  const std::vector<PredictRequest> requests = Requests(data, 100, int((lines + 99) / 100));
+  if (requests.empty()) return 2;
+  auto a = evoscale::v1::PredictionService::NewStub(
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  auto b = evoscale::v1::PredictionService::NewStub(
+      grpc::CreateChannel(other, grpc::InsecureChannelCredentials()));
+  double max_diff = 0, sum_diff = 0;
+  int64_t examples = 0;
+  for (const PredictRequest& request : requests) {
+    PredictResponse ra, rb;
+    grpc::ClientContext ca, cb;
+    const grpc::Status sa = a->Predict(&ca, request, &ra), sb = b->Predict(&cb, request, &rb);
+    if (!sa.ok() || !sb.ok() || ra.probabilities_size() != rb.probabilities_size()) {
+      std::cerr << "serve_load agree: " << (sa.ok() ? sb : sa).error_message() << "\n";
+      return 1;
+    }
+    for (int i = 0; i < ra.probabilities_size(); ++i) {
+      const double d = std::abs(double(ra.probabilities(i)) - double(rb.probabilities(i)));
+      max_diff = std::max(max_diff, d);
+      sum_diff += d;
+      ++examples;
+    }
+  }
+  std::cout << nlohmann::json{{"examples", examples},
+                              {"max_abs_diff", max_diff},
+                              {"mean_abs_diff", sum_diff / double(std::max<int64_t>(1, examples))}}
+                   .dump()
+            << std::endl;
+  return 0;
+}
+
 // The transport floor: evoscale-serve's own server (PredictServer) answering one fixed
 // probability per example, without a model.
 int Null(const std::string& address, int threads) {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);  // as evoscale-serve
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
@@ -627,6 +675,11 @@ int main(int argc, char** argv) {
   CLI::App* live = app.add_subcommand("live", "load over a changing set of replicas (stdin)");
   live->add_option("--data", data, "a Criteo file")->required();
   live->add_option("--batch", batch)->check(CLI::Range(1, 100000));
+  std::string other;
+  CLI::App* agree = app.add_subcommand("agree", "compare two servers' answers on a file");
+  agree->add_option("--target", target)->required();
+  agree->add_option("--other", other)->required();
+  agree->add_option("--data", data, "a Criteo file")->required();
   int sleeps = 20000;
   CLI::App* wake = app.add_subcommand("wake", "how late this machine wakes a sleeping thread");
   wake->add_option("--sleeps", sleeps)->check(CLI::Range(1, 10000000));
@@ -639,5 +692,6 @@ int main(int argc, char** argv) {
   if (*wake) return Wake(sleeps);
   if (*dense) return Dense(target, pid, sizes, warmup, pushes, interval_ms);
   if (*live) return Live(data, batch);
+  if (*agree) return Agree(target, other, data);
   return Null(address, threads);
 }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -217,6 +218,56 @@ TEST(ServeModelTest, AJobsRanksMustAgreeAndShareAStep) {
   EXPECT_NE(model.status().message().find("the ranks share no complete checkpoint"),
             std::string::npos)
       << model.status();
+}
+
+// What bench/serve's exporter writes for the peers (ForEachRow, dense()): every row once, and
+// enough to answer as the model does: the rows' embeddings (zeros for an id without a row) and
+// the 13 dense features into the MLP give PredictLogits' logits.
+TEST(ServeModelTest, ItsRowsAndMlpAsExportedAnswerAsTheModelDoes) {
+  TempDir dir;
+  Train(Synthetic(), dir.path());
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(dir.path());
+  ASSERT_TRUE(model.ok()) << model.status();
+  const int dim = (*model)->info().dim;
+  std::map<uint64_t, std::vector<float>> rows;
+  std::map<uint32_t, std::vector<uint64_t>> by_slot;
+  (*model)->ForEachRow([&](uint64_t key, const float* embedding) {
+    EXPECT_TRUE(rows.emplace(key, std::vector<float>(embedding, embedding + dim)).second) << key;
+    by_slot[trainer::FidSlot(key)].push_back(key);
+  });
+  ASSERT_EQ(rows.size(), (*model)->info().rows);
+  ASSERT_GE(by_slot.size(), 2u);
+
+  absl::StatusOr<std::unique_ptr<trainer::Mlp>> mlp =
+      trainer::Mlp::CreateForInference((*model)->dense()->sizes());
+  ASSERT_TRUE(mlp.ok()) << mlp.status();
+  (*mlp)->params() = (*model)->dense()->params();
+  const int n = 8, input = (*mlp)->input_size();
+  std::vector<uint64_t> fids(size_t(n) * trainer::kNumCategorical);
+  std::vector<float> dense(size_t(n) * trainer::kNumDense), x(size_t(n) * input, 0.0f);
+  for (int i = 0; i < n; ++i) {
+    for (int f = 0; f < trainer::kNumCategorical; ++f) {
+      const std::vector<uint64_t>& keys = by_slot[uint32_t(f)];
+      // Known ids, and every third an id no row has.
+      const uint64_t fid = keys.empty() || (i + f) % 3 == 0
+                               ? trainer::MakeFid(uint32_t(f), 0xFEEDFACEull + uint64_t(i))
+                               : keys[size_t(i * 7 + f) % keys.size()];
+      fids[size_t(i) * trainer::kNumCategorical + size_t(f)] = fid;
+      if (const auto it = rows.find(fid); it != rows.end()) {
+        std::copy(it->second.begin(), it->second.end(), x.begin() + i * input + f * dim);
+      }
+    }
+    for (int d = 0; d < trainer::kNumDense; ++d) {
+      const float v = trainer::DenseFeature(i * 3 + d);
+      dense[size_t(i) * trainer::kNumDense + size_t(d)] = v;
+      x[size_t(i) * input + size_t(trainer::kNumCategorical * dim + d)] = v;
+    }
+  }
+  std::vector<float> want(n), got(n);
+  trainer::Mlp::Workspace ws = (*mlp)->NewWorkspace(n);
+  (*mlp)->Forward(ws, x.data(), n, want.data());
+  (*model)->PredictLogits(dense.data(), fids.data(), n, got.data());
+  for (int i = 0; i < n; ++i) EXPECT_FLOAT_EQ(got[i], want[i]) << "example " << i;
 }
 
 TEST(ServeModelTest, MissingEmptyAndTruncatedCheckpointsAreClearErrors) {
