@@ -1,0 +1,82 @@
+#!/usr/bin/python3
+"""Issue 29, must-show 3: serving latency while rows are pushed, on the same replica.
+
+Trains criteo-8k (or takes --model-dir), starts one evoscale-serve, and for each round runs
+`serve_load load` at --qps single-example requests for --seconds, once alone and once with
+`serve_load push` sending --rows-per-s rows (--batch a push) for the same seconds; the two
+kinds alternate, --repeats rounds. Reports the medians of p50/p99 each way, the p99's rise,
+and the rows/s the replica applied.
+
+usage: push_under_load.py [--qps 7500] [--rows-per-s 1000000] [--batch 50000] [--seconds 4]
+                          [--repeats 5] [--model-dir DIR] [--json FILE]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_bench import BIN, DATA, start, load  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--qps", type=float, default=7500)
+    ap.add_argument("--rows-per-s", type=float, default=1e6)
+    ap.add_argument("--batch", type=int, default=50000)
+    ap.add_argument("--seconds", type=float, default=4)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--model-dir")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    model_dir = args.model_dir
+    if not model_dir:
+        model_dir = os.path.join(tempfile.mkdtemp(prefix="push_under_load."), "ckpt")
+        subprocess.run([os.path.join(BIN, "evoscale-trainer"), "--train",
+                        os.path.join(DATA, "train.tsv"), "--epochs", "2", "--batch-size", "256",
+                        "--seed", "1", "--checkpoint-dir", model_dir], check=True,
+                       stdout=subprocess.DEVNULL)
+    server, target = start([os.path.join(BIN, "evoscale-serve"), "--model-dir", model_dir,
+                            "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+    alone, pushed, applied = [], [], []
+    try:
+        for _ in range(args.repeats):
+            alone.append(load(target, args.qps, 1, args.seconds))
+            push = subprocess.Popen([os.path.join(BIN, "serve_load"), "push", "--target", target,
+                                     "--rows-per-s", str(args.rows_per_s), "--batch",
+                                     str(args.batch), "--seconds", str(args.seconds + 0.5)],
+                                    stdout=subprocess.PIPE, text=True)
+            time.sleep(0.25)  # the pushes are under way when the load starts
+            pushed.append(load(target, args.qps, 1, args.seconds))
+            out, _ = push.communicate()
+            applied.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        server.terminate()
+        server.wait()
+
+    def med(runs, key):
+        return statistics.median(r[key] for r in runs)
+
+    result = {"qps": args.qps, "rows_per_s_target": args.rows_per_s, "batch": args.batch,
+              "repeats": args.repeats,
+              "alone_p50_ms": med(alone, "p50_ms"), "alone_p99_ms": med(alone, "p99_ms"),
+              "pushed_p50_ms": med(pushed, "p50_ms"), "pushed_p99_ms": med(pushed, "p99_ms"),
+              "rows_applied_per_s": med(applied, "rows_applied_per_s"),
+              "push_p99_ms": med(applied, "push_p99_ms"),
+              "alone_p99_runs": [round(r["p99_ms"], 3) for r in alone],
+              "pushed_p99_runs": [round(r["p99_ms"], 3) for r in pushed],
+              "errors": sum(r["errors"] + r["unanswered"] for r in alone + pushed) +
+              sum(r["failed"] for r in applied)}
+    result["p99_rise"] = result["pushed_p99_ms"] / result["alone_p99_ms"] - 1
+    print(json.dumps(result))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
