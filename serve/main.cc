@@ -3,6 +3,7 @@
 //   {"event":"listening","grpc":"HOST:PORT","http":"HOST:PORT","model_dir":...,"step":...}
 // SIGINT/SIGTERM stop it ({"event":"stopped"}). Exit codes: 0 stopped, 1 failed to start
 // (the model refused or a port taken), 2 bad flags.
+// `evoscale-serve rollback ...` rolls replicas back to an earlier checkpoint (serve/rollback.h).
 #include <malloc.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -15,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
@@ -25,6 +27,7 @@
 #include "serve/model_sync_service.h"
 #include "serve/predict_server.h"
 #include "serve/prediction_service.h"
+#include "serve/rollback.h"
 #include "serve/serve_metrics.h"
 #include "serve/telemetry_reporter.h"
 #include "service/common/http_listener.h"
@@ -134,6 +137,16 @@ evoscale::service::HttpResponse Http(evoscale::serve::ServeMetrics& metrics,
   return r;
 }
 
+// SIGINT and SIGTERM blocked in every thread (main waits for them with sigwait).
+sigset_t BlockStopSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
+
 // glibc raises its mmap threshold to the size of the largest block freed, so after the first
 // dense swap each new MLP would come from the heap and the replaced one stay there, free but
 // resident: a second MLP for good. A fixed threshold keeps blocks of 512 KiB and more (the
@@ -151,13 +164,12 @@ void TuneProcess() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string_view(argv[1]) == "rollback") {
+    return evoscale::serve::RollbackMain(argc - 1, argv + 1, std::cout, std::cerr);
+  }
   Flags flags;
   if (const int code = ParseFlags(argc, argv, flags); code >= 0) return code;
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const sigset_t signals = BlockStopSignals();
   TuneProcess();
 
   absl::StatusOr<std::unique_ptr<evoscale::serve::Model>> model =

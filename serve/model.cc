@@ -239,7 +239,50 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir) {
   model->input_ = sizes->front();
   model->sparse_version_ = info.step;
   model->dense_version_ = info.step;
+  model->checkpoint_step_ = info.step;
   return model;
+}
+
+absl::StatusOr<Model::Checkpoints> Model::ListCheckpoints(const std::string& dir) {
+  absl::StatusOr<Chosen> chosen = ChooseCheckpoint(dir);
+  if (!chosen.ok()) return chosen.status();
+  Checkpoints list;
+  list.folders = chosen->layout.folders;
+  std::set<int64_t> common = Steps(list.folders.front());
+  for (size_t i = 1; i < list.folders.size(); ++i) {
+    const std::set<int64_t> steps = Steps(list.folders[i]);
+    std::erase_if(common, [&](int64_t step) { return !steps.contains(step); });
+  }
+  list.steps.assign(common.begin(), common.end());
+  return list;
+}
+
+absl::Status Model::Reload() {
+  absl::StatusOr<std::unique_ptr<Model>> loaded = Load(info_.dir);
+  if (!loaded.ok()) return loaded.status();
+  Model& fresh = **loaded;
+  if (fresh.info_.dim != info_.dim || fresh.info_.mlp_sizes != info_.mlp_sizes) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        info_.dir, " step ", fresh.info_.step, ": embedding dim ", fresh.info_.dim, ", MLP ",
+        absl::StrJoin(fresh.info_.mlp_sizes, ","), " where the served model has dim ", info_.dim,
+        ", MLP ", absl::StrJoin(info_.mlp_sizes, ",")));
+  }
+  absl::MutexLock sync(&sync_mu_);
+  for (int k = 0; k < kShards; ++k) {
+    absl::MutexLock mine(&shards_[k].mu);
+    absl::MutexLock theirs(&fresh.shards_[k].mu);
+    std::swap(shards_[k].table, fresh.shards_[k].table);
+  }
+  mlp_.store(fresh.mlp_.load(std::memory_order_acquire), std::memory_order_release);
+  sources_.clear();
+  info_.step = fresh.info_.step;
+  info_.ranks = fresh.info_.ranks;
+  info_.rows = fresh.info_.rows;
+  info_.memory_bytes = fresh.info_.memory_bytes;
+  checkpoint_step_.store(fresh.info_.step, std::memory_order_release);
+  dense_version_.store(fresh.info_.step, std::memory_order_release);
+  sparse_version_.store(fresh.info_.step, std::memory_order_release);
+  return absl::OkStatus();
 }
 
 size_t Model::rows() const {

@@ -68,6 +68,21 @@ class Model {
   // last layer other than 1, ranks that disagree on dim, MLP or step); NOT_FOUND when dir holds
   // no checkpoint; DATA_LOSS for a truncated or foreign file.
   static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& dir);
+  // The folders Load(dir) reads (dir itself, or a job's rank folders) and the complete
+  // checkpoint steps they all hold, oldest first; the errors of Load for a dir without any.
+  struct Checkpoints {
+    std::vector<std::string> folders;
+    std::vector<int64_t> steps;
+  };
+  static absl::StatusOr<Checkpoints> ListCheckpoints(const std::string& dir);
+
+  // Loads the newest complete checkpoint in the directory this model came from and serves it
+  // in place of this one, whole: rows, MLP, the checkpoint's step as both versions, the
+  // sources' versions forgotten (a rollback, once `evoscale-serve rollback` moved the newer
+  // checkpoints aside). Serialised with pushes; an answer in flight may finish on some shards
+  // of either model, never a row half written. On any error nothing changes: Load's errors, or
+  // FAILED_PRECONDITION naming what differs when the checkpoint's layout is not the one served.
+  absl::Status Reload();
 
   // P(click) of n examples: dense (n, kNumDense) already transformed (trainer::DenseFeature),
   // fids (n, kNumCategorical) as trainer::MakeFid makes them; probabilities (n).
@@ -94,7 +109,11 @@ class Model {
   void ForEachRow(const std::function<void(uint64_t key, const float* embedding)>& fn) const;
   std::shared_ptr<const trainer::Mlp> dense() const { return mlp_.load(std::memory_order_acquire); }
 
+  // As loaded (dir, dim, MLP sizes never change; the rest is as of the start, or the last
+  // Reload where nothing else runs).
   const ModelInfo& info() const { return info_; }
+  // The step of the checkpoint served (the start's, or the last Reload's).
+  int64_t checkpoint_step() const { return checkpoint_step_.load(std::memory_order_acquire); }
   int64_t sparse_version() const { return sparse_version_.load(std::memory_order_acquire); }
   int64_t dense_version() const { return dense_version_.load(std::memory_order_acquire); }
   // Per source, the version last applied.
@@ -129,7 +148,7 @@ class Model {
   Shard shards_[kShards];
   std::atomic<std::shared_ptr<const trainer::Mlp>> mlp_;
   int input_ = 0;
-  std::atomic<int64_t> sparse_version_{0}, dense_version_{0};
+  std::atomic<int64_t> sparse_version_{0}, dense_version_{0}, checkpoint_step_{0};
 
   mutable absl::Mutex mu_;
   mutable std::vector<std::unique_ptr<Scratch>> free_ ABSL_GUARDED_BY(mu_);

@@ -104,11 +104,24 @@ grpc::Status ModelSyncService::GetSyncState(grpc::ServerContext*, const v1::GetS
                                             v1::SyncState* response) {
   response->set_sparse_version(model_->sparse_version());
   response->set_dense_version(model_->dense_version());
-  response->set_checkpoint_step(model_->info().step);
+  response->set_checkpoint_step(model_->checkpoint_step());
   for (const auto& [source, version] : model_->source_versions()) {
     (*response->mutable_source_versions())[source] = version;
   }
   return grpc::Status::OK;
+}
+
+grpc::Status ModelSyncService::Reload(grpc::ServerContext* context, const v1::ReloadRequest*,
+                                      v1::SyncState* response) {
+  const absl::Status status = model_->Reload();
+  metrics_->RecordPush("reload", status.ok() ? "applied" : "invalid");
+  if (!status.ok()) {
+    return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                        std::string(status.message()));
+  }
+  metrics_->SetModel(model_->sparse_version(), model_->dense_version(), model_->rows(),
+                     model_->memory_bytes(), 0, std::chrono::system_clock::now());
+  return GetSyncState(context, nullptr, response);
 }
 
 }  // namespace evoscale::serve

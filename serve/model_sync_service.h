@@ -22,6 +22,8 @@ class ModelSyncService final : public v1::ModelSyncService::Service {
       grpc::ServerReaderWriter<v1::PushResponse, v1::DenseChunk>* stream) override;
   grpc::Status GetSyncState(grpc::ServerContext* context, const v1::GetSyncStateRequest* request,
                             v1::SyncState* response) override;
+  grpc::Status Reload(grpc::ServerContext* context, const v1::ReloadRequest* request,
+                      v1::SyncState* response) override;
 
  private:
   // The push's outcome counted and converted (FAILED_PRECONDITION: stale).

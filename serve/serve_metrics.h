@@ -44,7 +44,7 @@ class ServeMetrics {
   void SetModel(int64_t sparse_version, int64_t dense_version, size_t rows, size_t bytes,
                 size_t applied, std::chrono::system_clock::time_point made);
 
-  // One push: kind "rows" or "dense", result "applied", "stale" or "invalid".
+  // One push: kind "rows", "dense" or "reload", result "applied", "stale" or "invalid".
   void RecordPush(const std::string& kind, const std::string& result);
 
   // Calls per second over the last 10 whole seconds (fewer since the start).

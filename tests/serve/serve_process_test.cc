@@ -42,10 +42,11 @@ struct Ran {
   int exit_code = -1;
 };
 
-Ran RunToEnd(const std::string& binary, const std::vector<std::string>& args) {
+Ran RunToEnd(const std::string& binary, const std::vector<std::string>& args,
+             bool merge_stderr = false) {
   Ran ran;
   absl::StatusOr<std::unique_ptr<EvoscaledProcess>> p =
-      EvoscaledProcess::Spawn(args, /*merge_stderr=*/false, binary);
+      EvoscaledProcess::Spawn(args, merge_stderr, binary);
   EXPECT_TRUE(p.ok()) << p.status();
   if (!p.ok()) return ran;
   std::string last;
@@ -392,6 +393,74 @@ TEST_F(ServeProcessTest, AStreamingTrainerKeepsAReplicaEqualToItsModelAcrossAKil
   int moved = 0;
   for (size_t i = 0; i < got.size(); ++i) moved += got[i] != frozen[i];
   EXPECT_GT(moved, int(got.size()) / 2) << "the online model is not the deployed one";
+}
+
+// Rollback in one command: `evoscale-serve rollback` refuses a step that is not a checkpoint,
+// changing nothing; for one that is, it moves the newer checkpoints aside and the replica then
+// answers exactly as a replica started on that checkpoint; a trainer resumed from the folder
+// continues from the rolled-back step and its pushes reach the replica again.
+TEST_F(ServeProcessTest, RollbackServesAnEarlierCheckpointAndTheResumedTrainerPushesOnFromIt) {
+  TempDir dir;
+  const std::string ckpt = dir.path() + "/ckpt";
+  const std::string serve = BinDir() + "/evoscale-serve";
+  const Ran trained =
+      RunToEnd(BinDir() + "/evoscale-trainer",
+               {"--train", kData + "train.tsv", "--batch-size", "256", "--holdout-fraction", "0",
+                "--checkpoint-every", "10", "--checkpoint-dir", ckpt});
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  const int64_t steps = trained.last["steps"].get<int64_t>();
+  ASSERT_GT(steps, 20);
+  absl::StatusOr<Served> replica = StartServe({"--model-dir", ckpt});
+  ASSERT_TRUE(replica.ok()) << replica.status();
+  const std::string address = replica->grpc;
+  const std::vector<float> newest = Scores(address);
+  ASSERT_EQ(ReplicaVersion(address), steps);
+  auto count = [](const std::string& folder) {
+    return std::distance(fs::directory_iterator(folder), fs::directory_iterator());
+  };
+  const auto checkpoints = count(ckpt);
+
+  const Ran refused =
+      RunToEnd(serve, {"rollback", "--model-dir", ckpt, "--to", "15", "--replicas", address},
+               /*merge_stderr=*/true);
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_NE(refused.output.find("--to 15: " + ckpt + " holds no complete checkpoint of that step"),
+            std::string::npos)
+      << refused.output;
+  EXPECT_EQ(count(ckpt), checkpoints);
+  EXPECT_EQ(ReplicaVersion(address), steps);
+
+  const Ran rolled =
+      RunToEnd(serve, {"rollback", "--model-dir", ckpt, "--to", "20", "--replicas", address});
+  ASSERT_EQ(rolled.exit_code, 0) << rolled.output;
+  EXPECT_EQ(rolled.last["event"], "rolled_back") << rolled.output;
+  EXPECT_EQ(rolled.last["replicas_reloaded"], 1) << rolled.output;
+  EXPECT_EQ(rolled.last["moved"].get<int64_t>(), checkpoints - 2) << rolled.output;  // 10, 20 stay
+  EXPECT_EQ(count(ckpt), 2);
+  EXPECT_EQ(ReplicaVersion(address), 20);
+  absl::StatusOr<Served> reference = StartServe({"--model-dir", ckpt});
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  EXPECT_EQ(reference->listening["step"], 20);
+  const std::vector<float> want = Scores(reference->grpc), got = Scores(address);
+  EXPECT_EQ(got, want);
+  EXPECT_NE(got, newest);
+
+  // The trainer, resumed from the folder, goes on from step 20 to the end of its file again
+  // (a run from step 0 would write checkpoints 10 and 20 on its way), and pushes to the
+  // replica.
+  const Ran resumed =
+      RunToEnd(BinDir() + "/evoscale-trainer",
+               {"--train", kData + "train.tsv", "--batch-size", "256", "--holdout-fraction", "0",
+                "--checkpoint-every", "10", "--resume", "--checkpoint-dir", ckpt, "--serve",
+                address});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  for (const int step : {10, 20}) {
+    EXPECT_EQ(resumed.output.find(absl::StrCat("\"event\":\"checkpoint\",\"step\":", step, ",")),
+              std::string::npos)
+        << resumed.output;
+  }
+  EXPECT_EQ(resumed.last["steps"], steps) << resumed.output;
+  EXPECT_EQ(ReplicaVersion(address), steps);
 }
 
 }  // namespace

@@ -270,6 +270,31 @@ TEST(ServeModelTest, ItsRowsAndMlpAsExportedAnswerAsTheModelDoes) {
   for (int i = 0; i < n; ++i) EXPECT_FLOAT_EQ(got[i], want[i]) << "example " << i;
 }
 
+// Reload (a rollback's last step) serves the folder's newest checkpoint only when it is of the
+// layout served; otherwise it is refused naming what differs, and nothing changes.
+TEST(ServeModelTest, AReloadOfAnotherLayoutIsRefusedAndChangesNothing) {
+  TempDir dir;
+  Train(Synthetic(), dir.path());
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(dir.path());
+  ASSERT_TRUE(model.ok()) << model.status();
+  const int64_t step = (*model)->checkpoint_step();
+  EXPECT_TRUE((*model)->Reload().ok());  // the same checkpoint again
+  EXPECT_EQ((*model)->sparse_version(), step);
+
+  trainer::TrainerConfig other = Synthetic();  // a newer checkpoint, of another MLP
+  other.synthetic_rows = 6000;
+  other.hidden = {8};
+  Train(other, dir.path());
+  const absl::Status status = (*model)->Reload();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_NE(status.message().find("MLP 429,8,1 where the served model has dim 16, MLP 429,32,16,1"),
+            std::string::npos)
+      << status;
+  EXPECT_EQ((*model)->checkpoint_step(), step);
+  EXPECT_EQ((*model)->sparse_version(), step);
+  EXPECT_EQ((*model)->dense()->sizes(), (std::vector<int>{429, 32, 16, 1}));
+}
+
 TEST(ServeModelTest, MissingEmptyAndTruncatedCheckpointsAreClearErrors) {
   TempDir dir;
   absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(dir.path() + "/nowhere");
