@@ -54,6 +54,7 @@ class GrpcModelSink final : public trainer::ModelSink {
     request.set_dim(push.dim);
     request.mutable_keys()->Add(push.keys.begin(), push.keys.end());
     request.mutable_values()->Add(push.values.begin(), push.values.end());
+    request.mutable_erased()->Add(push.erased.begin(), push.erased.end());
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + kDeadline);
     v1::PushResponse response;

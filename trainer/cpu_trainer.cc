@@ -525,8 +525,8 @@ void Training::UpdatePhase(int t, const ExampleBatch& batch, uint32_t now) {
                            [&](size_t k) { return asked.gradient(k); });
     }
     if (evict_now_ && int64_t(now) > config_.expire_after_steps) {
-      shard.evicted +=
-          int64_t(shard.table->EvictOlderThan(uint32_t(now - config_.expire_after_steps)));
+      shard.evicted += int64_t(shard.table->EvictOlderThan(
+          uint32_t(now - config_.expire_after_steps), shard.track_changed ? &shard.erased : nullptr));
     }
   }
 }

@@ -20,6 +20,7 @@ struct RowPush {
   int dim = 0;
   std::vector<uint64_t> keys;
   std::vector<float> values;  // keys x dim
+  std::vector<uint64_t> erased;  // ids evicted: served as missing from now on
 };
 
 struct DensePush {

@@ -463,5 +463,60 @@ TEST_F(ServeProcessTest, RollbackServesAnEarlierCheckpointAndTheResumedTrainerPu
   EXPECT_EQ(ReplicaVersion(address), steps);
 }
 
+// Ids the trainer evicts reach the replica too: a streaming trainer that expires rows after 3
+// steps, pushing to a replica; at the end the replica answers exactly what a replica loaded
+// from the trainer's final checkpoint answers (without the evicted ids, a replica would go on
+// serving their last values).
+TEST_F(ServeProcessTest, EvictedIdsArePushedSoTheReplicaMatchesTheTrainersModel) {
+  TempDir dir;
+  const std::string ckpt = dir.path() + "/ckpt";
+  std::ifstream train(kData + "train.tsv");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(train, line);) lines.push_back(line);
+  {
+    std::ofstream first(dir.path() + "/first.tsv");
+    for (int i = 0; i < 2000; ++i) first << lines[i] << "\n";
+  }
+  const Ran deployed = RunToEnd(BinDir() + "/evoscale-trainer",
+                                {"--train", dir.path() + "/first.tsv", "--batch-size", "256",
+                                 "--holdout-fraction", "0", "--checkpoint-dir", ckpt});
+  ASSERT_EQ(deployed.exit_code, 0) << deployed.output;
+  absl::StatusOr<Served> replica = StartServe({"--model-dir", ckpt});
+  ASSERT_TRUE(replica.ok()) << replica.status();
+  const std::string address = replica->grpc;
+
+  Piped trainer = SpawnPiped({BinDir() + "/evoscale-trainer", "--stream", "--train", "-",
+                              "--resume", "--checkpoint-dir", ckpt, "--batch-size", "256",
+                              "--expire-after-steps", "3", "--evict-every", "1", "--serve",
+                              address, "--push-every", "0.05"});
+  for (size_t i = 2000; i < lines.size(); ++i) std::fprintf(trainer.in, "%s\n", lines[i].c_str());
+  std::fclose(trainer.in);
+  std::string out;
+  char chunk[4096];
+  for (ssize_t n; (n = read(trainer.out, chunk, sizeof chunk)) > 0;) out.append(chunk, size_t(n));
+  close(trainer.out);
+  int status = 0;
+  waitpid(trainer.pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  const nlohmann::json final_line =
+      nlohmann::json::parse(out.substr(out.rfind("{\"event\":\"final\"")), nullptr, false);
+  ASSERT_TRUE(final_line.is_object()) << out;
+  EXPECT_GT(final_line["table"]["evicted"].get<int64_t>(), 1000) << final_line.dump();
+  EXPECT_EQ(final_line["serve"]["replicas_behind"], 0) << final_line.dump();
+
+  absl::StatusOr<Served> reference = StartServe({"--model-dir", ckpt});
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  const std::string metrics = HttpGet(replica->http, "/metrics").body;
+  EXPECT_NE(metrics.find(absl::StrCat("evoscale_serve_rows ",
+                                      reference->listening["rows"].get<int64_t>(), "\n")),
+            std::string::npos)
+      << reference->listening.dump() << " " << final_line["table"].dump();
+  const std::vector<float> want = Scores(reference->grpc), got = Scores(address);
+  ASSERT_EQ(got.size(), want.size());
+  int differ = 0;
+  for (size_t i = 0; i < got.size(); ++i) differ += got[i] != want[i];
+  EXPECT_EQ(differ, 0) << "of " << got.size();
+}
+
 }  // namespace
 }  // namespace evoscale::testing

@@ -46,9 +46,11 @@ struct EmbeddingShard {
   std::vector<uint32_t> found;    // FindRows' rows
   int64_t evicted = 0;
   absl::Status checkpoint_status;
-  // Online training with --serve: the rows updated since the last push (may repeat).
+  // Online training with --serve: the rows updated since the last push (may repeat), and the
+  // ids evicted since then.
   bool track_changed = false;
   std::vector<uint32_t> changed;
+  std::vector<uint64_t> erased;
 };
 
 // The table options of each of a run's `num_shards` shards: rows of config's embedding-dim

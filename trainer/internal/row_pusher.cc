@@ -1,6 +1,7 @@
 #include "trainer/internal/row_pusher.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -61,7 +62,9 @@ void RowPusher::AtStepEnd(int64_t step, std::vector<EmbeddingShard>& shards, con
                           bool last, bool at_once) {
   const auto now = std::chrono::steady_clock::now();
   bool urgent = false;  // rows to send, or a replica to catch up
-  for (const EmbeddingShard& shard : shards) urgent = urgent || !shard.changed.empty();
+  for (const EmbeddingShard& shard : shards) {
+    urgent = urgent || !shard.changed.empty() || !shard.erased.empty();
+  }
   {
     absl::MutexLock lock(&mu_);
     for (const Replica& r : replicas_) urgent = urgent || r.state == Replica::State::kProbed;
@@ -79,9 +82,18 @@ void RowPusher::AtStepEnd(int64_t step, std::vector<EmbeddingShard>& shards, con
     std::sort(shard.changed.begin(), shard.changed.end());
     shard.changed.erase(std::unique(shard.changed.begin(), shard.changed.end()),
                         shard.changed.end());
-    for (uint32_t row : shard.changed) add(row);
+    const EmbeddingTable& table = *shard.table;
+    for (uint32_t row : shard.changed) {
+      // Once ids were evicted, a row changed before may since have been freed: only live ones.
+      if (shard.erased.empty() || table.Find(table.header(row)->key) == row) add(row);
+    }
     shard.changed.clear();
   });
+  for (EmbeddingShard& shard : shards) {
+    job.delta.erased.insert(job.delta.erased.end(), shard.erased.begin(), shard.erased.end());
+    shard.erased.clear();
+  }
+  LogErased(step, job.delta.erased);
   bool any_catch_up = false;
   for (const Replica& r : replicas_) {
     std::optional<RowPush> catch_up;
@@ -92,6 +104,10 @@ void RowPusher::AtStepEnd(int64_t step, std::vector<EmbeddingShard>& shards, con
           if (int64_t(shard.table->header(row)->last_update) > since) add(row);
         });
       });
+      for (const auto& [version, key] : erased_log_) {
+        if (version > since) catch_up->erased.push_back(key);
+      }
+      erased_incomplete_ += since < erased_floor_;
       any_catch_up = true;
     }
     job.catch_up.push_back(std::move(catch_up));
@@ -106,6 +122,17 @@ void RowPusher::AtStepEnd(int64_t step, std::vector<EmbeddingShard>& shards, con
   pending_ = std::move(job);
   last_push_ = now;
   mu_.Unlock();
+}
+
+void RowPusher::LogErased(int64_t version, const std::vector<uint64_t>& erased) {
+  int64_t everyone = std::numeric_limits<int64_t>::max();
+  for (const Replica& r : replicas_) everyone = std::min(everyone, r.acked);
+  while (!erased_log_.empty() && erased_log_.front().first <= everyone) erased_log_.pop_front();
+  for (uint64_t key : erased) erased_log_.emplace_back(version, key);
+  while (erased_log_.size() > kMaxErasedLog) {
+    erased_floor_ = std::max(erased_floor_, erased_log_.front().first);
+    erased_log_.pop_front();
+  }
 }
 
 void RowPusher::Run() {
@@ -147,6 +174,7 @@ void RowPusher::Send(Job& job) {
       if (holds.ok()) {
         r.state = Replica::State::kProbed;
         r.holds = *holds;
+        r.acked = *holds;
       }
       continue;
     }
@@ -156,15 +184,19 @@ void RowPusher::Send(Job& job) {
     const RowPush& rows = catching_up ? *job.catch_up[i] : job.delta;
     // FAILED_PRECONDITION: the replica holds this version or a newer one already (the MLP of
     // this step sent before, a checkpoint at least this new): nothing is missing.
-    if (!rows.keys.empty() || catching_up) status = r.sink->PushRows(rows);
+    if (!rows.keys.empty() || !rows.erased.empty() || catching_up) {
+      status = r.sink->PushRows(rows);
+    }
     if (absl::IsFailedPrecondition(status)) status = absl::OkStatus();
     if (status.ok() && job.dense.has_value()) status = r.sink->PushDense(*job.dense);
     if (absl::IsFailedPrecondition(status)) status = absl::OkStatus();
     absl::MutexLock lock(&mu_);
     if (status.ok()) {
       r.state = Replica::State::kLive;
+      r.acked = std::max(r.acked, job.version);
       ++pushes_;
       rows_ += int64_t(rows.keys.size());
+      ids_erased_ += int64_t(rows.erased.size());
       dense_pushes_ += job.dense.has_value();
       catch_ups_ += catching_up;
     } else {
@@ -220,7 +252,8 @@ nlohmann::ordered_json RowPusher::Details() const {
   for (const Replica& r : replicas_) behind += r.state != Replica::State::kLive;
   return {{"replicas", replicas_.size()}, {"pushes", pushes_},  {"rows_pushed", rows_},
           {"dense_pushes", dense_pushes_},  {"catch_ups", catch_ups_}, {"failures", failures_},
-          {"replicas_behind", behind}};
+          {"replicas_behind", behind}, {"ids_erased", ids_erased_},
+          {"catch_ups_missing_evictions", erased_incomplete_}};
 }
 
 }  // namespace evoscale::trainer::internal

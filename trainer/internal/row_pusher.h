@@ -11,10 +11,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -54,6 +56,7 @@ class RowPusher {
     std::unique_ptr<ModelSink> sink;
     enum class State { kLive, kDown, kProbed } state = State::kProbed;
     int64_t holds = -1;  // kProbed: the version it holds
+    int64_t acked = -1;  // the newest version it is known to hold (-1: not yet known)
   };
   struct Job {
     int64_t version = 0;
@@ -64,6 +67,9 @@ class RowPusher {
   RowPusher(const TrainerConfig& config, bool dense);
   void Run();
   void Send(Job& job);
+  // Logs the ids evicted at `version`, first dropping what every replica holds already.
+  void LogErased(int64_t version, const std::vector<uint64_t>& erased)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WaitSent();  // until no job is pending or being sent
   void Stop();
   bool AllLive() const;
@@ -80,7 +86,15 @@ class RowPusher {
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   int64_t pushes_ ABSL_GUARDED_BY(mu_) = 0, rows_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t failures_ ABSL_GUARDED_BY(mu_) = 0, dense_pushes_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t catch_ups_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t catch_ups_ ABSL_GUARDED_BY(mu_) = 0, ids_erased_ ABSL_GUARDED_BY(mu_) = 0;
+  // The ids evicted at each version, kept until every replica holds that version, so that a
+  // replica catching up is told of the evictions it missed too. At most kMaxErasedLog ids: past
+  // that the oldest go (erased_floor_: the newest version dropped), and a replica catching up
+  // from before it may keep serving ids evicted meanwhile (counted, erased_incomplete_).
+  static constexpr size_t kMaxErasedLog = size_t{1} << 22;
+  std::deque<std::pair<int64_t, uint64_t>> erased_log_ ABSL_GUARDED_BY(mu_);
+  int64_t erased_floor_ ABSL_GUARDED_BY(mu_) = -1;
+  int64_t erased_incomplete_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 
