@@ -80,7 +80,8 @@ class Model {
   // in place of this one, whole: rows, MLP, the checkpoint's step as both versions, the
   // sources' versions forgotten (a rollback, once `evoscale-serve rollback` moved the newer
   // checkpoints aside). Serialised with pushes; an answer in flight may finish on some shards
-  // of either model, never a row half written. On any error nothing changes: Load's errors, or
+  // of either model, never a row half written. Both models are held while the new one loads
+  // (twice the memory, briefly). On any error nothing changes: Load's errors, or
   // FAILED_PRECONDITION naming what differs when the checkpoint's layout is not the one served.
   absl::Status Reload();
 
