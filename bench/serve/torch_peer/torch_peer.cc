@@ -38,7 +38,7 @@ using evoscale::trainer::kNumDense;
 
 // One loaded model: the module and the feature id -> row + 1 map (0: no row).
 struct Loaded {
-  torch::jit::Module module;
+  mutable torch::jit::Module module;  // forward() is not const, yet safe to call concurrently
   absl::flat_hash_map<uint64_t, int64_t> rows;
 };
 
@@ -80,8 +80,7 @@ class Peer {
     std::vector<torch::jit::IValue> inputs = {
         torch::from_blob(rows.data(), {n, kNumCategorical}, torch::kInt64),
         torch::from_blob(dense.data(), {n, kNumDense}, torch::kFloat32)};
-    const at::Tensor p =
-        const_cast<torch::jit::Module&>(model->module).forward(inputs).toTensor().contiguous();
+    const at::Tensor p = model->module.forward(inputs).toTensor().contiguous();
     response->mutable_probabilities()->Add(p.data_ptr<float>(), p.data_ptr<float>() + n);
     response->set_dense_version(version_.load());
     response->set_sparse_version(version_.load());
