@@ -51,8 +51,10 @@ using ::testing::Pair;
 using ::testing::StartsWith;
 using ::testing::UnorderedElementsAre;
 
+// A file of this test's own (ctest runs the tests as processes side by side).
 std::string WriteTempFile(const std::string& name, const std::string& contents) {
-  std::string path = absl::StrCat(::testing::TempDir(), "/", name);
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string path = absl::StrCat(::testing::TempDir(), "/", test->name(), ".", name);
   std::ofstream(path) << contents;
   return path;
 }

@@ -31,8 +31,11 @@ RunResult RunCli(const std::vector<std::string>& args) {
   return {code, out.str(), err.str()};
 }
 
+// A file of this test's own: ctest runs the suite's tests as processes side by side, and a
+// shared name let one truncate a file another was reading.
 std::string WriteFile(const std::string& name, const std::string& contents) {
-  std::string path = absl::StrCat(::testing::TempDir(), "/", name);
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string path = absl::StrCat(::testing::TempDir(), "/", test->name(), ".", name);
   std::ofstream(path) << contents;
   return path;
 }
