@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -17,27 +16,12 @@
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
 #include "serve/model.h"
-#include "trainer/checkpoint.h"
+#include "trainer/internal/checkpoint_layout.h"
 
 namespace evoscale::serve {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The checkpoint folders in `folder` newer than `step`.
-std::vector<fs::path> Newer(const std::string& folder, int64_t step) {
-  std::vector<fs::path> newer;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(folder, ec)) {
-    const std::string name = entry.path().filename().string();
-    int64_t s = 0;
-    if (name.size() == trainer::CheckpointName(0).size() && name.rfind("ckpt-", 0) == 0 &&
-        absl::SimpleAtoi(name.substr(5), &s) && s > step) {
-      newer.push_back(entry.path());
-    }
-  }
-  return newer;
-}
 
 // Moves the checkpoints newer than `to` aside; false (having said why) on the first failure.
 bool MoveNewer(const std::string& dir, const Model::Checkpoints& list, int64_t to,
@@ -47,9 +31,7 @@ bool MoveNewer(const std::string& dir, const Model::Checkpoints& list, int64_t t
                          absl::FormatTime("%Y%m%dT%H%M%SZ", absl::Now(), absl::UTCTimeZone());
   for (const std::string& folder : list.folders) {
     const fs::path relative = fs::path(folder).lexically_normal().lexically_relative(root);
-    std::vector<fs::path> newer = Newer(folder, to);
-    std::sort(newer.begin(), newer.end());
-    for (const fs::path& from : newer) {
+    for (const fs::path& from : trainer::internal::CheckpointFolders(folder, to)) {
       const fs::path target =
           (relative == "." ? aside : aside / relative) / from.filename();
       std::error_code ec;

@@ -37,6 +37,20 @@ def stubs(out):
     return serving_pb2, serving_pb2_grpc
 
 
+def deploy(tmp, rows, batch_size):
+    """criteo-8k's training lines, and a checkpoint folder in tmp of a model trained on the
+    first `rows` of them (what the online benches deploy)."""
+    lines = open(os.path.join(DATA, "train.tsv")).read().splitlines()
+    with open(os.path.join(tmp, "deploy.tsv"), "w") as f:
+        f.write("\n".join(lines[:rows]) + "\n")
+    ckpt = os.path.join(tmp, "ckpt")
+    subprocess.run([os.path.join(BIN, "evoscale-trainer"), "--train",
+                    os.path.join(tmp, "deploy.tsv"), "--holdout-fraction", "0",
+                    "--checkpoint-dir", ckpt, "--batch-size", str(batch_size), "--seed", "1"],
+                   check=True, stdout=subprocess.DEVNULL)
+    return lines, ckpt
+
+
 def auc(scores, labels):
     pairs = sorted(zip(scores, labels))
     pos = sum(labels)
@@ -63,15 +77,8 @@ def main():
     pb, pb_grpc = stubs(tmp)
     import grpc
 
-    lines = open(os.path.join(DATA, "train.tsv")).read().splitlines()
-    with open(os.path.join(tmp, "deploy.tsv"), "w") as f:
-        f.write("\n".join(lines[:args.deploy]) + "\n")
-    ckpt = os.path.join(tmp, "ckpt")
+    lines, ckpt = deploy(tmp, args.deploy, args.chunk)
     trainer_args = ["--batch-size", str(args.chunk), "--seed", "1"]
-    subprocess.run([os.path.join(BIN, "evoscale-trainer"), "--train",
-                    os.path.join(tmp, "deploy.tsv"), "--holdout-fraction", "0",
-                    "--checkpoint-dir", ckpt] + trainer_args, check=True,
-                   stdout=subprocess.DEVNULL)
     shutil.copytree(ckpt, ckpt + "-frozen")
     procs = []
 

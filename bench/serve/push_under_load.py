@@ -20,7 +20,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_bench import BIN, DATA, start, load  # noqa: E402
+from serve_bench import BIN, load, start, train  # noqa: E402
 
 
 def main():
@@ -36,10 +36,7 @@ def main():
     model_dir = args.model_dir
     if not model_dir:
         model_dir = os.path.join(tempfile.mkdtemp(prefix="push_under_load."), "ckpt")
-        subprocess.run([os.path.join(BIN, "evoscale-trainer"), "--train",
-                        os.path.join(DATA, "train.tsv"), "--epochs", "2", "--batch-size", "256",
-                        "--seed", "1", "--checkpoint-dir", model_dir], check=True,
-                       stdout=subprocess.DEVNULL)
+        train(model_dir)
     server, target = start([os.path.join(BIN, "evoscale-serve"), "--model-dir", model_dir,
                             "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
     alone, pushed, applied = [], [], []

@@ -42,6 +42,14 @@ def start(cmd, env=None):
     return p, event["grpc"]
 
 
+def train(model_dir):
+    """The model the serving benches answer with: criteo-8k, 2 epochs, into model_dir."""
+    subprocess.run([os.path.join(BIN, "evoscale-trainer"), "--train",
+                    os.path.join(DATA, "train.tsv"), "--test", os.path.join(DATA, "test.tsv"),
+                    "--epochs", "2", "--batch-size", "256", "--seed", "1",
+                    "--checkpoint-dir", model_dir], check=True, stdout=subprocess.DEVNULL)
+
+
 def load(target, qps, batch, seconds):
     out = subprocess.run([os.path.join(BIN, "serve_load"), "load", "--target", target, "--data",
                           os.path.join(DATA, "test.tsv"), "--qps", str(qps), "--batch",
@@ -112,10 +120,7 @@ def main():
     model_dir = args.model_dir
     if not model_dir:
         model_dir = os.path.join(tmp, "ckpt")
-        subprocess.run([os.path.join(BIN, "evoscale-trainer"), "--train",
-                        os.path.join(DATA, "train.tsv"), "--test", os.path.join(DATA, "test.tsv"),
-                        "--epochs", "2", "--batch-size", "256", "--seed", "1",
-                        "--checkpoint-dir", model_dir], check=True, stdout=subprocess.DEVNULL)
+        train(model_dir)
     servers = {}
     procs = []
     p, addr = start([os.path.join(BIN, "evoscale-serve"), "--model-dir", model_dir, "--grpc",

@@ -26,7 +26,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from online_quality import BIN, DATA, stubs  # noqa: E402
+from online_quality import BIN, deploy, stubs  # noqa: E402
+from serve_bench import start  # noqa: E402
 
 
 def percentile(sorted_values, q):
@@ -46,18 +47,9 @@ def main():
     pb, pb_grpc = stubs(tmp)
     import grpc
 
-    lines = open(os.path.join(DATA, "train.tsv")).read().splitlines()
-    with open(os.path.join(tmp, "deploy.tsv"), "w") as f:
-        f.write("\n".join(lines[:args.deploy]) + "\n")
-    ckpt = os.path.join(tmp, "ckpt")
-    subprocess.run([os.path.join(BIN, "evoscale-trainer"), "--train",
-                    os.path.join(tmp, "deploy.tsv"), "--holdout-fraction", "0", "--batch-size",
-                    "256", "--seed", "1", "--checkpoint-dir", ckpt], check=True,
-                   stdout=subprocess.DEVNULL)
-    replica = subprocess.Popen([os.path.join(BIN, "evoscale-serve"), "--model-dir", ckpt,
-                                "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"],
-                               stdout=subprocess.PIPE, text=True)
-    address = json.loads(replica.stdout.readline())["grpc"]
+    lines, ckpt = deploy(tmp, args.deploy, 256)
+    replica, address = start([os.path.join(BIN, "evoscale-serve"), "--model-dir", ckpt,
+                              "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
     trainer = subprocess.Popen([os.path.join(BIN, "evoscale-trainer"), "--stream", "--train", "-",
                                 "--resume", "--checkpoint-dir", ckpt, "--batch-size", "256",
                                 "--seed", "1", "--serve", address, "--push-every",
@@ -99,10 +91,10 @@ def main():
     for t in threads:
         t.start()
     rest = lines[args.deploy:]
-    start = time.monotonic()
+    began = time.monotonic()
     sent, chunk = 0, max(64, int(args.rows_per_s / 200))
-    while time.monotonic() - start < args.seconds:
-        due = start + sent / args.rows_per_s
+    while time.monotonic() - began < args.seconds:
+        due = began + sent / args.rows_per_s
         delay = due - time.monotonic()
         if delay > 0:
             time.sleep(delay)

@@ -310,6 +310,45 @@ Piped SpawnPiped(const std::vector<std::string>& args) {
   return p;
 }
 
+// Online training's start: criteo-8k's training lines, the first 2,000 trained into `ckpt`
+// (what a replica is deployed from); empty, after a failure, when that training failed.
+std::vector<std::string> DeployFirstRows(const std::string& dir, const std::string& ckpt) {
+  std::ifstream train(kData + "train.tsv");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(train, line);) lines.push_back(line);
+  {
+    std::ofstream first(dir + "/first.tsv");
+    for (int i = 0; i < 2000; ++i) first << lines[i] << "\n";
+  }
+  const Ran deployed = RunToEnd(BinDir() + "/evoscale-trainer",
+                                {"--train", dir + "/first.tsv", "--batch-size", "256",
+                                 "--holdout-fraction", "0", "--checkpoint-dir", ckpt});
+  EXPECT_EQ(deployed.exit_code, 0) << deployed.output;
+  return deployed.exit_code == 0 ? lines : std::vector<std::string>{};
+}
+
+// Ends a streaming trainer's input and waits for it: its final line (not an object, after a
+// failure, when it did not exit 0 or printed none); `out`, everything it printed.
+nlohmann::json EndStream(Piped& trainer, std::string* out) {
+  std::fclose(trainer.in);  // the stream ends: the last push, the last checkpoint
+  char chunk[4096];
+  for (ssize_t n; (n = read(trainer.out, chunk, sizeof chunk)) > 0;) out->append(chunk, size_t(n));
+  close(trainer.out);
+  int status = 0;
+  waitpid(trainer.pid, &status, 0);
+  const size_t at = out->rfind("{\"event\":\"final\"");
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0 && at != std::string::npos) << *out;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || at == std::string::npos) return {};
+  return nlohmann::json::parse(out->substr(at), nullptr, false);
+}
+
+// How many of two equally long lists of answers differ.
+int Differing(const std::vector<float>& a, const std::vector<float>& b) {
+  int differ = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) differ += a[i] != b[i];
+  return differ;
+}
+
 int64_t ReplicaVersion(const std::string& address) {
   auto stub = v1::ModelSyncService::NewStub(
       grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
@@ -328,17 +367,8 @@ int64_t ReplicaVersion(const std::string& address) {
 TEST_F(ServeProcessTest, AStreamingTrainerKeepsAReplicaEqualToItsModelAcrossAKill) {
   TempDir dir;
   const std::string ckpt = dir.path() + "/ckpt";
-  std::ifstream train(kData + "train.tsv");
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(train, line);) lines.push_back(line);
-  {
-    std::ofstream first(dir.path() + "/first.tsv");
-    for (int i = 0; i < 2000; ++i) first << lines[i] << "\n";
-  }
-  const Ran deployed = RunToEnd(BinDir() + "/evoscale-trainer",
-                                {"--train", dir.path() + "/first.tsv", "--batch-size", "256",
-                                 "--holdout-fraction", "0", "--checkpoint-dir", ckpt});
-  ASSERT_EQ(deployed.exit_code, 0) << deployed.output;
+  const std::vector<std::string> lines = DeployFirstRows(dir.path(), ckpt);
+  ASSERT_FALSE(lines.empty());
   absl::StatusOr<Served> replica = StartServe({"--model-dir", ckpt});
   ASSERT_TRUE(replica.ok()) << replica.status();
   const std::string address = replica->grpc;
@@ -366,16 +396,8 @@ TEST_F(ServeProcessTest, AStreamingTrainerKeepsAReplicaEqualToItsModelAcrossAKil
   }, absl::Seconds(20), absl::Milliseconds(100)));
   ASSERT_TRUE(back.ok()) << back.status();
   feed(5600, lines.size());
-  std::fclose(trainer.in);  // the stream ends: the last push, the last checkpoint
   std::string out;
-  char chunk[4096];
-  for (ssize_t n; (n = read(trainer.out, chunk, sizeof chunk)) > 0;) out.append(chunk, size_t(n));
-  close(trainer.out);
-  int status = 0;
-  waitpid(trainer.pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
-  const nlohmann::json final_line =
-      nlohmann::json::parse(out.substr(out.rfind("{\"event\":\"final\"")), nullptr, false);
+  const nlohmann::json final_line = EndStream(trainer, &out);
   ASSERT_TRUE(final_line.is_object()) << out;
   EXPECT_GE(final_line["serve"]["catch_ups"].get<int>(), 1) << final_line.dump();
   EXPECT_EQ(final_line["serve"]["replicas_behind"], 0) << final_line.dump();
@@ -387,12 +409,9 @@ TEST_F(ServeProcessTest, AStreamingTrainerKeepsAReplicaEqualToItsModelAcrossAKil
   ASSERT_TRUE(reference.ok()) << reference.status();
   const std::vector<float> want = Scores(reference->grpc), got = Scores(address);
   ASSERT_EQ(got.size(), want.size());
-  int differ = 0;
-  for (size_t i = 0; i < got.size(); ++i) differ += got[i] != want[i];
-  EXPECT_EQ(differ, 0) << "of " << got.size();
-  int moved = 0;
-  for (size_t i = 0; i < got.size(); ++i) moved += got[i] != frozen[i];
-  EXPECT_GT(moved, int(got.size()) / 2) << "the online model is not the deployed one";
+  EXPECT_EQ(Differing(got, want), 0) << "of " << got.size();
+  EXPECT_GT(Differing(got, frozen), int(got.size()) / 2)
+      << "the online model is not the deployed one";
 }
 
 // Rollback in one command: `evoscale-serve rollback` refuses a step that is not a checkpoint,
@@ -470,17 +489,8 @@ TEST_F(ServeProcessTest, RollbackServesAnEarlierCheckpointAndTheResumedTrainerPu
 TEST_F(ServeProcessTest, EvictedIdsArePushedSoTheReplicaMatchesTheTrainersModel) {
   TempDir dir;
   const std::string ckpt = dir.path() + "/ckpt";
-  std::ifstream train(kData + "train.tsv");
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(train, line);) lines.push_back(line);
-  {
-    std::ofstream first(dir.path() + "/first.tsv");
-    for (int i = 0; i < 2000; ++i) first << lines[i] << "\n";
-  }
-  const Ran deployed = RunToEnd(BinDir() + "/evoscale-trainer",
-                                {"--train", dir.path() + "/first.tsv", "--batch-size", "256",
-                                 "--holdout-fraction", "0", "--checkpoint-dir", ckpt});
-  ASSERT_EQ(deployed.exit_code, 0) << deployed.output;
+  const std::vector<std::string> lines = DeployFirstRows(dir.path(), ckpt);
+  ASSERT_FALSE(lines.empty());
   absl::StatusOr<Served> replica = StartServe({"--model-dir", ckpt});
   ASSERT_TRUE(replica.ok()) << replica.status();
   const std::string address = replica->grpc;
@@ -490,16 +500,8 @@ TEST_F(ServeProcessTest, EvictedIdsArePushedSoTheReplicaMatchesTheTrainersModel)
                               "--expire-after-steps", "3", "--evict-every", "1", "--serve",
                               address, "--push-every", "0.05"});
   for (size_t i = 2000; i < lines.size(); ++i) std::fprintf(trainer.in, "%s\n", lines[i].c_str());
-  std::fclose(trainer.in);
   std::string out;
-  char chunk[4096];
-  for (ssize_t n; (n = read(trainer.out, chunk, sizeof chunk)) > 0;) out.append(chunk, size_t(n));
-  close(trainer.out);
-  int status = 0;
-  waitpid(trainer.pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
-  const nlohmann::json final_line =
-      nlohmann::json::parse(out.substr(out.rfind("{\"event\":\"final\"")), nullptr, false);
+  const nlohmann::json final_line = EndStream(trainer, &out);
   ASSERT_TRUE(final_line.is_object()) << out;
   EXPECT_GT(final_line["table"]["evicted"].get<int64_t>(), 1000) << final_line.dump();
   EXPECT_EQ(final_line["serve"]["replicas_behind"], 0) << final_line.dump();
@@ -513,9 +515,7 @@ TEST_F(ServeProcessTest, EvictedIdsArePushedSoTheReplicaMatchesTheTrainersModel)
       << reference->listening.dump() << " " << final_line["table"].dump();
   const std::vector<float> want = Scores(reference->grpc), got = Scores(address);
   ASSERT_EQ(got.size(), want.size());
-  int differ = 0;
-  for (size_t i = 0; i < got.size(); ++i) differ += got[i] != want[i];
-  EXPECT_EQ(differ, 0) << "of " << got.size();
+  EXPECT_EQ(Differing(got, want), 0) << "of " << got.size();
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "trainer/internal/checkpoint_layout.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -15,13 +16,24 @@ std::string RankCheckpointDir(const std::string& dir, int rank, int ranks) {
   return absl::StrCat(dir, "/rank-", rank, "-of-", ranks);
 }
 
-void RemoveCheckpoints(const std::string& dir, std::optional<int64_t> newer_than) {
+std::vector<std::filesystem::path> CheckpointFolders(const std::string& dir,
+                                                     std::optional<int64_t> newer_than) {
   // Names compare as their steps do: CheckpointName pads the step to 12 digits.
   const std::string after = newer_than.has_value() ? CheckpointName(*newer_than) : "";
+  std::vector<std::filesystem::path> folders;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("ckpt-", 0) == 0 && name > after) std::filesystem::remove_all(entry.path(), ec);
+    if (name.rfind("ckpt-", 0) == 0 && name > after) folders.push_back(entry.path());
+  }
+  std::sort(folders.begin(), folders.end());
+  return folders;
+}
+
+void RemoveCheckpoints(const std::string& dir, std::optional<int64_t> newer_than) {
+  std::error_code ec;
+  for (const std::filesystem::path& folder : CheckpointFolders(dir, newer_than)) {
+    std::filesystem::remove_all(folder, ec);
   }
 }
 

@@ -9,6 +9,7 @@
 #define EVOSCALE_TRAINER_INTERNAL_CHECKPOINT_LAYOUT_H_
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,8 +21,13 @@ namespace evoscale::trainer::internal {
 // Rank `rank`'s folder in a job of `ranks` ("" when dir is: no checkpoints).
 std::string RankCheckpointDir(const std::string& dir, int rank, int ranks);
 
-// Removes the checkpoint folders (ckpt-*) in `dir`: all of them, or only those of steps after
-// `newer_than`. Other files and folders stay; what cannot be removed is left.
+// The checkpoint folders (ckpt-*, complete or not) in `dir`: all of them, or only those of
+// steps after `newer_than`; sorted by step.
+std::vector<std::filesystem::path> CheckpointFolders(
+    const std::string& dir, std::optional<int64_t> newer_than = std::nullopt);
+
+// Removes CheckpointFolders(dir, newer_than). Other files and folders stay; what cannot be
+// removed is left.
 void RemoveCheckpoints(const std::string& dir, std::optional<int64_t> newer_than = std::nullopt);
 
 // The folders of another layout in `dir` than a job of `ranks`'s: the rank-Q-of-M folders of
