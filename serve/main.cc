@@ -17,18 +17,24 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "nlohmann/json.hpp"
 #include "serve/model.h"
+#include "serve/embedding_service.h"
 #include "serve/model_sync_service.h"
 #include "serve/predict_server.h"
 #include "serve/prediction_service.h"
 #include "serve/rollback.h"
 #include "serve/serve_metrics.h"
+#include "serve/shard_client.h"
 #include "serve/telemetry_reporter.h"
 #include "service/common/http_listener.h"
 #include "trainer/checkpoint.h"
@@ -68,7 +74,41 @@ struct Flags {
   int threads = 2;
   double report_every = 5;
   double cpu_request = 0;
+  std::string shard;                // "I/N": this replica holds shard I of N of the rows
+  std::vector<std::string> shards;  // a front: the shards' addresses, shard 0 first
+  std::string memory_budget;
+  evoscale::serve::LoadOptions load;
+  double shard_wait = 30;
 };
+
+// "I/N" into options; false when it is not two integers 0 <= I < N.
+bool ParseShard(const std::string& text, evoscale::serve::LoadOptions& options) {
+  const std::vector<std::string> parts = absl::StrSplit(text, '/');
+  return parts.size() == 2 && absl::SimpleAtoi(parts[0], &options.shard) &&
+         absl::SimpleAtoi(parts[1], &options.shards) && options.shards >= 1 &&
+         options.shard >= 0 && options.shard < options.shards;
+}
+
+// Bytes, with an optional K, M, G (powers of 1024, an "i" and "B" allowed: 512MiB, 2G).
+bool ParseBytes(std::string text, size_t& bytes) {
+  static const std::pair<const char*, size_t> kUnits[] = {
+      {"GiB", 1ull << 30}, {"MiB", 1ull << 20}, {"KiB", 1ull << 10}, {"GB", 1ull << 30},
+      {"MB", 1ull << 20},  {"KB", 1ull << 10},  {"G", 1ull << 30},   {"M", 1ull << 20},
+      {"K", 1ull << 10},   {"B", 1}};
+  size_t unit = 1;
+  for (const auto& [suffix, scale] : kUnits) {
+    const std::string_view s(suffix);
+    if (text.size() > s.size() && text.compare(text.size() - s.size(), s.size(), s) == 0) {
+      text.resize(text.size() - s.size());
+      unit = scale;
+      break;
+    }
+  }
+  uint64_t n = 0;
+  if (!absl::SimpleAtoi(text, &n) || n == 0 || n > (uint64_t(1) << 50) / unit) return false;
+  bytes = size_t(n * unit);
+  return true;
+}
 
 // -1: go on; else the exit code (help printed, or bad flags reported).
 int ParseFlags(int argc, char** argv, Flags& f) {
@@ -99,6 +139,21 @@ int ParseFlags(int argc, char** argv, Flags& f) {
                  "the CPU cores this replica is given (its pod's request), sent with each "
                  "report; replica counts take utilisation over it (0: not sent)")
       ->check(CLI::Range(0.0, 4096.0));
+  app.add_option("--shard", f.shard,
+                 "I/N: hold only the rows of id-hash shard I of N (as a job of N ranks shards "
+                 "them) and answer a front's lookups of them, for a table larger than one "
+                 "replica");
+  app.add_option("--shards", f.shards,
+                 "a front: the shard replicas' gRPC addresses, shard 0 first (comma-separated); "
+                 "answers Predict with the MLP, looking its rows up there")
+      ->delimiter(',');
+  app.add_option("--shard-wait", f.shard_wait,
+                 "seconds a front waits for its shards to answer at start")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  app.add_option("--memory-budget", f.memory_budget,
+                 "the most bytes of rows and MLP to hold (e.g. 2GiB): past it the replica "
+                 "refuses to start, naming how far it got (default: no limit)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -106,6 +161,16 @@ int ParseFlags(int argc, char** argv, Flags& f) {
     return 0;
   } catch (const CLI::ParseError& error) {
     return Fail(kBadUsage, std::string(error.what()) + " (see evoscale-serve --help)");
+  }
+  if (!f.shard.empty() && !ParseShard(f.shard, f.load)) {
+    return Fail(kBadUsage, "--shard " + f.shard + ": want I/N with 0 <= I < N, e.g. 0/2");
+  }
+  if (!f.shard.empty() && !f.shards.empty()) {
+    return Fail(kBadUsage, "--shard and --shards: a replica is a shard or a front, not both");
+  }
+  if (!f.memory_budget.empty() && !ParseBytes(f.memory_budget, f.load.memory_budget)) {
+    return Fail(kBadUsage, "--memory-budget " + f.memory_budget +
+                               ": want a positive size in bytes, e.g. 2GiB or 512MiB");
   }
   if (f.evoscaled.empty() != f.workload.empty()) {
     return Fail(kBadUsage, f.evoscaled.empty() ? "--workload needs --evoscaled ADDR"
@@ -161,6 +226,40 @@ void TuneProcess() {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 }
 
+// The model to serve: a whole one, a shard's rows (--shard), or a front's MLP (--shards).
+absl::StatusOr<std::unique_ptr<evoscale::serve::Model>> LoadModel(const Flags& flags) {
+  if (flags.shards.empty()) return evoscale::serve::Model::Load(flags.model_dir, flags.load);
+  return evoscale::serve::Model::LoadFront(
+      flags.model_dir,
+      [&flags](const evoscale::serve::ModelInfo& info)
+          -> absl::StatusOr<std::unique_ptr<evoscale::serve::RowSource>> {
+        return evoscale::serve::ShardClient::Connect(
+            flags.shards, info.dim, std::chrono::milliseconds(int64_t(flags.shard_wait * 1000)));
+      });
+}
+
+// The line printed once serving.
+nlohmann::ordered_json Listening(const Flags& flags, const evoscale::serve::ModelInfo& info,
+                                 int grpc_port, int http_port) {
+  nlohmann::ordered_json listening = {{"event", "listening"},
+                                      {"grpc", WithPort(flags.grpc_address, grpc_port)},
+                                      {"http", WithPort(flags.http_address, http_port)},
+                                      {"model_dir", flags.model_dir},
+                                      {"step", info.step},
+                                      {"ranks", info.ranks},
+                                      {"rows", info.rows},
+                                      {"dim", info.dim},
+                                      {"model_bytes", info.memory_bytes}};
+  if (info.placement.shards > 1) {
+    listening["role"] = "shard";
+    listening["shard"] = absl::StrCat(info.placement.shard, "/", info.placement.shards);
+  } else {
+    listening["role"] = info.placement.front ? "front" : "whole";
+  }
+  if (info.placement.front) listening["shards"] = flags.shards;
+  return listening;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -172,8 +271,7 @@ int main(int argc, char** argv) {
   const sigset_t signals = BlockStopSignals();
   TuneProcess();
 
-  absl::StatusOr<std::unique_ptr<evoscale::serve::Model>> model =
-      evoscale::serve::Model::Load(flags.model_dir);
+  absl::StatusOr<std::unique_ptr<evoscale::serve::Model>> model = LoadModel(flags);
   if (!model.ok()) return Fail(kStartFailed, std::string(model.status().message()));
   const evoscale::serve::ModelInfo& info = (*model)->info();
   evoscale::serve::ServeMetrics metrics;
@@ -182,6 +280,7 @@ int main(int argc, char** argv) {
 
   evoscale::serve::PredictionService service(model->get(), &metrics, flags.max_batch);
   evoscale::serve::ModelSyncService sync(model->get(), &metrics);
+  evoscale::serve::EmbeddingService lookups(model->get(), &metrics);
   // Messages up to 1 GiB: a trainer's catch-up push holds every row changed since a replica's
   // version (about 14 million rows of dim 16), in one versioned message.
   absl::StatusOr<std::unique_ptr<evoscale::serve::PredictServer>> server =
@@ -191,7 +290,7 @@ int main(int argc, char** argv) {
                      evoscale::v1::PredictResponse* response) {
             return service.Handle(request, response);
           },
-          flags.threads, 1 << 30, {&sync});
+          flags.threads, 1 << 30, {&sync, &lookups});
   if (!server.ok()) return Fail(kStartFailed, std::string(server.status().message()));
   const int grpc_port = (*server)->port();
   auto http = evoscale::service::HttpListener::Start(
@@ -221,15 +320,7 @@ int main(int argc, char** argv) {
     reporter = std::make_unique<evoscale::serve::TelemetryReporter>(options, &metrics);
   }
 
-  nlohmann::ordered_json listening = {{"event", "listening"},
-                                      {"grpc", WithPort(flags.grpc_address, grpc_port)},
-                                      {"http", WithPort(flags.http_address, (*http)->port())},
-                                      {"model_dir", flags.model_dir},
-                                      {"step", info.step},
-                                      {"ranks", info.ranks},
-                                      {"rows", info.rows},
-                                      {"dim", info.dim},
-                                      {"model_bytes", info.memory_bytes}};
+  const nlohmann::ordered_json listening = Listening(flags, info, grpc_port, (*http)->port());
   std::cout << listening.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
             << std::endl;
 

@@ -156,21 +156,35 @@ absl::StatusOr<std::vector<int>> CheckLayout(const Chosen& chosen) {
 }
 
 // Every rank's rows of every shard, along each chain, into the serving tables (embeddings
-// only), each row into tables[shard_of(key)].
-template <typename ShardOf>
+// only), each row that keep(key) into tables[shard_of(key)]; RESOURCE_EXHAUSTED naming
+// --memory-budget once `base` bytes and the tables' pass `budget` (0: none).
+template <typename Keep, typename ShardOf>
 absl::Status LoadRows(const Chosen& chosen, std::vector<trainer::EmbeddingTable*> tables,
-                      ShardOf shard_of) {
+                      uint32_t replicas, Keep keep, ShardOf shard_of, size_t base,
+                      size_t budget) {
+  const auto held = [&] {
+    size_t bytes = base;
+    for (const trainer::EmbeddingTable* t : tables) bytes += t->memory_bytes();
+    return bytes;
+  };
+  size_t loaded = 0;
+  bool over = false;
   trainer::ShardRowsVisitor visit;
-  visit.erased = [&](uint64_t key) { tables[shard_of(key)]->Erase(key); };
+  visit.erased = [&](uint64_t key) {
+    if (keep(key)) tables[shard_of(key)]->Erase(key);
+  };
   visit.rows_start = [&](uint64_t rows) {
     for (trainer::EmbeddingTable* t : tables) {
-      absl::Status st = t->Reserve(t->size() + rows / tables.size() + 64);
+      // This replica's share of them (rows of each id-hash part come in about evenly).
+      absl::Status st = t->Reserve(t->size() + rows / (tables.size() * replicas) + 64);
       if (!st.ok()) return st;
     }
     return absl::OkStatus();
   };
   // The row's first dim values are its embedding (its optimizer state follows, unread).
   visit.row = [&](uint64_t key, uint32_t last_update, const float* values) {
+    if (!keep(key)) return true;  // another replica's
+    if (budget > 0 && ++loaded % 65536 == 0 && held() > budget) return !(over = true);
     return tables[shard_of(key)]->Restore(key, last_update, values) !=
            trainer::EmbeddingTable::kNoRow;
   };
@@ -178,8 +192,16 @@ absl::Status LoadRows(const Chosen& chosen, std::vector<trainer::EmbeddingTable*
     for (int s = 0; s < chosen.manifests[r].shards; ++s) {
       absl::Status status =
           trainer::ReadShardCheckpoint(chosen.layout.folders[r], chosen.manifests[r], s, visit);
+      if (!status.ok() && over) break;
       if (!status.ok()) return status;
     }
+    if (over) break;
+  }
+  if (over || (budget > 0 && held() > budget)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "--memory-budget ", budget, ": passed after ", loaded, " rows (", held(),
+        " bytes held); serve the table in more shards (--shard I/N on N replicas, a front "
+        "with --shards) or give a larger budget"));
   }
   return absl::OkStatus();
 }
@@ -193,9 +215,31 @@ bool AllFinite(const float* v, size_t n) {
 
 }  // namespace
 
-uint32_t Model::ShardOf(uint64_t key) { return trainer::ShardOfFid(key, kShards); }
+uint32_t Model::ShardOf(uint64_t key) const {
+  return trainer::ShardOfFid(key, lock_spread_) % kShards;
+}
 
-absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir) {
+absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
+                                                   const LoadOptions& options) {
+  return LoadImpl(dir, options, /*front=*/false);
+}
+
+absl::StatusOr<std::unique_ptr<Model>> Model::LoadFront(const std::string& dir,
+                                                        const RowSourceFactory& rows) {
+  absl::StatusOr<std::unique_ptr<Model>> model = LoadImpl(dir, LoadOptions(), /*front=*/true);
+  if (!model.ok()) return model.status();
+  absl::StatusOr<std::unique_ptr<RowSource>> source = rows((*model)->info_);
+  if (!source.ok()) return source.status();
+  (*model)->remote_ = *std::move(source);
+  return model;
+}
+
+absl::StatusOr<std::unique_ptr<Model>> Model::LoadImpl(const std::string& dir,
+                                                       const LoadOptions& options, bool front) {
+  if (options.shards < 1 || options.shard < 0 || options.shard >= options.shards) {
+    return absl::InvalidArgumentError(absl::StrCat("--shard ", options.shard, "/", options.shards,
+                                                   ": want I/N with 0 <= I < N"));
+  }
   absl::StatusOr<Chosen> chosen = ChooseCheckpoint(dir);
   if (!chosen.ok()) return chosen.status();
   absl::StatusOr<std::vector<int>> sizes = CheckLayout(*chosen);
@@ -203,6 +247,8 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir) {
   const CheckpointManifest& first = chosen->manifests.front();
 
   std::unique_ptr<Model> model(new Model());
+  model->options_ = options;
+  model->lock_spread_ = uint32_t(kShards) * uint32_t(options.shards);
   absl::StatusOr<std::unique_ptr<trainer::Mlp>> mlp = trainer::Mlp::CreateForInference(*sizes);
   if (!mlp.ok()) return Refuse(NameOf(*chosen, 0), std::string(mlp.status().message()));
   absl::Status status =
@@ -210,22 +256,32 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir) {
   if (!status.ok()) return status;
   model->mlp_.store(std::shared_ptr<const trainer::Mlp>(*std::move(mlp)));
 
-  trainer::EmbeddingTableOptions options;
-  options.dim = first.dim;
-  options.state_floats = 0;
-  options.max_rows = (size_t{1} << 28) / kShards;  // address space, committed as rows arrive
+  trainer::EmbeddingTableOptions table_options;
+  table_options.dim = first.dim;
+  table_options.state_floats = 0;
+  table_options.max_rows = (size_t{1} << 28) / kShards;  // address space, committed as rows come
   std::vector<trainer::EmbeddingTable*> tables;
   for (Shard& shard : model->shards_) {
     absl::StatusOr<std::unique_ptr<trainer::EmbeddingTable>> table =
-        trainer::EmbeddingTable::Create(options);
+        trainer::EmbeddingTable::Create(table_options);
     if (!table.ok()) return table.status();
     absl::MutexLock lock(&shard.mu);
     shard.table = *std::move(table);
     tables.push_back(shard.table.get());
   }
   // Nothing else sees the model yet: the tables are filled without their locks.
-  status = LoadRows(*chosen, tables, [](uint64_t key) { return ShardOf(key); });
-  if (!status.ok()) return status;
+  if (!front) {
+    const Model* m = model.get();
+    const uint32_t shards = uint32_t(options.shards), mine = uint32_t(options.shard);
+    status = LoadRows(
+        *chosen, tables, shards,
+        [shards, mine](uint64_t key) {
+          return shards == 1 || trainer::ShardOfFid(key, shards) == mine;
+        },
+        [m](uint64_t key) { return m->ShardOf(key); }, model->mlp_.load()->memory_bytes(),
+        options.memory_budget);
+    if (!status.ok()) return status;
+  }
 
   ModelInfo& info = model->info_;
   info.dir = dir;
@@ -236,6 +292,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir) {
   info.optimizer = first.optimizer;
   info.rows = model->rows();
   info.memory_bytes = model->memory_bytes();
+  info.placement = {options.shard, options.shards, front};
   model->input_ = sizes->front();
   model->sparse_version_ = info.step;
   model->dense_version_ = info.step;
@@ -258,7 +315,7 @@ absl::StatusOr<Model::Checkpoints> Model::ListCheckpoints(const std::string& dir
 }
 
 absl::Status Model::Reload() {
-  absl::StatusOr<std::unique_ptr<Model>> loaded = Load(info_.dir);
+  absl::StatusOr<std::unique_ptr<Model>> loaded = LoadImpl(info_.dir, options_, info_.placement.front);
   if (!loaded.ok()) return loaded.status();
   Model& fresh = **loaded;
   if (fresh.info_.dim != info_.dim || fresh.info_.mlp_sizes != info_.mlp_sizes) {
@@ -332,43 +389,96 @@ void Model::Release(std::unique_ptr<Scratch> scratch) const {
   free_.push_back(std::move(scratch));
 }
 
-void Model::Gather(const uint64_t* fids, int m, Scratch& s) const {
-  const int dim = info_.dim;
-  const size_t row_bytes = sizeof(float) * size_t(dim);
-  const size_t n = size_t(m) * kNumCategorical;
+template <typename Dst>
+void Model::GatherRows(const uint64_t* keys, size_t n, Scratch& s, Dst dst) const {
+  const size_t row_bytes = sizeof(float) * size_t(info_.dim);
   // The positions grouped by shard (a counting sort), so each shard is locked once.
   uint32_t count[kShards + 1] = {};
-  for (size_t p = 0; p < n; ++p) ++count[ShardOf(fids[p]) + 1];
+  for (size_t p = 0; p < n; ++p) ++count[ShardOf(keys[p]) + 1];
   for (int k = 0; k < kShards; ++k) count[k + 1] += count[k];
   std::copy(count, count + kShards + 1, s.start.begin());
-  for (size_t p = 0; p < n; ++p) s.order[count[ShardOf(fids[p])]++] = uint32_t(p);
+  for (size_t p = 0; p < n; ++p) s.order[count[ShardOf(keys[p])]++] = uint32_t(p);
   for (int k = 0; k < kShards; ++k) {
     const uint32_t b = s.start[k], e = s.start[k + 1];
     if (b == e) continue;
-    for (uint32_t j = b; j < e; ++j) s.keys[j] = fids[s.order[j]];
+    for (uint32_t j = b; j < e; ++j) s.keys[j] = keys[s.order[j]];
     const Shard& shard = shards_[k];
     absl::ReaderMutexLock lock(&shard.mu);
     const trainer::EmbeddingTable& table = *shard.table;
     table.FindBatch(&s.keys[b], e - b, &s.rows[b]);
     for (uint32_t j = b; j < e; ++j) {
-      // The trainer's input row: the 26 embeddings in slot order, then the 13 dense features.
-      const uint32_t p = s.order[j];
-      float* dst = s.x.data() + size_t(p / kNumCategorical) * input_ + (p % kNumCategorical) * dim;
+      float* to = dst(s.order[j]);
       if (s.rows[j] == trainer::EmbeddingTable::kNoRow) {
-        std::memset(dst, 0, row_bytes);
+        std::memset(to, 0, row_bytes);
       } else {
-        std::memcpy(dst, table.embedding(s.rows[j]), row_bytes);
+        std::memcpy(to, table.embedding(s.rows[j]), row_bytes);
       }
     }
   }
 }
 
-void Model::PredictLogits(const float* dense, const uint64_t* fids, int n, float* logits) const {
+absl::Status Model::Gather(const uint64_t* fids, int m, Scratch& s) const {
+  const int dim = info_.dim;
+  // The trainer's input row: the 26 embeddings in slot order, then the 13 dense features.
+  const auto slot = [&](uint32_t p) {
+    return s.x.data() + size_t(p / kNumCategorical) * input_ + (p % kNumCategorical) * dim;
+  };
+  const size_t n = size_t(m) * kNumCategorical;
+  if (remote_ == nullptr) {
+    GatherRows(fids, n, s, slot);
+    return absl::OkStatus();
+  }
+  s.looked.resize(n * size_t(dim));
+  absl::StatusOr<int64_t> version = remote_->Lookup(fids, n, s.looked.data());
+  if (!version.ok()) return version.status();
+  for (size_t p = 0; p < n; ++p) {
+    std::memcpy(slot(uint32_t(p)), s.looked.data() + p * dim, sizeof(float) * size_t(dim));
+  }
+  // The shards' oldest version, as this answer saw them (answers may finish out of order).
+  int64_t seen = sparse_version_.load(std::memory_order_relaxed);
+  while (*version > seen && !sparse_version_.compare_exchange_weak(seen, *version)) {
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Model::Lookup(const uint64_t* keys, size_t n, float* out) const {
+  const uint32_t shards = uint32_t(info_.placement.shards);
+  const uint32_t mine = uint32_t(info_.placement.shard);
+  for (size_t i = 0; shards > 1 && i < n; ++i) {
+    if (trainer::ShardOfFid(keys[i], shards) != mine) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "keys[", i, "]: id ", keys[i], " is in shard ", trainer::ShardOfFid(keys[i], shards),
+          " of ", shards, "; this replica holds shard ", mine));
+    }
+  }
+  if (info_.placement.front) {
+    return absl::FailedPreconditionError("this replica is a front: it holds no rows");
+  }
+  std::unique_ptr<Scratch> s = Acquire();
+  const size_t most = size_t(kChunk) * kNumCategorical, dim = size_t(info_.dim);
+  for (size_t i0 = 0; i0 < n; i0 += most) {
+    float* base = out + i0 * dim;
+    GatherRows(keys + i0, std::min(most, n - i0), *s,
+               [base, dim](uint32_t p) { return base + p * dim; });
+  }
+  Release(std::move(s));
+  return absl::OkStatus();
+}
+
+absl::Status Model::PredictLogits(const float* dense, const uint64_t* fids, int n,
+                                  float* logits) const {
+  if (info_.placement.shards > 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this replica holds shard ", info_.placement.shard, " of ", info_.placement.shards,
+        " of the rows: ask a front (evoscale-serve --shards ADDR,...)"));
+  }
   std::unique_ptr<Scratch> s = Acquire();
   const std::shared_ptr<const trainer::Mlp> mlp = mlp_.load(std::memory_order_acquire);
-  for (int i0 = 0; i0 < n; i0 += kChunk) {
+  absl::Status status;
+  for (int i0 = 0; i0 < n && status.ok(); i0 += kChunk) {
     const int m = std::min(kChunk, n - i0);
-    Gather(fids + size_t(i0) * kNumCategorical, m, *s);
+    status = Gather(fids + size_t(i0) * kNumCategorical, m, *s);
+    if (!status.ok()) break;
     for (int i = 0; i < m; ++i) {
       std::memcpy(s->x.data() + size_t(i) * input_ + kNumCategorical * info_.dim,
                   dense + size_t(i0 + i) * kNumDense, sizeof(float) * kNumDense);
@@ -376,6 +486,7 @@ void Model::PredictLogits(const float* dense, const uint64_t* fids, int n, float
     mlp->Forward(s->ws, s->x.data(), m, logits + i0);
   }
   Release(std::move(s));
+  return status;
 }
 
 void Model::ForEachRow(const std::function<void(uint64_t key, const float* embedding)>& fn) const {
@@ -386,9 +497,12 @@ void Model::ForEachRow(const std::function<void(uint64_t key, const float* embed
   }
 }
 
-void Model::Predict(const float* dense, const uint64_t* fids, int n, float* probabilities) const {
-  PredictLogits(dense, fids, n, probabilities);
+absl::Status Model::Predict(const float* dense, const uint64_t* fids, int n,
+                            float* probabilities) const {
+  absl::Status status = PredictLogits(dense, fids, n, probabilities);
+  if (!status.ok()) return status;
   for (int i = 0; i < n; ++i) probabilities[i] = 1.0f / (1.0f + std::exp(-probabilities[i]));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<size_t> Model::ApplyRows(const RowUpdate& u) {
@@ -407,6 +521,24 @@ absl::StatusOr<size_t> Model::ApplyRows(const RowUpdate& u) {
       return absl::InvalidArgumentError(
           absl::StrCat("values: row ", i, " (key ", u.keys[i], ") is not finite"));
     }
+  }
+  const uint32_t shards = uint32_t(info_.placement.shards);
+  const uint32_t mine = uint32_t(info_.placement.shard);
+  const auto foreign = [&](const char* field, const uint64_t* ids, size_t n) -> absl::Status {
+    for (size_t i = 0; shards > 1 && i < n; ++i) {
+      if (trainer::ShardOfFid(ids[i], shards) != mine) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, "[", i, "]: id ", ids[i], " is in shard ", trainer::ShardOfFid(ids[i], shards),
+            " of ", shards, "; this replica holds shard ", mine));
+      }
+    }
+    return absl::OkStatus();
+  };
+  if (absl::Status st = foreign("keys", u.keys, u.rows); !st.ok()) return st;
+  if (absl::Status st = foreign("erased", u.erased, u.erased_count); !st.ok()) return st;
+  if (info_.placement.front) {
+    return absl::FailedPreconditionError(
+        "this replica is a front: its rows are on its shards (push them there)");
   }
   absl::MutexLock sync(&sync_mu_);
   const auto it = sources_.find(u.source);

@@ -13,6 +13,11 @@
 // at a time, briefly, and an answer waits at most for one shard's part of one push; the MLP is
 // swapped as a whole (an answer in flight finishes on the one it started with).
 //
+// A table larger than one replica is served sharded by id hash, as the trainer's ranks shard it:
+// N shard replicas each load only the rows with trainer::ShardOfFid(id, N) == I (Placement) and
+// answer lookups of them; a front loads only the MLP and gathers each call's rows from the
+// shards through a RowSource (serve/shard_client.h, over EmbeddingService.Lookup).
+//
 // Pure C++ (no protobuf, no sockets): the gRPC edge in prediction_service.h converts.
 // Thread-safe: every method may run on any number of threads at once.
 #ifndef EVOSCALE_SERVE_MODEL_H_
@@ -35,6 +40,31 @@
 
 namespace evoscale::serve {
 
+// Which of the model's rows a replica holds.
+struct Placement {
+  int shard = 0;       // this replica's shard of the rows
+  int shards = 1;      // of how many (1: the whole table)
+  bool front = false;  // no rows: each call's looked up through a RowSource
+};
+
+struct LoadOptions {
+  int shard = 0;
+  int shards = 1;
+  // The most bytes of rows and MLP to hold (0: no limit); past it, the load stops with
+  // RESOURCE_EXHAUSTED naming --memory-budget and the rows held, rather than the process
+  // growing until the kernel kills it.
+  size_t memory_budget = 0;
+};
+
+// Where a front's rows are (serve/shard_client.h asks the shards).
+class RowSource {
+ public:
+  virtual ~RowSource() = default;
+  // The embeddings of n keys into out (n x dim floats; zeros for a key without a row). Answers
+  // the oldest sparse version among the shards; UNAVAILABLE naming a shard that did not answer.
+  virtual absl::StatusOr<int64_t> Lookup(const uint64_t* keys, size_t n, float* out) = 0;
+};
+
 struct ModelInfo {
   std::string dir;          // the checkpoint directory given
   int64_t step = 0;         // the checkpoint's training step
@@ -44,6 +74,7 @@ struct ModelInfo {
   std::string optimizer;    // the sparse optimizer it was trained with (not needed to serve)
   size_t rows = 0;          // embedding rows loaded
   size_t memory_bytes = 0;  // table and MLP as held at load
+  Placement placement;
 };
 
 // One push of rows from a trainer (ModelSyncService.PushRows, converted).
@@ -67,7 +98,17 @@ class Model {
   // a checkpoint of another layout than the trainer's (an MLP input other than 26 x dim + 13, a
   // last layer other than 1, ranks that disagree on dim, MLP or step); NOT_FOUND when dir holds
   // no checkpoint; DATA_LOSS for a truncated or foreign file.
-  static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& dir);
+  // With options.shards > 1, only the rows of shard options.shard (INVALID_ARGUMENT for a
+  // shard outside [0, shards)); RESOURCE_EXHAUSTED past options.memory_budget.
+  static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& dir,
+                                                     const LoadOptions& options = {});
+  // A front: the MLP of the newest complete checkpoint in `dir` (checked as Load checks it),
+  // no rows; every call's rows come from the source `rows` makes once it is loaded (its
+  // errors are LoadFront's).
+  using RowSourceFactory =
+      std::function<absl::StatusOr<std::unique_ptr<RowSource>>(const ModelInfo& info)>;
+  static absl::StatusOr<std::unique_ptr<Model>> LoadFront(const std::string& dir,
+                                                          const RowSourceFactory& rows);
   // The folders Load(dir) reads (dir itself, or a job's rank folders) and the complete
   // checkpoint steps they all hold, oldest first; the errors of Load for a dir without any.
   struct Checkpoints {
@@ -86,14 +127,22 @@ class Model {
   absl::Status Reload();
 
   // P(click) of n examples: dense (n, kNumDense) already transformed (trainer::DenseFeature),
-  // fids (n, kNumCategorical) as trainer::MakeFid makes them; probabilities (n).
-  void Predict(const float* dense, const uint64_t* fids, int n, float* probabilities) const;
+  // fids (n, kNumCategorical) as trainer::MakeFid makes them; probabilities (n). Fails only on
+  // a front whose RowSource fails (UNAVAILABLE naming the shard), and on a shard replica
+  // (FAILED_PRECONDITION: it holds a part of the rows; its front answers).
+  absl::Status Predict(const float* dense, const uint64_t* fids, int n,
+                       float* probabilities) const;
   // The same, answering logits (the trainer's evaluation scores).
-  void PredictLogits(const float* dense, const uint64_t* fids, int n, float* logits) const;
+  absl::Status PredictLogits(const float* dense, const uint64_t* fids, int n,
+                             float* logits) const;
+  // A shard's answer to its front: the embeddings of n keys (dim floats each, zeros for a key
+  // without a row) into out; INVALID_ARGUMENT naming the first key of another shard.
+  absl::Status Lookup(const uint64_t* keys, size_t n, float* out) const;
 
   // Applies a push whole, or nothing of it: INVALID_ARGUMENT naming the field (another dim,
-  // values other than rows x dim, a value not finite), FAILED_PRECONDITION for a version not
-  // newer than the source's last (or the checkpoint's step). Answers the rows applied.
+  // values other than rows x dim, a value not finite, a key or erased id of another shard),
+  // FAILED_PRECONDITION for a version not newer than the source's last (or the checkpoint's
+  // step) and on a front (its rows are its shards'). Answers the rows applied.
   absl::StatusOr<size_t> ApplyRows(const RowUpdate& update);
   // A new MLP of the served layout for version `version` (weights only, zero, to fill);
   // FAILED_PRECONDITION for a version not newer than the MLP's, INVALID_ARGUMENT for other
@@ -131,6 +180,7 @@ class Model {
     std::vector<uint64_t> keys;  // a shard's ids
     std::vector<uint32_t> order;  // positions sorted by shard
     std::vector<uint32_t> start;  // (kShards + 1) offsets into order
+    std::vector<float> looked;    // a front's rows, by position
   };
   struct Shard {
     mutable absl::Mutex mu;
@@ -139,17 +189,29 @@ class Model {
   static constexpr int kChunk = 256;  // examples per pass through the MLP
 
   Model() = default;
-  static uint32_t ShardOf(uint64_t key);
+  static absl::StatusOr<std::unique_ptr<Model>> LoadImpl(const std::string& dir,
+                                                         const LoadOptions& options, bool front);
+  // The lock shard of a key this replica holds: spread over all kShards whichever replica
+  // shard the key is in.
+  uint32_t ShardOf(uint64_t key) const;
+  // The embeddings of n <= kChunk x kNumCategorical keys, each to dst(position) (dim floats).
+  template <typename Dst>
+  void GatherRows(const uint64_t* keys, size_t n, Scratch& s, Dst dst) const;
   std::unique_ptr<Scratch> Acquire() const;
   void Release(std::unique_ptr<Scratch> scratch) const;
   // The embeddings of m examples' ids into s.x.
-  void Gather(const uint64_t* fids, int m, Scratch& s) const;
+  absl::Status Gather(const uint64_t* fids, int m, Scratch& s) const;
 
   ModelInfo info_;
+  LoadOptions options_;
+  uint32_t lock_spread_ = kShards;  // kShards x the replica shards
+  std::unique_ptr<RowSource> remote_;  // a front's
   Shard shards_[kShards];
   std::atomic<std::shared_ptr<const trainer::Mlp>> mlp_;
   int input_ = 0;
-  std::atomic<int64_t> sparse_version_{0}, dense_version_{0}, checkpoint_step_{0};
+  // A front's moves with its shards' answers (Gather, const).
+  mutable std::atomic<int64_t> sparse_version_{0};
+  std::atomic<int64_t> dense_version_{0}, checkpoint_step_{0};
 
   mutable absl::Mutex mu_;
   mutable std::vector<std::unique_ptr<Scratch>> free_ ABSL_GUARDED_BY(mu_);

@@ -105,6 +105,13 @@ grpc::Status ModelSyncService::GetSyncState(grpc::ServerContext*, const v1::GetS
   response->set_sparse_version(model_->sparse_version());
   response->set_dense_version(model_->dense_version());
   response->set_checkpoint_step(model_->checkpoint_step());
+  const Placement& where = model_->info().placement;
+  response->set_role(where.front         ? v1::REPLICA_ROLE_FRONT
+                     : where.shards > 1  ? v1::REPLICA_ROLE_SHARD
+                                         : v1::REPLICA_ROLE_WHOLE);
+  response->set_shard_index(where.shard);
+  response->set_shard_count(where.shards);
+  response->set_dim(model_->info().dim);
   for (const auto& [source, version] : model_->source_versions()) {
     (*response->mutable_source_versions())[source] = version;
   }

@@ -19,6 +19,7 @@ const char* CodeName(grpc::StatusCode code) {
     case grpc::StatusCode::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
     case grpc::StatusCode::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
     case grpc::StatusCode::UNAVAILABLE: return "UNAVAILABLE";
+    case grpc::StatusCode::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
     default: return "OTHER";
   }
 }
@@ -74,12 +75,19 @@ grpc::Status PredictionService::Handle(const v1::PredictRequest& request,
   if (!parsed.ok()) {
     status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, std::string(parsed.message()));
   } else {
-    answered = request.examples_size();
-    response->mutable_probabilities()->Resize(answered, 0.0f);
-    model_->Predict(dense.data(), fids.data(), answered,
-                    response->mutable_probabilities()->mutable_data());
-    response->set_sparse_version(model_->sparse_version());
-    response->set_dense_version(model_->dense_version());
+    const int n = request.examples_size();
+    response->mutable_probabilities()->Resize(n, 0.0f);
+    const absl::Status scored = model_->Predict(dense.data(), fids.data(), n,
+                                                response->mutable_probabilities()->mutable_data());
+    if (scored.ok()) {
+      answered = n;
+      response->set_sparse_version(model_->sparse_version());
+      response->set_dense_version(model_->dense_version());
+    } else {
+      response->Clear();
+      status = grpc::Status(static_cast<grpc::StatusCode>(scored.code()),
+                            std::string(scored.message()));
+    }
   }
   metrics_->RecordRequest(
       CodeName(status.error_code()), answered,

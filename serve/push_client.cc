@@ -2,13 +2,20 @@
 // evoscale-trainer --serve pushes through, registered at static initialisation. Linked into
 // evoscale-trainer as an object library (a static library's unreferenced registration would
 // be dropped by the linker).
+//
+// A replica tells what it holds in its SyncState (asked before the first push and after any
+// failure): a shard of a sharded table gets only its rows and erased ids (the trainer's ranks
+// and the replica shards may be of different counts: each push is filtered by
+// trainer::ShardOfFid over the replica shards) and no MLP; a front gets only the MLP.
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "trainer/feature_id.h"
 #include "evoscale/v1/serving.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "trainer/model_sink.h"
@@ -43,18 +50,38 @@ class GrpcModelSink final : public trainer::ModelSink {
     v1::SyncState state;
     const grpc::Status st = stub_->GetSyncState(&ctx, v1::GetSyncStateRequest(), &state);
     if (!st.ok()) return FromGrpc(address_, st);
+    role_ = state.role();
+    shard_ = uint32_t(state.shard_index());
+    shards_ = uint32_t(std::max(1, state.shard_count()));
+    // A front holds no rows: nothing of them is missing there.
+    if (role_ == v1::REPLICA_ROLE_FRONT) return std::numeric_limits<int64_t>::max();
     const auto it = state.source_versions().find(source_);
     return it == state.source_versions().end() ? state.checkpoint_step() : it->second;
   }
 
   absl::Status PushRows(const trainer::RowPush& push) override {
+    if (role_ == v1::REPLICA_ROLE_FRONT) return absl::OkStatus();
     v1::PushRowsRequest request;
     request.set_source(source_);
     request.set_version(push.version);
     request.set_dim(push.dim);
-    request.mutable_keys()->Add(push.keys.begin(), push.keys.end());
-    request.mutable_values()->Add(push.values.begin(), push.values.end());
-    request.mutable_erased()->Add(push.erased.begin(), push.erased.end());
+    if (shards_ <= 1) {
+      request.mutable_keys()->Add(push.keys.begin(), push.keys.end());
+      request.mutable_values()->Add(push.values.begin(), push.values.end());
+      request.mutable_erased()->Add(push.erased.begin(), push.erased.end());
+    } else {
+      // This shard's part only (a version with none of its rows still moves its version).
+      const size_t dim = size_t(push.dim);
+      for (size_t i = 0; i < push.keys.size(); ++i) {
+        if (trainer::ShardOfFid(push.keys[i], shards_) != shard_) continue;
+        request.add_keys(push.keys[i]);
+        request.mutable_values()->Add(push.values.begin() + i * dim,
+                                      push.values.begin() + (i + 1) * dim);
+      }
+      for (uint64_t id : push.erased) {
+        if (trainer::ShardOfFid(id, shards_) == shard_) request.add_erased(id);
+      }
+    }
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + kDeadline);
     v1::PushResponse response;
@@ -63,6 +90,7 @@ class GrpcModelSink final : public trainer::ModelSink {
   }
 
   absl::Status PushDense(const trainer::DensePush& push) override {
+    if (role_ == v1::REPLICA_ROLE_SHARD) return absl::OkStatus();  // its front answers
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + kDeadline);
     auto stream = stub_->PushDense(&ctx);
@@ -89,6 +117,9 @@ class GrpcModelSink final : public trainer::ModelSink {
  private:
   const std::string address_, source_;
   std::unique_ptr<v1::ModelSyncService::Stub> stub_;
+  // As the replica's last SyncState said (AppliedVersion comes before any push).
+  v1::ReplicaRole role_ = v1::REPLICA_ROLE_WHOLE;
+  uint32_t shard_ = 0, shards_ = 1;
 };
 
 const bool kRegistered = trainer::RegisterModelSinkFactory(

@@ -58,8 +58,11 @@ void BM_Predict(benchmark::State& state) {
   int i = 0;
   for (auto _ : state) {
     if (i + batch > f.n) i = 0;
-    f.model->Predict(&f.dense[size_t(i) * evoscale::trainer::kNumDense],
-                     &f.fids[size_t(i) * evoscale::trainer::kNumCategorical], batch, out.data());
+    const absl::Status scored =
+        f.model->Predict(&f.dense[size_t(i) * evoscale::trainer::kNumDense],
+                         &f.fids[size_t(i) * evoscale::trainer::kNumCategorical], batch,
+                         out.data());
+    if (!scored.ok()) state.SkipWithError(std::string(scored.message()).c_str());
     benchmark::DoNotOptimize(out.data());
     i += batch;
   }

@@ -140,15 +140,17 @@ TEST(ServeModelTest, ScoresEqualTheTrainersOwnOnTheCriteoSample) {
   const int n = int(test.labels.size());
   ASSERT_EQ(n, final_line["eval_examples"].get<int>());
   std::vector<float> logits(n);
-  (*model)->PredictLogits(test.dense.data(), test.fids.data(), n, logits.data());
+  ASSERT_TRUE((*model)->PredictLogits(test.dense.data(), test.fids.data(), n, logits.data()).ok());
   EXPECT_NEAR(trainer::ExactAuc(logits, test.labels), final_line["metrics"]["auc"].get<double>(), 1e-4);
   // An example alone scores as it does in a batch; probabilities are the logits' sigmoid.
   for (int i : {0, 7, n - 1}) {
     float one = 0, p = 0;
-    (*model)->PredictLogits(&test.dense[size_t(i) * trainer::kNumDense],
-                            &test.fids[size_t(i) * trainer::kNumCategorical], 1, &one);
-    (*model)->Predict(&test.dense[size_t(i) * trainer::kNumDense],
-                      &test.fids[size_t(i) * trainer::kNumCategorical], 1, &p);
+    ASSERT_TRUE((*model)->PredictLogits(&test.dense[size_t(i) * trainer::kNumDense],
+                                        &test.fids[size_t(i) * trainer::kNumCategorical], 1, &one)
+                    .ok());
+    ASSERT_TRUE((*model)->Predict(&test.dense[size_t(i) * trainer::kNumDense],
+                                  &test.fids[size_t(i) * trainer::kNumCategorical], 1, &p)
+                    .ok());
     EXPECT_NEAR(one, logits[i], 1e-5f) << i;
     EXPECT_NEAR(p, 1.0f / (1.0f + std::exp(-logits[i])), 1e-6f) << i;
   }
@@ -266,7 +268,7 @@ TEST(ServeModelTest, ItsRowsAndMlpAsExportedAnswerAsTheModelDoes) {
   std::vector<float> want(n), got(n);
   trainer::Mlp::Workspace ws = (*mlp)->NewWorkspace(n);
   (*mlp)->Forward(ws, x.data(), n, want.data());
-  (*model)->PredictLogits(dense.data(), fids.data(), n, got.data());
+  ASSERT_TRUE((*model)->PredictLogits(dense.data(), fids.data(), n, got.data()).ok());
   for (int i = 0; i < n; ++i) EXPECT_FLOAT_EQ(got[i], want[i]) << "example " << i;
 }
 
@@ -387,7 +389,7 @@ TEST(ServeServiceTest, ARealServerAnswersWhatTheModelSaysAndRefusesBadRequests) 
   ASSERT_TRUE(stub->Predict(&ctx, request, &response).ok());
   ASSERT_EQ(response.probabilities_size(), 100);
   std::vector<float> want(100);
-  (*model)->Predict(test.dense.data(), test.fids.data(), 100, want.data());
+  ASSERT_TRUE((*model)->Predict(test.dense.data(), test.fids.data(), 100, want.data()).ok());
   for (int i = 0; i < 100; ++i) EXPECT_FLOAT_EQ(response.probabilities(i), want[i]) << i;
   EXPECT_EQ(response.sparse_version(), final_line["steps"].get<int64_t>());
   EXPECT_EQ(response.dense_version(), final_line["steps"].get<int64_t>());
@@ -498,7 +500,7 @@ TEST_F(ServeSyncTest, PushedRowsAnswerAtOnceAndRefusedPushesChangeNothing) {
   u.value_count = size_t(push.values_size());
   ASSERT_TRUE((*reference)->ApplyRows(u).ok());
   float want = 0;
-  (*reference)->Predict(test_.dense.data(), test_.fids.data(), 1, &want);
+  ASSERT_TRUE((*reference)->Predict(test_.dense.data(), test_.fids.data(), 1, &want).ok());
 
   v1::PushResponse pushed;
   ASSERT_TRUE(Push(push, &pushed).ok());
@@ -538,7 +540,7 @@ TEST_F(ServeSyncTest, PushedRowsAnswerAtOnceAndRefusedPushesChangeNothing) {
   std::vector<uint64_t> unseen(trainer::kNumCategorical, 1);  // ids no model has
   for (int f = 0; f < trainer::kNumCategorical; ++f) unseen[f] = trainer::MakeFid(f, 0xfeedbeefULL + f);
   float missing = 0;
-  model_->Predict(test_.dense.data(), unseen.data(), 1, &missing);
+  ASSERT_TRUE(model_->Predict(test_.dense.data(), unseen.data(), 1, &missing).ok());
   EXPECT_FLOAT_EQ(Ask().probabilities(0), missing);
 
   const std::string scrape = metrics_.Scrape();

@@ -1,0 +1,30 @@
+#include "serve/embedding_service.h"
+
+#include <chrono>
+#include <string>
+
+namespace evoscale::serve {
+
+// Counted on /metrics as Predict calls are: one request per call, its keys as its examples.
+grpc::Status EmbeddingService::Lookup(grpc::ServerContext*, const v1::LookupRequest* request,
+                                      v1::LookupResponse* response) {
+  const auto start = std::chrono::steady_clock::now();
+  const size_t n = size_t(request->keys_size());
+  // Read before the rows: an answer is at least as new as the version it names.
+  response->set_sparse_version(model_->sparse_version());
+  response->mutable_values()->Resize(int(n * size_t(model_->info().dim)), 0.0f);
+  const absl::Status status =
+      model_->Lookup(request->keys().data(), n, response->mutable_values()->mutable_data());
+  grpc::Status answer = grpc::Status::OK;
+  if (!status.ok()) {
+    response->Clear();
+    answer = grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                          std::string(status.message()));
+  }
+  metrics_->RecordRequest(
+      absl::StatusCodeToString(status.code()), status.ok() ? int(n) : 0,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return answer;
+}
+
+}  // namespace evoscale::serve
