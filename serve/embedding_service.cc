@@ -6,15 +6,15 @@
 namespace evoscale::serve {
 
 // Counted on /metrics as Predict calls are: one request per call, its keys as its examples.
-grpc::Status EmbeddingService::Lookup(grpc::ServerContext*, const v1::LookupRequest* request,
+grpc::Status EmbeddingService::Handle(const v1::LookupRequest& request,
                                       v1::LookupResponse* response) {
   const auto start = std::chrono::steady_clock::now();
-  const size_t n = size_t(request->keys_size());
+  const size_t n = size_t(request.keys_size());
   // Read before the rows: an answer is at least as new as the version it names.
   response->set_sparse_version(model_->sparse_version());
   response->mutable_values()->Resize(int(n * size_t(model_->info().dim)), 0.0f);
   const absl::Status status =
-      model_->Lookup(request->keys().data(), n, response->mutable_values()->mutable_data());
+      model_->Lookup(request.keys().data(), n, response->mutable_values()->mutable_data());
   grpc::Status answer = grpc::Status::OK;
   if (!status.ok()) {
     response->Clear();

@@ -29,6 +29,7 @@
 #include "nlohmann/json.hpp"
 #include "serve/model.h"
 #include "serve/embedding_service.h"
+#include "serve/front_service.h"
 #include "serve/model_sync_service.h"
 #include "serve/predict_server.h"
 #include "serve/prediction_service.h"
@@ -227,14 +228,61 @@ void TuneProcess() {
 }
 
 // The model to serve: a whole one, a shard's rows (--shard), or a front's MLP (--shards).
-absl::StatusOr<std::unique_ptr<evoscale::serve::Model>> LoadModel(const Flags& flags) {
+// A front's shards are `*shards` (owned by the model).
+absl::StatusOr<std::unique_ptr<evoscale::serve::Model>> LoadModel(
+    const Flags& flags, evoscale::serve::ShardClient** shards) {
   if (flags.shards.empty()) return evoscale::serve::Model::Load(flags.model_dir, flags.load);
   return evoscale::serve::Model::LoadFront(
       flags.model_dir,
-      [&flags](const evoscale::serve::ModelInfo& info)
+      [&flags, shards](const evoscale::serve::ModelInfo& info)
           -> absl::StatusOr<std::unique_ptr<evoscale::serve::RowSource>> {
-        return evoscale::serve::ShardClient::Connect(
-            flags.shards, info.dim, std::chrono::milliseconds(int64_t(flags.shard_wait * 1000)));
+        absl::StatusOr<std::unique_ptr<evoscale::serve::ShardClient>> client =
+            evoscale::serve::ShardClient::Connect(
+                flags.shards, info.dim,
+                std::chrono::milliseconds(int64_t(flags.shard_wait * 1000)));
+        if (client.ok()) *shards = client->get();
+        return client;
+      });
+}
+
+// The gRPC edge over a model: Predict (a front's asynchronous, over its shards), the pushes,
+// and a shard's lookups.
+struct Services {
+  Services(evoscale::serve::Model* model, evoscale::serve::ShardClient* shards,
+           evoscale::serve::ServeMetrics* metrics, int max_batch)
+      : predict(model, metrics, max_batch), sync(model, metrics), lookups(model, metrics) {
+    if (shards != nullptr) {
+      front = std::make_unique<evoscale::serve::FrontService>(model, shards, metrics, max_batch);
+    }
+  }
+  evoscale::serve::PredictionService predict;
+  evoscale::serve::ModelSyncService sync;
+  evoscale::serve::EmbeddingService lookups;
+  std::unique_ptr<evoscale::serve::FrontService> front;
+};
+
+// Messages up to 1 GiB: a trainer's catch-up push holds every row changed since a replica's
+// version (about 14 million rows of dim 16), in one versioned message.
+absl::StatusOr<std::unique_ptr<evoscale::serve::PredictServer>> StartGrpc(const Flags& flags,
+                                                                         Services& s) {
+  using evoscale::serve::PredictServer;
+  if (s.front != nullptr) {
+    return PredictServer::StartAsync(
+        flags.grpc_address,
+        [&s](const evoscale::v1::PredictRequest& request, evoscale::v1::PredictResponse* response,
+             grpc::CompletionQueue* cq, PredictServer::Finish finish) {
+          s.front->Handle(request, response, cq, std::move(finish));
+        },
+        flags.threads, 1 << 30, {&s.sync});
+  }
+  return PredictServer::Start(
+      flags.grpc_address,
+      [&s](const evoscale::v1::PredictRequest& request, evoscale::v1::PredictResponse* response) {
+        return s.predict.Handle(request, response);
+      },
+      flags.threads, 1 << 30, {&s.sync},
+      [&s](const evoscale::v1::LookupRequest& request, evoscale::v1::LookupResponse* response) {
+        return s.lookups.Handle(request, response);
       });
 }
 
@@ -271,26 +319,17 @@ int main(int argc, char** argv) {
   const sigset_t signals = BlockStopSignals();
   TuneProcess();
 
-  absl::StatusOr<std::unique_ptr<evoscale::serve::Model>> model = LoadModel(flags);
+  evoscale::serve::ShardClient* shards = nullptr;
+  absl::StatusOr<std::unique_ptr<evoscale::serve::Model>> model = LoadModel(flags, &shards);
   if (!model.ok()) return Fail(kStartFailed, std::string(model.status().message()));
   const evoscale::serve::ModelInfo& info = (*model)->info();
   evoscale::serve::ServeMetrics metrics;
   metrics.SetModel((*model)->sparse_version(), (*model)->dense_version(), info.rows,
                    info.memory_bytes, info.rows, MadeAt(info));
 
-  evoscale::serve::PredictionService service(model->get(), &metrics, flags.max_batch);
-  evoscale::serve::ModelSyncService sync(model->get(), &metrics);
-  evoscale::serve::EmbeddingService lookups(model->get(), &metrics);
-  // Messages up to 1 GiB: a trainer's catch-up push holds every row changed since a replica's
-  // version (about 14 million rows of dim 16), in one versioned message.
+  Services services(model->get(), shards, &metrics, flags.max_batch);
   absl::StatusOr<std::unique_ptr<evoscale::serve::PredictServer>> server =
-      evoscale::serve::PredictServer::Start(
-          flags.grpc_address,
-          [&service](const evoscale::v1::PredictRequest& request,
-                     evoscale::v1::PredictResponse* response) {
-            return service.Handle(request, response);
-          },
-          flags.threads, 1 << 30, {&sync, &lookups});
+      StartGrpc(flags, services);
   if (!server.ok()) return Fail(kStartFailed, std::string(server.status().message()));
   const int grpc_port = (*server)->port();
   auto http = evoscale::service::HttpListener::Start(

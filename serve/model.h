@@ -135,6 +135,12 @@ class Model {
   // The same, answering logits (the trainer's evaluation scores).
   absl::Status PredictLogits(const float* dense, const uint64_t* fids, int n,
                              float* logits) const;
+  // A front's answer once its rows came back (serve/front_service.h): n examples' dense
+  // features (n, kNumDense) and embeddings (n, kNumCategorical, dim: what RowSource::Lookup
+  // answers for their fids) into probabilities (n); `version` the shards' oldest, which this
+  // front's sparse_version() moves up to.
+  void ScoreRows(const float* dense, const float* rows, int n, int64_t version,
+                 float* probabilities) const;
   // A shard's answer to its front: the embeddings of n keys (dim floats each, zeros for a key
   // without a row) into out; INVALID_ARGUMENT naming the first key of another shard.
   absl::Status Lookup(const uint64_t* keys, size_t n, float* out) const;
@@ -180,7 +186,6 @@ class Model {
     std::vector<uint64_t> keys;  // a shard's ids
     std::vector<uint32_t> order;  // positions sorted by shard
     std::vector<uint32_t> start;  // (kShards + 1) offsets into order
-    std::vector<float> looked;    // a front's rows, by position
   };
   struct Shard {
     mutable absl::Mutex mu;
@@ -200,7 +205,9 @@ class Model {
   std::unique_ptr<Scratch> Acquire() const;
   void Release(std::unique_ptr<Scratch> scratch) const;
   // The embeddings of m examples' ids into s.x.
-  absl::Status Gather(const uint64_t* fids, int m, Scratch& s) const;
+  void Gather(const uint64_t* fids, int m, Scratch& s) const;
+  // The MLP's logits of n examples from their embeddings (as ScoreRows takes them).
+  void LogitsFromRows(const float* dense, const float* rows, int n, float* logits) const;
 
   ModelInfo info_;
   LoadOptions options_;
@@ -209,7 +216,7 @@ class Model {
   Shard shards_[kShards];
   std::atomic<std::shared_ptr<const trainer::Mlp>> mlp_;
   int input_ = 0;
-  // A front's moves with its shards' answers (Gather, const).
+  // A front's moves with its shards' answers (PredictLogits, ScoreRows: const).
   mutable std::atomic<int64_t> sparse_version_{0};
   std::atomic<int64_t> dense_version_{0}, checkpoint_step_{0};
 

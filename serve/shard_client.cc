@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
+#include "serve/cq_tag.h"
 #include "trainer/feature_id.h"
 
 namespace evoscale::serve {
@@ -21,19 +22,10 @@ const char* RoleName(v1::ReplicaRole role) {
   }
 }
 
-// One thread's calls in flight: its completion queue (drained when the thread ends) and, per
-// shard, the keys asked, their positions in the call and the call's state.
-struct Calls {
-  struct One {
-    std::vector<uint32_t> positions;
-    v1::LookupRequest request;
-    v1::LookupResponse response;
-    std::unique_ptr<grpc::ClientContext> context;
-    grpc::Status status;
-  };
+// A thread's own queue for Lookup's waits, drained when the thread ends.
+struct LocalQueue {
   grpc::CompletionQueue cq;
-  std::vector<One> shards;
-  ~Calls() {
+  ~LocalQueue() {
     cq.Shutdown();
     void* tag;
     bool ok;
@@ -44,6 +36,27 @@ struct Calls {
 
 }  // namespace
 
+// One call's lookups: a call per shard asked, each its own tag.
+struct ShardClient::Batch {
+  struct One final : CqTag {
+    Batch* batch = nullptr;
+    uint32_t shard = 0;
+    std::vector<uint32_t> positions;
+    v1::LookupRequest request;
+    v1::LookupResponse response;
+    grpc::ClientContext context;
+    grpc::Status status;
+    void Proceed(bool) override {
+      if (--batch->pending == 0) batch->client->Complete(batch);
+    }
+  };
+  ShardClient* client = nullptr;
+  float* out = nullptr;
+  Done done;
+  int pending = 0;
+  std::vector<std::unique_ptr<One>> calls;  // one per shard, those with no keys unsent
+};
+
 absl::StatusOr<std::unique_ptr<ShardClient>> ShardClient::Connect(
     const std::vector<std::string>& addresses, int dim, std::chrono::milliseconds wait) {
   std::unique_ptr<ShardClient> client(new ShardClient());
@@ -53,6 +66,11 @@ absl::StatusOr<std::unique_ptr<ShardClient>> ShardClient::Connect(
     const std::string& address = addresses[i];
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(1 << 30);
+    // A shard that restarts is answering again within a second or so: reconnect that soon,
+    // not after gRPC's default backoff (up to two minutes), failing calls meanwhile.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     std::shared_ptr<grpc::Channel> channel =
         grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
     grpc::ClientContext ctx;
@@ -89,65 +107,97 @@ absl::StatusOr<std::unique_ptr<ShardClient>> ShardClient::Connect(
   return client;
 }
 
-absl::StatusOr<int64_t> ShardClient::Lookup(const uint64_t* keys, size_t n, float* out) {
-  thread_local Calls calls;
+void ShardClient::LookupAsync(const uint64_t* keys, size_t n, float* out,
+                              grpc::CompletionQueue* cq, Done done) {
   const uint32_t count = uint32_t(shards_.size());
-  calls.shards.resize(count);
-  for (Calls::One& one : calls.shards) {
-    one.positions.clear();
-    one.request.clear_keys();
+  auto* batch = new Batch;
+  batch->client = this;
+  batch->out = out;
+  batch->done = std::move(done);
+  for (uint32_t k = 0; k < count; ++k) {
+    batch->calls.push_back(std::make_unique<Batch::One>());
+    batch->calls.back()->batch = batch;
+    batch->calls.back()->shard = k;
   }
   for (size_t p = 0; p < n; ++p) {
-    Calls::One& one = calls.shards[count == 1 ? 0 : trainer::ShardOfFid(keys[p], count)];
+    Batch::One& one = *batch->calls[count == 1 ? 0 : trainer::ShardOfFid(keys[p], count)];
     one.positions.push_back(uint32_t(p));
     one.request.add_keys(keys[p]);
   }
   const auto deadline = std::chrono::system_clock::now() + kDeadline;
-  int in_flight = 0;
-  for (uint32_t k = 0; k < count; ++k) {
-    Calls::One& one = calls.shards[k];
-    if (one.positions.empty()) continue;
-    one.context = std::make_unique<grpc::ClientContext>();
-    one.context->set_deadline(deadline);
-    one.response.Clear();
-    auto rpc = shards_[k]->stub->AsyncLookup(one.context.get(), one.request, &calls.cq);
-    rpc->Finish(&one.response, &one.status, reinterpret_cast<void*>(uintptr_t(k)));
-    ++in_flight;
+  std::vector<Batch::One*> asked;
+  for (const auto& one : batch->calls) {
+    if (!one->positions.empty()) asked.push_back(one.get());
   }
-  for (; in_flight > 0; --in_flight) {
-    void* tag;
-    bool ok;
-    calls.cq.Next(&tag, &ok);
+  batch->pending = int(asked.size());
+  if (asked.empty()) {
+    Complete(batch);
+    return;
   }
+  // Counted before any is sent: an answer may come before the last is started.
+  for (Batch::One* one : asked) {
+    one->context.set_deadline(deadline);
+    auto rpc = shards_[one->shard]->stub->AsyncLookup(&one->context, one->request, cq);
+    rpc->Finish(&one->response, &one->status, static_cast<CqTag*>(one));
+  }
+}
+
+void ShardClient::Complete(Batch* batch) {
   absl::Status failed;
   const size_t dim = size_t(dim_);
-  for (uint32_t k = 0; k < count && failed.ok(); ++k) {
-    Calls::One& one = calls.shards[k];
-    if (one.positions.empty()) continue;
-    if (!one.status.ok()) {
-      failed = absl::UnavailableError(absl::StrCat("shard ", k, " (", shards_[k]->address,
-                                                   "): ", one.status.error_message()));
-    } else if (size_t(one.response.values_size()) != one.positions.size() * dim) {
-      failed = absl::InternalError(absl::StrCat("shard ", k, " (", shards_[k]->address,
-                                                ") answered ", one.response.values_size(),
-                                                " values for ", one.positions.size(), " keys"));
+  for (const auto& one : batch->calls) {
+    if (one->positions.empty() || !failed.ok()) continue;
+    const Shard& shard = *shards_[one->shard];
+    if (!one->status.ok()) {
+      failed = absl::UnavailableError(absl::StrCat("shard ", one->shard, " (", shard.address,
+                                                   "): ", one->status.error_message()));
+    } else if (size_t(one->response.values_size()) != one->positions.size() * dim) {
+      failed = absl::InternalError(absl::StrCat("shard ", one->shard, " (", shard.address,
+                                                ") answered ", one->response.values_size(),
+                                                " values for ", one->positions.size(), " keys"));
     } else {
-      const float* v = one.response.values().data();
-      for (size_t j = 0; j < one.positions.size(); ++j) {
-        std::memcpy(out + size_t(one.positions[j]) * dim, v + j * dim, sizeof(float) * dim);
+      const float* v = one->response.values().data();
+      for (size_t j = 0; j < one->positions.size(); ++j) {
+        std::memcpy(batch->out + size_t(one->positions[j]) * dim, v + j * dim,
+                    sizeof(float) * dim);
       }
-      int64_t seen = shards_[k]->version.load(std::memory_order_relaxed);
-      while (one.response.sparse_version() > seen &&
-             !shards_[k]->version.compare_exchange_weak(seen, one.response.sparse_version())) {
+      int64_t seen = shard.version.load(std::memory_order_relaxed);
+      while (one->response.sparse_version() > seen &&
+             !shards_[one->shard]->version.compare_exchange_weak(seen,
+                                                                  one->response.sparse_version())) {
       }
     }
   }
-  if (!failed.ok()) return failed;
-  int64_t oldest = std::numeric_limits<int64_t>::max();
-  for (const auto& shard : shards_) {
-    oldest = std::min(oldest, shard->version.load(std::memory_order_relaxed));
+  absl::StatusOr<int64_t> result = int64_t{0};
+  if (failed.ok()) {
+    int64_t oldest = std::numeric_limits<int64_t>::max();
+    for (const auto& shard : shards_) {
+      oldest = std::min(oldest, shard->version.load(std::memory_order_relaxed));
+    }
+    result = oldest;
+  } else {
+    result = failed;
   }
-  return oldest;
+  Done done = std::move(batch->done);
+  delete batch;
+  done(std::move(result));
+}
+
+absl::StatusOr<int64_t> ShardClient::Lookup(const uint64_t* keys, size_t n, float* out) {
+  thread_local LocalQueue queue;
+  absl::StatusOr<int64_t> result;
+  bool finished = false;
+  LookupAsync(keys, n, out, &queue.cq, [&](absl::StatusOr<int64_t> r) {
+    result = std::move(r);
+    finished = true;
+  });
+  while (!finished) {
+    void* tag;
+    bool ok;
+    if (!queue.cq.Next(&tag, &ok)) break;
+    static_cast<CqTag*>(tag)->Proceed(ok);
+  }
+  return result;
 }
 
 }  // namespace evoscale::serve

@@ -1,13 +1,15 @@
 // A front's rows (evoscale-serve --shards ADDR,...; Model::LoadFront): each call's ids grouped
 // by the shard that holds them (trainer::ShardOfFid over the shards, as the shards loaded
-// them), one EmbeddingService.Lookup per shard asked, all in flight at once, awaited on the
-// calling thread's own completion queue (no hand-off to another thread).
+// them), one EmbeddingService.Lookup per shard asked, all in flight at once on a completion
+// queue the caller drains: the front's server threads start them on their own queues and go on
+// answering other calls meanwhile (LookupAsync); Lookup waits for them on a queue of its own.
 #ifndef EVOSCALE_SERVE_SHARD_CLIENT_H_
 #define EVOSCALE_SERVE_SHARD_CLIENT_H_
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +29,14 @@ class ShardClient final : public RowSource {
   static absl::StatusOr<std::unique_ptr<ShardClient>> Connect(
       const std::vector<std::string>& addresses, int dim, std::chrono::milliseconds wait);
 
+  // Starts the lookups of n keys on `cq` (its drainer calls CqTag::Proceed on each tag); `done`
+  // runs on that thread once every shard asked has answered: out (n x dim) filled and the
+  // shards' oldest sparse version, or UNAVAILABLE naming a shard that did not answer. keys and
+  // out must live until then.
+  using Done = std::function<void(absl::StatusOr<int64_t> version)>;
+  void LookupAsync(const uint64_t* keys, size_t n, float* out, grpc::CompletionQueue* cq,
+                   Done done);
+  // The same, waited for.
   absl::StatusOr<int64_t> Lookup(const uint64_t* keys, size_t n, float* out) override;
 
   // Each call's deadline: a shard that does not answer within it fails the call (UNAVAILABLE
@@ -39,7 +49,10 @@ class ShardClient final : public RowSource {
     std::unique_ptr<v1::EmbeddingService::Stub> stub;
     std::atomic<int64_t> version{0};  // the newest its answers named
   };
+  struct Batch;
   ShardClient() = default;
+  // Every answer of `batch` in: out filled, done called, batch deleted.
+  void Complete(Batch* batch);
 
   int dim_ = 0;
   std::vector<std::unique_ptr<Shard>> shards_;

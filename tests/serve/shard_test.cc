@@ -78,7 +78,11 @@ class ShardTest : public ::testing::Test {
       absl::StatusOr<std::unique_ptr<PredictServer>> server = PredictServer::Start(
           "127.0.0.1:0",
           [](const v1::PredictRequest&, v1::PredictResponse*) { return grpc::Status::OK; }, 1,
-          64 << 20, {replica->lookups.get(), replica->sync.get()});
+          64 << 20, {replica->sync.get()},
+          [lookups = replica->lookups.get()](const v1::LookupRequest& request,
+                                             v1::LookupResponse* response) {
+            return lookups->Handle(request, response);
+          });
       ASSERT_TRUE(server.ok()) << server.status();
       replica->server = *std::move(server);
       replica->address = absl::StrCat("127.0.0.1:", replica->server->port());

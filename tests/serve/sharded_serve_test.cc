@@ -53,20 +53,23 @@ TEST_F(ShardedServeTest, AStreamingTrainerKeepsShardsAndTheirFrontEqualToItsMode
   const std::string s1 = shard1->grpc;
   const std::vector<float> frozen = Scores(front->grpc);
 
-  // A shard answers no Predict.
-  {
+  // One example asked of a replica: its answer's status.
+  const auto ask = [&](const std::string& address) {
     auto stub = v1::PredictionService::NewStub(
-        grpc::CreateChannel(shard0->grpc, grpc::InsecureChannelCredentials()));
+        grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
     v1::PredictRequest request;
-    *request.add_examples() = ExampleOf(lines[0]);
+    for (int i = 0; i < 30; ++i) *request.add_examples() = ExampleOf(lines[i]);
     v1::PredictResponse response;
     grpc::ClientContext ctx;
-    const grpc::Status st = stub->Predict(&ctx, request, &response);
-    EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << st.error_message();
-    EXPECT_NE(st.error_message().find("holds shard 0 of 2 of the rows: ask a front"),
-              std::string::npos)
-        << st.error_message();
-  }
+    return stub->Predict(&ctx, request, &response);
+  };
+  // A shard answers no Predict.
+  const grpc::Status on_shard = ask(shard0->grpc);
+  EXPECT_EQ(on_shard.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+      << on_shard.error_message();
+  EXPECT_NE(on_shard.error_message().find("holds shard 0 of 2 of the rows: ask a front"),
+            std::string::npos)
+      << on_shard.error_message();
 
   Piped trainer = SpawnPiped({BinDir() + "/evoscale-trainer", "--stream", "--train", "-",
                               "--resume", "--checkpoint-dir", ckpt, "--batch-size", "256",
@@ -78,7 +81,11 @@ TEST_F(ShardedServeTest, AStreamingTrainerKeepsShardsAndTheirFrontEqualToItsMode
   };
   feed(2000, 4000);
   EXPECT_TRUE(AwaitCondition([&] { return ReplicaVersion(s1) >= 14; })) << ReplicaVersion(s1);
-  shard1->process->Stop(SIGKILL);  // the front answers UNAVAILABLE meanwhile
+  shard1->process->Stop(SIGKILL);
+  const grpc::Status down = ask(front->grpc);  // meanwhile, naming the shard down
+  EXPECT_EQ(down.error_code(), grpc::StatusCode::UNAVAILABLE) << down.error_message();
+  EXPECT_NE(down.error_message().find("shard 1 (" + s1 + ")"), std::string::npos)
+      << down.error_message();
   feed(4000, 5600);
   absl::StatusOr<Served> back = absl::UnavailableError("not started");
   EXPECT_TRUE(AwaitCondition([&] {
@@ -86,6 +93,9 @@ TEST_F(ShardedServeTest, AStreamingTrainerKeepsShardsAndTheirFrontEqualToItsMode
     return back.ok();
   }, absl::Seconds(20), absl::Milliseconds(100)));
   ASSERT_TRUE(back.ok()) << back.status();
+  // The front reconnects to it within about a second.
+  EXPECT_TRUE(AwaitCondition([&] { return ask(front->grpc).ok(); }, absl::Seconds(10),
+                             absl::Milliseconds(50)));
   feed(5600, lines.size());
   std::string out;
   const nlohmann::json final_line = EndStream(trainer, &out);
