@@ -347,6 +347,7 @@ absl::Status Model::Reload() {
   }
   mlp_.store(fresh.mlp_.load(std::memory_order_acquire), std::memory_order_release);
   sources_.clear();
+  partial_.clear();
   info_.step = fresh.info_.step;
   info_.ranks = fresh.info_.ranks;
   info_.rows = fresh.info_.rows;
@@ -538,8 +539,7 @@ absl::Status Model::Predict(const float* dense, const uint64_t* fids, int n,
   return absl::OkStatus();
 }
 
-absl::StatusOr<size_t> Model::ApplyRows(const RowUpdate& u) {
-  // Every check before anything is applied.
+absl::Status Model::CheckRows(const RowUpdate& u) const {
   if (u.dim != info_.dim) {
     return absl::InvalidArgumentError(
         absl::StrCat("dim: ", u.dim, " where the served model's embeddings have ", info_.dim));
@@ -573,6 +573,17 @@ absl::StatusOr<size_t> Model::ApplyRows(const RowUpdate& u) {
     return absl::FailedPreconditionError(
         "this replica is a front: its rows are on its shards (push them there)");
   }
+  if (u.part < 0 || u.part >= std::max(1, u.parts)) {
+    return absl::InvalidArgumentError(absl::StrCat("part: ", u.part, " where the version has ",
+                                                   std::max(1, u.parts), " parts"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> Model::ApplyRows(const RowUpdate& u) {
+  // Every check before anything is applied.
+  if (absl::Status st = CheckRows(u); !st.ok()) return st;
+  const int parts = std::max(1, u.parts);
   absl::MutexLock sync(&sync_mu_);
   const auto it = sources_.find(u.source);
   const int64_t last = it == sources_.end() ? info_.step : it->second;
@@ -580,6 +591,17 @@ absl::StatusOr<size_t> Model::ApplyRows(const RowUpdate& u) {
     return absl::FailedPreconditionError(absl::StrCat(
         "version ", u.version, " of source \"", u.source, "\" is not newer than ",
         it == sources_.end() ? "the checkpoint's step " : "the version applied, ", last));
+  }
+  if (u.part > 0) {
+    const auto open = partial_.find(u.source);
+    if (open == partial_.end() || open->second != std::pair(u.version, u.part)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "part ", u.part, " of version ", u.version, " of source \"", u.source,
+          "\" does not follow ",
+          open == partial_.end()
+              ? std::string("a part of it")
+              : absl::StrCat("part ", open->second.second - 1, " of version ", open->second.first)));
+    }
   }
   // By shard: each shard's part under its writer lock, once.
   std::vector<std::vector<uint32_t>> by_shard(kShards);
@@ -599,6 +621,11 @@ absl::StatusOr<size_t> Model::ApplyRows(const RowUpdate& u) {
                  trainer::EmbeddingTable::kNoRow;
     }
   }
+  if (u.part + 1 < parts) {
+    partial_[u.source] = {u.version, u.part + 1};
+    return applied;
+  }
+  partial_.erase(u.source);
   sources_[u.source] = u.version;
   int64_t oldest = sources_.begin()->second;
   for (const auto& [source, version] : sources_) oldest = std::min(oldest, version);

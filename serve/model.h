@@ -88,6 +88,10 @@ struct RowUpdate {
   size_t value_count = 0;
   const uint64_t* erased = nullptr;
   size_t erased_count = 0;
+  // A version's rows may come in parts, in order (part 0 .. parts - 1, parts 0 or 1: whole):
+  // each applied as it comes, the version moved by the last.
+  int part = 0;
+  int parts = 1;
 };
 
 class Model {
@@ -146,9 +150,12 @@ class Model {
   absl::Status Lookup(const uint64_t* keys, size_t n, float* out) const;
 
   // Applies a push whole, or nothing of it: INVALID_ARGUMENT naming the field (another dim,
-  // values other than rows x dim, a value not finite, a key or erased id of another shard),
-  // FAILED_PRECONDITION for a version not newer than the source's last (or the checkpoint's
-  // step) and on a front (its rows are its shards'). Answers the rows applied.
+  // values other than rows x dim, a value not finite, a key or erased id of another shard, a
+  // part outside [0, parts)), FAILED_PRECONDITION for a version not newer than the source's
+  // last (or the checkpoint's step), a part that does not follow the source's previous one,
+  // and on a front (its rows are its shards'). A version's first part starts it (dropping
+  // what is left of an unfinished one, whose parts applied stay: they are current values);
+  // its last part moves the source's version. Answers the rows applied.
   absl::StatusOr<size_t> ApplyRows(const RowUpdate& update);
   // A new MLP of the served layout for version `version` (weights only, zero, to fill);
   // FAILED_PRECONDITION for a version not newer than the MLP's, INVALID_ARGUMENT for other
@@ -209,6 +216,9 @@ class Model {
   // The MLP's logits of n examples from their embeddings (as ScoreRows takes them).
   void LogitsFromRows(const float* dense, const float* rows, int n, float* logits) const;
 
+  // ApplyRows' checks of a push that need no lock.
+  absl::Status CheckRows(const RowUpdate& u) const;
+
   ModelInfo info_;
   LoadOptions options_;
   uint32_t lock_spread_ = kShards;  // kShards x the replica shards
@@ -224,6 +234,8 @@ class Model {
   mutable std::vector<std::unique_ptr<Scratch>> free_ ABSL_GUARDED_BY(mu_);
   mutable absl::Mutex sync_mu_;  // serialises pushes of rows, and of dense swaps
   std::map<std::string, int64_t> sources_ ABSL_GUARDED_BY(sync_mu_);
+  // Per source, the version whose parts are arriving and the part expected next.
+  std::map<std::string, std::pair<int64_t, int>> partial_ ABSL_GUARDED_BY(sync_mu_);
 };
 
 }  // namespace evoscale::serve

@@ -39,6 +39,8 @@ grpc::Status ModelSyncService::PushRows(grpc::ServerContext*, const v1::PushRows
   u.value_count = size_t(request->values_size());
   u.erased = request->erased().data();
   u.erased_count = size_t(request->erased_size());
+  u.part = request->part();
+  u.parts = request->parts();
   absl::StatusOr<size_t> applied = model_->ApplyRows(u);
   if (applied.ok()) response->set_rows_applied(int64_t(*applied));
   return Done("rows", applied.status(), response);

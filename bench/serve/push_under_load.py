@@ -7,7 +7,8 @@ Trains criteo-8k (or takes --model-dir), starts one evoscale-serve, and for each
 kinds alternate, --repeats rounds. Reports the medians of p50/p99 each way, the p99's rise,
 and the rows/s the replica applied.
 
-usage: push_under_load.py [--qps 7500] [--rows-per-s 1000000] [--batch 50000] [--seconds 4]
+usage: push_under_load.py [--qps 7500] [--rows-per-s 1000000] [--batch 50000] [--part-rows N]
+                          [--seconds 4]
                           [--repeats 5] [--model-dir DIR] [--json FILE]
 """
 import argparse
@@ -28,6 +29,8 @@ def main():
     ap.add_argument("--qps", type=float, default=7500)
     ap.add_argument("--rows-per-s", type=float, default=1e6)
     ap.add_argument("--batch", type=int, default=50000)
+    ap.add_argument("--part-rows", type=int, default=0,
+                    help="send each push in parts of this many rows (the trainer's: 8192)")
     ap.add_argument("--seconds", type=float, default=4)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--model-dir")
@@ -45,7 +48,8 @@ def main():
             alone.append(load(target, args.qps, 1, args.seconds))
             push = subprocess.Popen([os.path.join(BIN, "serve_load"), "push", "--target", target,
                                      "--rows-per-s", str(args.rows_per_s), "--batch",
-                                     str(args.batch), "--seconds", str(args.seconds + 0.5)],
+                                     str(args.batch), "--part-rows", str(args.part_rows),
+                                     "--seconds", str(args.seconds + 0.5)],
                                     stdout=subprocess.PIPE, text=True)
             time.sleep(0.25)  # the pushes are under way when the load starts
             pushed.append(load(target, args.qps, 1, args.seconds))

@@ -198,8 +198,11 @@ int Load(const std::string& target, const std::string& data, double qps, double 
 
 // Pushes rows (ModelSyncService.PushRows) at `rows_per_s` in pushes of `batch` rows for
 // `seconds`: random ids of the 26 slots (a third of them new), one source, versions counting up
-// from the replica's. One JSON line: rows applied per second, push latency.
-int Push(const std::string& target, double rows_per_s, int batch, double seconds, int dim) {
+// from the replica's; with part_rows > 0, each version in parts of that many rows, sent one
+// after another as the trainer's client sends them. One JSON line: rows applied per second,
+// push latency (a version's, from its due time to its last part's answer).
+int Push(const std::string& target, double rows_per_s, int batch, double seconds, int dim,
+         int part_rows) {
   auto stub = evoscale::v1::ModelSyncService::NewStub(
       grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
   evoscale::v1::SyncState state;
@@ -219,11 +222,17 @@ int Push(const std::string& target, double rows_per_s, int batch, double seconds
   // so the generator spends the shared cores sending, not building: it stands in for a trainer
   // that runs on another machine.
   std::mt19937_64 rng(7);
-  std::vector<evoscale::v1::PushRowsRequest> made(16);
-  for (evoscale::v1::PushRowsRequest& request : made) {
-    request.set_source("bench");
-    request.set_dim(dim);
+  const int per_part = part_rows > 0 ? std::min(part_rows, batch) : batch;
+  const int parts = (batch + per_part - 1) / per_part;
+  std::vector<std::vector<evoscale::v1::PushRowsRequest>> made(16);
+  for (std::vector<evoscale::v1::PushRowsRequest>& version : made) {
+    version.resize(size_t(parts));
     for (int r = 0; r < batch; ++r) {
+      evoscale::v1::PushRowsRequest& request = version[size_t(r / per_part)];
+      request.set_source("bench");
+      request.set_dim(dim);
+      request.set_part(r / per_part);
+      request.set_parts(parts);
       const uint64_t slot = rng() % 26, value = rng() % 3 == 0 ? rng() : rng() % 20000;
       request.add_keys((slot << 48) | (value & ((uint64_t{1} << 48) - 1)));
       for (int d = 0; d < dim; ++d) request.add_values(0.001f * float(d));
@@ -238,17 +247,17 @@ int Push(const std::string& target, double rows_per_s, int batch, double seconds
     const Clock::time_point due =
         start + std::chrono::duration_cast<Clock::duration>(interval * double(i));
     if (due > Clock::now()) std::this_thread::sleep_until(due);
-    evoscale::v1::PushRowsRequest& request = made[size_t(i) % made.size()];
-    request.set_version(++version);
-    evoscale::v1::PushResponse response;
-    grpc::ClientContext ctx;
-    const grpc::Status st = stub->PushRows(&ctx, request, &response);
-    latency.push_back(std::chrono::duration<double>(Clock::now() - due).count());
-    if (st.ok()) {
-      applied += response.rows_applied();
-    } else {
-      ++failed;
+    ++version;
+    bool ok = true;
+    for (evoscale::v1::PushRowsRequest& request : made[size_t(i) % made.size()]) {
+      request.set_version(version);
+      evoscale::v1::PushResponse response;
+      grpc::ClientContext ctx;
+      ok = ok && stub->PushRows(&ctx, request, &response).ok();
+      if (ok) applied += response.rows_applied();
     }
+    latency.push_back(std::chrono::duration<double>(Clock::now() - due).count());
+    failed += !ok;
   }
   const double total_s = std::chrono::duration<double>(Clock::now() - start).count();
   std::sort(latency.begin(), latency.end());
@@ -256,6 +265,7 @@ int Push(const std::string& target, double rows_per_s, int batch, double seconds
                                       {"rows_per_s_target", rows_per_s},
                                       {"batch", batch},
                                       {"pushes", pushes},
+                                      {"parts", parts},
                                       {"failed", failed},
                                       {"rows_applied_per_s", double(applied) / total_s},
                                       {"push_p50_ms", 1e3 * Percentile(latency, 0.5)},
@@ -656,13 +666,15 @@ int main(int argc, char** argv) {
   load->add_option("--batch", batch)->check(CLI::Range(1, 100000));
   load->add_option("--channels", channels)->check(CLI::Range(1, 64));
   double rows_per_s = 1e6;
-  int dim = 16;
+  int dim = 16, part_rows = 0;
   CLI::App* push = app.add_subcommand("push", "push rows to a replica on a schedule");
   push->add_option("--target", target)->required();
   push->add_option("--rows-per-s", rows_per_s)->check(CLI::PositiveNumber);
   push->add_option("--batch", batch)->check(CLI::Range(1, 1000000));
   push->add_option("--seconds", seconds)->check(CLI::PositiveNumber);
   push->add_option("--dim", dim)->check(CLI::Range(1, 1024));
+  push->add_option("--part-rows", part_rows, "send each version in parts of this many rows")
+      ->check(CLI::Range(0, 1000000));
   int pid = 0, warmup = 3, pushes = 20, interval_ms = 100;
   std::string sizes = "429,256,128,1";
   CLI::App* dense = app.add_subcommand("dense", "push dense MLPs, report the replica's peak RSS");
@@ -688,7 +700,7 @@ int main(int argc, char** argv) {
   null->add_option("--threads", threads)->check(CLI::Range(1, 64));
   CLI11_PARSE(app, argc, argv);
   if (*load) return Load(target, data, qps, seconds, batch, channels);
-  if (*push) return Push(target, rows_per_s, batch, seconds, dim);
+  if (*push) return Push(target, rows_per_s, batch, seconds, dim, part_rows);
   if (*wake) return Wake(sleeps);
   if (*dense) return Dense(target, pid, sizes, warmup, pushes, interval_ms);
   if (*live) return Live(data, batch);

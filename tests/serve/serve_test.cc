@@ -579,6 +579,51 @@ TEST_F(ServeSyncTest, VersionsAreOrderedPerSourceAndTheOldestIsAnswered) {
   EXPECT_EQ(state.source_versions().count("rank-2-of-3"), 0u);
 }
 
+// A version in parts: each part's rows answer as it arrives, the version moves with the last;
+// a part out of order, or of a version whose earlier parts this replica does not hold, is
+// refused and changes nothing; a new version's part 0 drops what is left of an unfinished one.
+TEST_F(ServeSyncTest, AVersionInPartsMovesWithItsLastPart) {
+  const float before = Ask().probabilities(0);
+  v1::PushRowsRequest part0 = RowsOfExample0(step_ + 5, 0.3f, /*only=*/0);
+  part0.set_parts(3);
+  ASSERT_TRUE(Push(part0).ok());
+  const v1::PredictResponse after0 = Ask();
+  EXPECT_NE(after0.probabilities(0), before);  // its rows answer at once
+  EXPECT_EQ(after0.sparse_version(), step_);   // the version is not whole yet
+
+  v1::PushRowsRequest part2 = RowsOfExample0(step_ + 5, 0.9f, /*only=*/2);
+  part2.set_part(2);
+  part2.set_parts(3);
+  grpc::Status st = Push(part2);  // part 1 is missing
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(st.error_message().find("part 2 of version " + std::to_string(step_ + 5) +
+                                    " of source \"\" does not follow part 0 of version"),
+            std::string::npos)
+      << st.error_message();
+  EXPECT_EQ(Ask().probabilities(0), after0.probabilities(0));
+  v1::PushRowsRequest bad = part2;
+  bad.set_part(3);
+  EXPECT_EQ(Push(bad).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  v1::PushRowsRequest part1 = RowsOfExample0(step_ + 5, 0.6f, /*only=*/1);
+  part1.set_part(1);
+  part1.set_parts(3);
+  ASSERT_TRUE(Push(part1).ok());
+  ASSERT_TRUE(Push(part2).ok());
+  const v1::PredictResponse whole = Ask();
+  EXPECT_EQ(whole.sparse_version(), step_ + 5);
+
+  // Version step + 7 left unfinished, then step + 8 whole: its part 0 starts afresh, and a
+  // late part of step + 7 is refused.
+  v1::PushRowsRequest unfinished = RowsOfExample0(step_ + 7, 0.1f, /*only=*/4);
+  unfinished.set_parts(2);
+  ASSERT_TRUE(Push(unfinished).ok());
+  ASSERT_TRUE(Push(RowsOfExample0(step_ + 8, 0.2f, /*only=*/5)).ok());
+  EXPECT_EQ(Ask().sparse_version(), step_ + 8);
+  unfinished.set_part(1);
+  EXPECT_EQ(Push(unfinished).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+}
+
 TEST_F(ServeSyncTest, ANewMlpArrivesInChunksAndIsSwappedInWhole) {
   const size_t params = 429 * 32 + 32 + 32 * 16 + 16 + 16 + 1;
   int answers = 0;  // of the last push: one per chunk taken, then one after the swap

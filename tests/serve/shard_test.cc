@@ -23,6 +23,7 @@
 #include "serve/shard_client.h"
 #include "trainer/criteo_reader.h"
 #include "trainer/feature_id.h"
+#include "trainer/model_sink.h"
 #include "trainer/trainer.h"
 
 namespace evoscale::serve {
@@ -216,6 +217,58 @@ TEST_F(ShardTest, APushToAShardReachesTheFrontsAnswersAndVersion) {
   // A front holds no rows: a push to it is refused.
   const RowUpdate to_front{"", step + 10, 16, &mine, 1, values.data(), values.size()};
   EXPECT_EQ((*front)->ApplyRows(to_front).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// The trainer's own client (serve/push_client.cc, as evoscale-trainer --serve links it): a
+// version of 20,000 rows reaches a shard in parts of at most 2,048, only the shard's own rows,
+// and the version moves once all of them are in; to a front it sends no rows.
+TEST_F(ShardTest, TheTrainersClientSendsAShardOnlyItsRowsInParts) {
+  const int64_t step = whole_->info().step;
+  trainer::RowPush push;
+  push.version = step + 3;
+  push.dim = 16;
+  for (uint64_t v = 0; v < 20000; ++v) {
+    push.keys.push_back(trainer::MakeFid(uint32_t(v % 26), 0xABC00000ull + v));
+    push.values.insert(push.values.end(), 16, 0.25f);
+  }
+  ShardReplica& target = *shards_[1];
+  size_t mine = 0;
+  for (uint64_t key : push.keys) mine += trainer::ShardOfFid(key, kShardCount) == 1;
+  const size_t rows = target.model->rows();
+  absl::StatusOr<std::unique_ptr<trainer::ModelSink>> sink =
+      trainer::ConnectModelSink(target.address, "");
+  ASSERT_TRUE(sink.ok()) << sink.status();
+  absl::StatusOr<int64_t> holds = (*sink)->AppliedVersion();
+  ASSERT_TRUE(holds.ok()) << holds.status();
+  EXPECT_EQ(*holds, step);
+  ASSERT_TRUE((*sink)->PushRows(push).ok());
+  EXPECT_EQ(target.model->rows(), rows + mine);
+  EXPECT_EQ(target.model->sparse_version(), step + 3);
+  const auto parts = [](size_t rows) { return (rows + 2047) / 2048; };
+  const std::string metrics = target.metrics.Scrape();
+  EXPECT_NE(metrics.find(absl::StrCat("evoscale_serve_pushes_total{kind=\"rows\",result=\"applied\"} ",
+                                      parts(mine), "\n")),
+            std::string::npos)
+      << mine << " rows of shard 1: " << metrics;
+  EXPECT_EQ(metrics.find("result=\"invalid\""), std::string::npos) << metrics;
+
+  // The whole model's replica takes the same version in 10 parts.
+  ServeMetrics whole_metrics;
+  ModelSyncService whole_sync(whole_.get(), &whole_metrics);
+  absl::StatusOr<std::unique_ptr<PredictServer>> server = PredictServer::Start(
+      "127.0.0.1:0",
+      [](const v1::PredictRequest&, v1::PredictResponse*) { return grpc::Status::OK; }, 1,
+      64 << 20, {&whole_sync});
+  ASSERT_TRUE(server.ok()) << server.status();
+  sink = trainer::ConnectModelSink(absl::StrCat("127.0.0.1:", (*server)->port()), "");
+  ASSERT_TRUE(sink.ok() && (*sink)->AppliedVersion().ok());
+  ASSERT_TRUE((*sink)->PushRows(push).ok());
+  EXPECT_NE(whole_metrics.Scrape().find(absl::StrCat(
+                "evoscale_serve_pushes_total{kind=\"rows\",result=\"applied\"} ", parts(20000),
+                "\n")),
+            std::string::npos)
+      << whole_metrics.Scrape();
+  EXPECT_EQ(whole_->sparse_version(), step + 3);
 }
 
 TEST_F(ShardTest, ShardsOutOfOrderOrDownAreNamed) {
