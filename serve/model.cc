@@ -461,10 +461,8 @@ void Model::ScoreRows(const float* dense, const float* rows, int n, int64_t vers
                       float* probabilities) const {
   LogitsFromRows(dense, rows, n, probabilities);
   for (int i = 0; i < n; ++i) probabilities[i] = 1.0f / (1.0f + std::exp(-probabilities[i]));
-  // The shards' oldest version, as this answer saw them (answers may finish out of order).
-  int64_t seen = sparse_version_.load(std::memory_order_relaxed);
-  while (version > seen && !sparse_version_.compare_exchange_weak(seen, version)) {
-  }
+  // The shards' oldest version, as this answer saw them (it moves back after a rollback).
+  sparse_version_.store(version, std::memory_order_release);
 }
 
 absl::Status Model::Lookup(const uint64_t* keys, size_t n, float* out) const {
@@ -503,9 +501,7 @@ absl::Status Model::PredictLogits(const float* dense, const uint64_t* fids, int 
     absl::StatusOr<int64_t> version = remote_->Lookup(fids, size_t(n) * kNumCategorical, rows.data());
     if (!version.ok()) return version.status();
     LogitsFromRows(dense, rows.data(), n, logits);
-    int64_t seen = sparse_version_.load(std::memory_order_relaxed);
-    while (*version > seen && !sparse_version_.compare_exchange_weak(seen, *version)) {
-    }
+    sparse_version_.store(*version, std::memory_order_release);
     return absl::OkStatus();
   }
   std::unique_ptr<Scratch> s = Acquire();

@@ -142,7 +142,7 @@ class Model {
   // A front's answer once its rows came back (serve/front_service.h): n examples' dense
   // features (n, kNumDense) and embeddings (n, kNumCategorical, dim: what RowSource::Lookup
   // answers for their fids) into probabilities (n); `version` the shards' oldest, which this
-  // front's sparse_version() moves up to.
+  // front's sparse_version() answers from now on.
   void ScoreRows(const float* dense, const float* rows, int n, int64_t version,
                  float* probabilities) const;
   // A shard's answer to its front: the embeddings of n keys (dim floats each, zeros for a key

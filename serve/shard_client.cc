@@ -161,11 +161,9 @@ void ShardClient::Complete(Batch* batch) {
         std::memcpy(batch->out + size_t(one->positions[j]) * dim, v + j * dim,
                     sizeof(float) * dim);
       }
-      int64_t seen = shard.version.load(std::memory_order_relaxed);
-      while (one->response.sparse_version() > seen &&
-             !shards_[one->shard]->version.compare_exchange_weak(seen,
-                                                                  one->response.sparse_version())) {
-      }
+      // As its latest answer says (back to an earlier step after a rollback).
+      shards_[one->shard]->version.store(one->response.sparse_version(),
+                                         std::memory_order_relaxed);
     }
   }
   absl::StatusOr<int64_t> result = int64_t{0};

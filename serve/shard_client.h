@@ -47,7 +47,7 @@ class ShardClient final : public RowSource {
   struct Shard {
     std::string address;
     std::unique_ptr<v1::EmbeddingService::Stub> stub;
-    std::atomic<int64_t> version{0};  // the newest its answers named
+    std::atomic<int64_t> version{0};  // as its latest answer named it
   };
   struct Batch;
   ShardClient() = default;

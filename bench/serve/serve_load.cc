@@ -14,6 +14,8 @@
 //                                         both servers' answers on every example of the file
 //                                         (100 a request); one JSON line: the largest difference
 //   serve_load wake [--sleeps N]          how late a 100 us sleep wakes here (the floor)
+//   serve_load burn --cores F --seconds S spins F cores' worth of CPU, spread over
+//                                         ceil(F) threads in 1 ms periods (a stand-in load)
 //   serve_load null --grpc HOST:PORT      prints {"event":"listening","grpc":...}, serves until
 //                                         SIGINT/SIGTERM
 //
@@ -587,6 +589,33 @@ int Wake(int count) {
   return 0;
 }
 
+// Spins `cores` cores' worth of CPU for `seconds`: ceil(cores) threads, each busy for its
+// share of every 1 ms and asleep for the rest (what a replica's push work costs its cores,
+// without the pushes: push_under_load.py's bound).
+int Burn(double cores, double seconds) {
+  const int threads = std::max(1, int(std::ceil(cores)));
+  const double duty = std::min(1.0, cores / threads);
+  const auto period = std::chrono::microseconds(1000);
+  const Clock::time_point end =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(seconds));
+  std::vector<std::thread> spinners;
+  for (int t = 0; t < threads; ++t) {
+    spinners.emplace_back([&] {
+      for (Clock::time_point start = Clock::now(); start < end; start += period) {
+        const Clock::time_point busy_until =
+            start + std::chrono::duration_cast<Clock::duration>(period * duty);
+        while (Clock::now() < busy_until) {
+        }
+        std::this_thread::sleep_until(start + period);
+      }
+    });
+  }
+  for (std::thread& t : spinners) t.join();
+  std::cout << nlohmann::ordered_json{{"cores", cores}, {"seconds", seconds}}.dump() << std::endl;
+  return 0;
+}
+
 // Both servers' probabilities for every example of `data`, 100 examples a request: how far
 // apart they are (a peer serving the same weights should agree to float rounding).
 int Agree(const std::string& target, const std::string& other, const std::string& data) {
@@ -694,6 +723,10 @@ int main(int argc, char** argv) {
   agree->add_option("--data", data, "a Criteo file")->required();
   int sleeps = 20000;
   CLI::App* wake = app.add_subcommand("wake", "how late this machine wakes a sleeping thread");
+  CLI::App* burn = app.add_subcommand("burn", "spins a given number of cores' worth of CPU");
+  double cores = 0.5;
+  burn->add_option("--cores", cores)->check(CLI::Range(0.01, 64.0));
+  burn->add_option("--seconds", seconds)->check(CLI::PositiveNumber);
   wake->add_option("--sleeps", sleeps)->check(CLI::Range(1, 10000000));
   CLI::App* null = app.add_subcommand("null", "serve Predict without a model");
   null->add_option("--grpc", address);
@@ -702,6 +735,7 @@ int main(int argc, char** argv) {
   if (*load) return Load(target, data, qps, seconds, batch, channels);
   if (*push) return Push(target, rows_per_s, batch, seconds, dim, part_rows);
   if (*wake) return Wake(sleeps);
+  if (*burn) return Burn(cores, seconds);
   if (*dense) return Dense(target, pid, sizes, warmup, pushes, interval_ms);
   if (*live) return Live(data, batch);
   if (*agree) return Agree(target, other, data);

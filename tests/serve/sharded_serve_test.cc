@@ -121,6 +121,42 @@ TEST_F(ShardedServeTest, AStreamingTrainerKeepsShardsAndTheirFrontEqualToItsMode
   EXPECT_GT(Differing(got, frozen), int(got.size()) / 2) << "the online model is not the deployed one";
 }
 
+// `evoscale-serve rollback` over a sharded fleet: each shard reloads its own part of the
+// earlier checkpoint and the front its MLP; the front then answers as one replica of that
+// checkpoint does.
+TEST_F(ShardedServeTest, RollbackReloadsEachShardsPartAndTheFrontsMlp) {
+  TempDir dir;
+  const std::string ckpt = dir.path() + "/ckpt";
+  const Ran trained =
+      RunToEnd(BinDir() + "/evoscale-trainer",
+               {"--train", kData + "train.tsv", "--batch-size", "256", "--holdout-fraction", "0",
+                "--checkpoint-every", "10", "--checkpoint-dir", ckpt});
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  absl::StatusOr<Served> shard0 = StartServe({"--model-dir", ckpt, "--shard", "0/2"});
+  absl::StatusOr<Served> shard1 = StartServe({"--model-dir", ckpt, "--shard", "1/2"});
+  ASSERT_TRUE(shard0.ok() && shard1.ok());
+  absl::StatusOr<Served> front =
+      StartServe({"--model-dir", ckpt, "--shards", shard0->grpc + "," + shard1->grpc});
+  ASSERT_TRUE(front.ok()) << front.status();
+  const std::vector<float> newest = Scores(front->grpc);
+
+  const Ran rolled = RunToEnd(BinDir() + "/evoscale-serve",
+                              {"rollback", "--model-dir", ckpt, "--to", "20", "--replicas",
+                               front->grpc + "," + shard0->grpc + "," + shard1->grpc});
+  ASSERT_EQ(rolled.exit_code, 0) << rolled.output;
+  EXPECT_EQ(rolled.last["replicas_reloaded"], 3) << rolled.output;
+  absl::StatusOr<Served> reference = StartServe({"--model-dir", ckpt});
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  EXPECT_EQ(reference->listening["step"], 20);
+  int64_t version = -1;
+  const std::vector<float> want = Scores(reference->grpc), got = Scores(front->grpc, &version);
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(Differing(got, want), 0) << "of " << got.size();
+  EXPECT_NE(got, newest);
+  EXPECT_EQ(ReplicaVersion(shard0->grpc), 20);
+  EXPECT_EQ(ReplicaVersion(shard1->grpc), 20);
+}
+
 TEST_F(ShardedServeTest, ShardFlagsAndLayoutsAFleetCanGetWrongStopItAtStart) {
   TempDir dir;
   const Ran trained = RunToEnd(BinDir() + "/evoscale-trainer",
