@@ -36,25 +36,34 @@ struct LocalQueue {
 
 }  // namespace
 
-// One call's lookups: a call per shard asked, each its own tag.
+// One LookupAsync's keys, by shard, until every shard asked has answered them.
 struct ShardClient::Batch {
-  struct One final : CqTag {
+  struct One {
     Batch* batch = nullptr;
-    uint32_t shard = 0;
-    std::vector<uint32_t> positions;
-    v1::LookupRequest request;
-    v1::LookupResponse response;
-    grpc::ClientContext context;
-    grpc::Status status;
-    void Proceed(bool) override {
-      if (--batch->pending == 0) batch->client->Complete(batch);
-    }
+    std::vector<uint32_t> positions;  // into out
+    std::vector<uint64_t> keys;
+    grpc::Status status;  // the answer's that carried these keys
   };
-  ShardClient* client = nullptr;
   float* out = nullptr;
   Done done;
   int pending = 0;
-  std::vector<std::unique_ptr<One>> calls;  // one per shard, those with no keys unsent
+  std::vector<One> calls;  // one per shard; those with no keys never sent
+};
+
+// Per shard, the one call in flight from a queue, and the keys of the batches that came
+// while it was out: they go together in the next call when it answers. Under load the calls
+// carry more batches each (a shard gets fewer, larger calls); alone, a batch goes at once.
+struct ShardClient::Flight final : CqTag {
+  ShardClient* client = nullptr;
+  uint32_t shard = 0;
+  grpc::CompletionQueue* cq = nullptr;
+  bool in_flight = false;
+  std::vector<Batch::One*> waiting, sent;
+  v1::LookupRequest request;
+  v1::LookupResponse response;
+  std::unique_ptr<grpc::ClientContext> context;
+  grpc::Status status;
+  void Proceed(bool) override { client->Answered(*this); }
 };
 
 absl::StatusOr<std::unique_ptr<ShardClient>> ShardClient::Connect(
@@ -107,63 +116,104 @@ absl::StatusOr<std::unique_ptr<ShardClient>> ShardClient::Connect(
   return client;
 }
 
+ShardClient::~ShardClient() = default;
+
+std::vector<std::unique_ptr<ShardClient::Flight>>& ShardClient::FlightsOf(
+    grpc::CompletionQueue* cq) {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::unique_ptr<Flight>>& flights = flights_[cq];
+  if (flights.empty()) {
+    for (uint32_t k = 0; k < uint32_t(shards_.size()); ++k) {
+      flights.push_back(std::make_unique<Flight>());
+      flights.back()->client = this;
+      flights.back()->shard = k;
+      flights.back()->cq = cq;
+    }
+  }
+  return flights;
+}
+
 void ShardClient::LookupAsync(const uint64_t* keys, size_t n, float* out,
                               grpc::CompletionQueue* cq, Done done) {
   const uint32_t count = uint32_t(shards_.size());
   auto* batch = new Batch;
-  batch->client = this;
   batch->out = out;
   batch->done = std::move(done);
-  for (uint32_t k = 0; k < count; ++k) {
-    batch->calls.push_back(std::make_unique<Batch::One>());
-    batch->calls.back()->batch = batch;
-    batch->calls.back()->shard = k;
-  }
+  batch->calls.resize(count);
   for (size_t p = 0; p < n; ++p) {
-    Batch::One& one = *batch->calls[count == 1 ? 0 : trainer::ShardOfFid(keys[p], count)];
+    Batch::One& one = batch->calls[count == 1 ? 0 : trainer::ShardOfFid(keys[p], count)];
     one.positions.push_back(uint32_t(p));
-    one.request.add_keys(keys[p]);
+    one.keys.push_back(keys[p]);
   }
-  const auto deadline = std::chrono::system_clock::now() + kDeadline;
-  std::vector<Batch::One*> asked;
-  for (const auto& one : batch->calls) {
-    if (!one->positions.empty()) asked.push_back(one.get());
+  for (Batch::One& one : batch->calls) {
+    one.batch = batch;
+    batch->pending += !one.keys.empty();
   }
-  batch->pending = int(asked.size());
-  if (asked.empty()) {
+  if (batch->pending == 0) {
     Complete(batch);
     return;
   }
-  // Counted before any is sent: an answer may come before the last is started.
-  for (Batch::One* one : asked) {
-    one->context.set_deadline(deadline);
-    auto rpc = shards_[one->shard]->stub->AsyncLookup(&one->context, one->request, cq);
-    rpc->Finish(&one->response, &one->status, static_cast<CqTag*>(one));
+  // Every part queued before any is sent: an answer may come before the last is started.
+  std::vector<std::unique_ptr<Flight>>& flights = FlightsOf(cq);
+  for (uint32_t k = 0; k < count; ++k) {
+    if (!batch->calls[k].keys.empty()) flights[k]->waiting.push_back(&batch->calls[k]);
   }
+  for (uint32_t k = 0; k < count; ++k) {
+    if (!flights[k]->in_flight && !flights[k]->waiting.empty()) Send(*flights[k]);
+  }
+}
+
+void ShardClient::Send(Flight& flight) {
+  flight.sent.swap(flight.waiting);
+  flight.waiting.clear();
+  flight.request.clear_keys();
+  for (const Batch::One* one : flight.sent) {
+    flight.request.mutable_keys()->Add(one->keys.begin(), one->keys.end());
+  }
+  flight.response.Clear();
+  flight.context = std::make_unique<grpc::ClientContext>();
+  flight.context->set_deadline(std::chrono::system_clock::now() + kDeadline);
+  flight.in_flight = true;
+  auto rpc = shards_[flight.shard]->stub->AsyncLookup(flight.context.get(), flight.request,
+                                                       flight.cq);
+  rpc->Finish(&flight.response, &flight.status, static_cast<CqTag*>(&flight));
+}
+
+void ShardClient::Answered(Flight& flight) {
+  flight.in_flight = false;
+  Shard& shard = *shards_[flight.shard];
+  const size_t dim = size_t(dim_);
+  grpc::Status status = flight.status;
+  if (status.ok() && size_t(flight.response.values_size()) != size_t(flight.request.keys_size()) * dim) {
+    status = grpc::Status(grpc::StatusCode::INTERNAL,
+                          absl::StrCat("answered ", flight.response.values_size(), " values for ",
+                                       flight.request.keys_size(), " keys"));
+  }
+  // As its latest answer says (back to an earlier step after a rollback).
+  if (status.ok()) shard.version.store(flight.response.sparse_version(), std::memory_order_relaxed);
+  const float* v = flight.response.values().data();
+  std::vector<Batch::One*> sent;
+  sent.swap(flight.sent);
+  for (Batch::One* one : sent) {
+    if (status.ok()) {
+      for (size_t j = 0; j < one->positions.size(); ++j, v += dim) {
+        std::memcpy(one->batch->out + size_t(one->positions[j]) * dim, v, sizeof(float) * dim);
+      }
+    }
+    one->status = status;
+    Batch* batch = one->batch;
+    if (--batch->pending == 0) Complete(batch);  // deletes batch and its parts
+  }
+  if (!flight.waiting.empty()) Send(flight);
 }
 
 void ShardClient::Complete(Batch* batch) {
   absl::Status failed;
-  const size_t dim = size_t(dim_);
-  for (const auto& one : batch->calls) {
-    if (one->positions.empty() || !failed.ok()) continue;
-    const Shard& shard = *shards_[one->shard];
-    if (!one->status.ok()) {
-      failed = absl::UnavailableError(absl::StrCat("shard ", one->shard, " (", shard.address,
-                                                   "): ", one->status.error_message()));
-    } else if (size_t(one->response.values_size()) != one->positions.size() * dim) {
-      failed = absl::InternalError(absl::StrCat("shard ", one->shard, " (", shard.address,
-                                                ") answered ", one->response.values_size(),
-                                                " values for ", one->positions.size(), " keys"));
-    } else {
-      const float* v = one->response.values().data();
-      for (size_t j = 0; j < one->positions.size(); ++j) {
-        std::memcpy(batch->out + size_t(one->positions[j]) * dim, v + j * dim,
-                    sizeof(float) * dim);
-      }
-      // As its latest answer says (back to an earlier step after a rollback).
-      shards_[one->shard]->version.store(one->response.sparse_version(),
-                                         std::memory_order_relaxed);
+  for (uint32_t k = 0; k < uint32_t(batch->calls.size()) && failed.ok(); ++k) {
+    const Batch::One& one = batch->calls[k];
+    if (!one.keys.empty() && !one.status.ok()) {
+      failed = absl::UnavailableError(absl::StrCat("shard ", k, " (", shards_[k]->address,
+                                                   "): ", one.status.error_message()));
     }
   }
   absl::StatusOr<int64_t> result = int64_t{0};

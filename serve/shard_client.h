@@ -3,6 +3,9 @@
 // them), one EmbeddingService.Lookup per shard asked, all in flight at once on a completion
 // queue the caller drains: the front's server threads start them on their own queues and go on
 // answering other calls meanwhile (LookupAsync); Lookup waits for them on a queue of its own.
+// From each queue at most one call per shard is in flight: the keys of calls that come
+// meanwhile wait and go together in the next (fewer, larger lookups under load; none delayed
+// when the shard is idle).
 #ifndef EVOSCALE_SERVE_SHARD_CLIENT_H_
 #define EVOSCALE_SERVE_SHARD_CLIENT_H_
 
@@ -14,7 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "evoscale/v1/serving.grpc.pb.h"
 #include "serve/model.h"
 
@@ -38,6 +44,7 @@ class ShardClient final : public RowSource {
                    Done done);
   // The same, waited for.
   absl::StatusOr<int64_t> Lookup(const uint64_t* keys, size_t n, float* out) override;
+  ~ShardClient() override;
 
   // Each call's deadline: a shard that does not answer within it fails the call (UNAVAILABLE
   // naming it) rather than holding the front's thread.
@@ -50,12 +57,22 @@ class ShardClient final : public RowSource {
     std::atomic<int64_t> version{0};  // as its latest answer named it
   };
   struct Batch;
+  struct Flight;
   ShardClient() = default;
-  // Every answer of `batch` in: out filled, done called, batch deleted.
+  // The calls in flight from `cq` (one Flight per shard, made at its first use).
+  std::vector<std::unique_ptr<Flight>>& FlightsOf(grpc::CompletionQueue* cq);
+  // The flight's waiting keys, in one call.
+  void Send(Flight& flight);
+  // Its call answered: the values to their batches, the next call if keys wait.
+  void Answered(Flight& flight);
+  // Every answer of `batch` in: done called, batch deleted.
   void Complete(Batch* batch);
 
   int dim_ = 0;
   std::vector<std::unique_ptr<Shard>> shards_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<grpc::CompletionQueue*, std::vector<std::unique_ptr<Flight>>> flights_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace evoscale::serve

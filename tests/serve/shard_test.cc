@@ -15,6 +15,7 @@
 #include "evoscale/v1/serving.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "serve/cq_tag.h"
 #include "serve/embedding_service.h"
 #include "serve/model.h"
 #include "serve/model_sync_service.h"
@@ -269,6 +270,50 @@ TEST_F(ShardTest, TheTrainersClientSendsAShardOnlyItsRowsInParts) {
             std::string::npos)
       << whole_metrics.Scrape();
   EXPECT_EQ(whole_->sparse_version(), step + 3);
+}
+
+// From one completion queue (a front's server thread) at most one lookup per shard is in
+// flight: three calls' keys started back to back reach each shard in two lookups (the first
+// call's at once, the other two's together when it answers), each call answered with its own
+// rows, as the shards hold them.
+TEST_F(ShardTest, LookupsStartedWhileOneIsOutGoTogether) {
+  absl::StatusOr<std::unique_ptr<ShardClient>> client =
+      ShardClient::Connect(addresses_, 16, std::chrono::seconds(5));
+  ASSERT_TRUE(client.ok()) << client.status();
+  const size_t keys = 3 * trainer::kNumCategorical;
+  std::vector<float> got(keys * 16, -1.0f), want(keys * 16);
+  ASSERT_TRUE(shards_.size() == 3u);
+  grpc::CompletionQueue cq;
+  int done = 0;
+  for (int call = 0; call < 3; ++call) {
+    const size_t at = size_t(call) * trainer::kNumCategorical;
+    (*client)->LookupAsync(&fids_[at], trainer::kNumCategorical, &got[at * 16], &cq,
+                           [&](absl::StatusOr<int64_t> version) {
+                             EXPECT_TRUE(version.ok()) << version.status();
+                             ++done;
+                           });
+  }
+  while (done < 3) {
+    void* tag;
+    bool ok;
+    ASSERT_TRUE(cq.Next(&tag, &ok));
+    static_cast<CqTag*>(tag)->Proceed(ok);
+  }
+  cq.Shutdown();
+  void* tag;
+  bool ok;
+  while (cq.Next(&tag, &ok)) {
+  }
+  for (size_t i = 0; i < keys; ++i) {
+    const uint32_t k = trainer::ShardOfFid(fids_[i], kShardCount);
+    ASSERT_TRUE(shards_[k]->model->Lookup(&fids_[i], 1, &want[i * 16]).ok());
+  }
+  EXPECT_EQ(got, want);
+  for (int k = 0; k < kShardCount; ++k) {
+    EXPECT_NE(shards_[k]->metrics.Scrape().find("evoscale_serve_requests_total{code=\"OK\"} 2\n"),
+              std::string::npos)
+        << "shard " << k << ": " << shards_[k]->metrics.Scrape();
+  }
 }
 
 TEST_F(ShardTest, ShardsOutOfOrderOrDownAreNamed) {
