@@ -7,8 +7,9 @@ Trains criteo-8k (or takes --model-dir), starts one evoscale-serve, and for each
 kinds alternate, --repeats rounds. Reports the medians of p50/p99 each way, the p99's rise,
 and the rows/s the replica applied, and the cores the pushes cost (the replica's CPU beyond
 answering alone, plus the pushing client's). With --burn, each round adds a third run: no
-pushes, `serve_load burn` spinning that many cores instead, for the bound: how far that much
-CPU taken from the answers raises their p99 by itself.
+pushes, `serve_load burn` spinning that many cores instead, spread evenly and then in bursts
+at the pushes' interval, for the bound: how far that much CPU taken from the answers raises
+their p99 by itself.
 
 usage: push_under_load.py [--qps 7500] [--rows-per-s 1000000] [--batch 50000] [--part-rows N]
                           [--seconds 4]
@@ -55,7 +56,7 @@ def main():
         train(model_dir)
     server, target = start([os.path.join(BIN, "evoscale-serve"), "--model-dir", model_dir,
                             "--grpc", "127.0.0.1:0", "--http", "127.0.0.1:0"])
-    alone, pushed, applied, burned, extra_cores = [], [], [], [], []
+    alone, pushed, applied, burned, bursts, extra_cores = [], [], [], [], [], []
     try:
         for _ in range(args.repeats):
             t0, c0 = time.monotonic(), cpu_s(server.pid)
@@ -79,12 +80,16 @@ def main():
                                (usage.ru_utime + usage.ru_stime) / took)
             applied.append(json.loads(out.strip().splitlines()[-1]))
             if args.burn:
-                burn = subprocess.Popen([os.path.join(BIN, "serve_load"), "burn", "--cores",
-                                         f"{max(0.01, extra_cores[-1]):.3f}", "--seconds",
-                                         str(args.seconds + 0.5)], stdout=subprocess.DEVNULL)
-                time.sleep(0.25)
-                burned.append(load(target, args.qps, 1, args.seconds))
-                burn.wait()
+                # Spread evenly (1 ms periods), and in bursts as the pushes come (each push's
+                # share at the start of its interval).
+                for period_ms, runs in ((1, burned), (1e3 * args.batch / args.rows_per_s, bursts)):
+                    burn = subprocess.Popen(
+                        [os.path.join(BIN, "serve_load"), "burn", "--cores",
+                         f"{max(0.01, extra_cores[-1]):.3f}", "--period-ms", f"{period_ms:g}",
+                         "--seconds", str(args.seconds + 0.5)], stdout=subprocess.DEVNULL)
+                    time.sleep(0.25)
+                    runs.append(load(target, args.qps, 1, args.seconds))
+                    burn.wait()
     finally:
         server.terminate()
         server.wait()
@@ -106,6 +111,8 @@ def main():
     if burned:
         result["burned_p99_ms"] = med(burned, "p99_ms")
         result["burned_p99_runs"] = [round(r["p99_ms"], 3) for r in burned]
+        result["bursts_p99_ms"] = med(bursts, "p99_ms")
+        result["bursts_p99_runs"] = [round(r["p99_ms"], 3) for r in bursts]
     result["p99_rise"] = result["pushed_p99_ms"] / result["alone_p99_ms"] - 1
     print(json.dumps(result))
     if args.json:

@@ -14,8 +14,9 @@
 //                                         both servers' answers on every example of the file
 //                                         (100 a request); one JSON line: the largest difference
 //   serve_load wake [--sleeps N]          how late a 100 us sleep wakes here (the floor)
-//   serve_load burn --cores F --seconds S spins F cores' worth of CPU, spread over
-//                                         ceil(F) threads in 1 ms periods (a stand-in load)
+//   serve_load burn --cores F --seconds S [--period-ms P]
+//                                         spins F cores' worth of CPU, spread over ceil(F)
+//                                         threads, busy at the start of every P ms (1)
 //   serve_load null --grpc HOST:PORT      prints {"event":"listening","grpc":...}, serves until
 //                                         SIGINT/SIGTERM
 //
@@ -590,12 +591,13 @@ int Wake(int count) {
 }
 
 // Spins `cores` cores' worth of CPU for `seconds`: ceil(cores) threads, each busy for its
-// share of every 1 ms and asleep for the rest (what a replica's push work costs its cores,
-// without the pushes: push_under_load.py's bound).
-int Burn(double cores, double seconds) {
+// share of every period at its start and asleep for the rest (what a replica's push work costs
+// its cores, in bursts as the pushes come, without the pushes: push_under_load.py's bound).
+int Burn(double cores, double seconds, double period_ms) {
   const int threads = std::max(1, int(std::ceil(cores)));
   const double duty = std::min(1.0, cores / threads);
-  const auto period = std::chrono::microseconds(1000);
+  const auto period = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double, std::milli>(period_ms));
   const Clock::time_point end =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(
                          std::chrono::duration<double>(seconds));
@@ -612,7 +614,10 @@ int Burn(double cores, double seconds) {
     });
   }
   for (std::thread& t : spinners) t.join();
-  std::cout << nlohmann::ordered_json{{"cores", cores}, {"seconds", seconds}}.dump() << std::endl;
+  std::cout << nlohmann::ordered_json{{"cores", cores}, {"seconds", seconds},
+                                      {"period_ms", period_ms}}
+                   .dump()
+            << std::endl;
   return 0;
 }
 
@@ -727,6 +732,8 @@ int main(int argc, char** argv) {
   double cores = 0.5;
   burn->add_option("--cores", cores)->check(CLI::Range(0.01, 64.0));
   burn->add_option("--seconds", seconds)->check(CLI::PositiveNumber);
+  double period_ms = 1;
+  burn->add_option("--period-ms", period_ms)->check(CLI::Range(0.1, 10000.0));
   wake->add_option("--sleeps", sleeps)->check(CLI::Range(1, 10000000));
   CLI::App* null = app.add_subcommand("null", "serve Predict without a model");
   null->add_option("--grpc", address);
@@ -735,7 +742,7 @@ int main(int argc, char** argv) {
   if (*load) return Load(target, data, qps, seconds, batch, channels);
   if (*push) return Push(target, rows_per_s, batch, seconds, dim, part_rows);
   if (*wake) return Wake(sleeps);
-  if (*burn) return Burn(cores, seconds);
+  if (*burn) return Burn(cores, seconds, period_ms);
   if (*dense) return Dense(target, pid, sizes, warmup, pushes, interval_ms);
   if (*live) return Live(data, batch);
   if (*agree) return Agree(target, other, data);
