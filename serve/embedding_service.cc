@@ -3,6 +3,8 @@
 #include <chrono>
 #include <string>
 
+#include "service/common/grpc_status.h"
+
 namespace evoscale::serve {
 
 // Counted on /metrics as Predict calls are: one request per call, its keys as its examples.
@@ -15,16 +17,11 @@ grpc::Status EmbeddingService::Handle(const v1::LookupRequest& request,
   response->mutable_values()->Resize(int(n * size_t(model_->info().dim)), 0.0f);
   const absl::Status status =
       model_->Lookup(request.keys().data(), n, response->mutable_values()->mutable_data());
-  grpc::Status answer = grpc::Status::OK;
-  if (!status.ok()) {
-    response->Clear();
-    answer = grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                          std::string(status.message()));
-  }
+  if (!status.ok()) response->Clear();
   metrics_->RecordRequest(
-      absl::StatusCodeToString(status.code()), status.ok() ? int(n) : 0,
+      service::StatusCodeName(status.code()), status.ok() ? int(n) : 0,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  return answer;
+  return service::ToGrpcStatus(status);
 }
 
 }  // namespace evoscale::serve

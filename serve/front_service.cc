@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "serve/prediction_service.h"
+#include "service/common/grpc_status.h"
 #include "trainer/criteo_reader.h"
 
 namespace evoscale::serve {
@@ -45,22 +46,18 @@ void FrontService::Handle(const v1::PredictRequest& request, v1::PredictResponse
   shards_->LookupAsync(
       c->fids.data(), c->fids.size(), c->rows.data(), cq, [this, c](absl::StatusOr<int64_t> version) {
         std::unique_ptr<Pending> call(c);
-        grpc::Status status;
         if (version.ok()) {
           call->response->mutable_probabilities()->Resize(call->n, 0.0f);
           model_->ScoreRows(call->dense.data(), call->rows.data(), call->n, *version,
                             call->response->mutable_probabilities()->mutable_data());
           call->response->set_sparse_version(model_->sparse_version());
           call->response->set_dense_version(model_->dense_version());
-        } else {
-          status = grpc::Status(static_cast<grpc::StatusCode>(version.status().code()),
-                                std::string(version.status().message()));
         }
         metrics_->RecordRequest(
-            absl::StatusCodeToString(version.status().code()), version.ok() ? call->n : 0,
+            service::StatusCodeName(version.status().code()), version.ok() ? call->n : 0,
             std::chrono::duration<double>(std::chrono::steady_clock::now() - call->start)
                 .count());
-        call->finish(status);
+        call->finish(service::ToGrpcStatus(version.status()));
       });
 }
 

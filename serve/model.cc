@@ -221,6 +221,11 @@ absl::Status LoadRows(const Chosen& chosen, std::vector<trainer::EmbeddingTable*
   return absl::OkStatus();
 }
 
+// Logits to click probabilities, in place.
+void ToProbabilities(float* v, int n) {
+  for (int i = 0; i < n; ++i) v[i] = 1.0f / (1.0f + std::exp(-v[i]));
+}
+
 bool AllFinite(const float* v, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     if (!std::isfinite(v[i])) return false;
@@ -460,21 +465,26 @@ void Model::LogitsFromRows(const float* dense, const float* rows, int n, float* 
 void Model::ScoreRows(const float* dense, const float* rows, int n, int64_t version,
                       float* probabilities) const {
   LogitsFromRows(dense, rows, n, probabilities);
-  for (int i = 0; i < n; ++i) probabilities[i] = 1.0f / (1.0f + std::exp(-probabilities[i]));
+  ToProbabilities(probabilities, n);
   // The shards' oldest version, as this answer saw them (it moves back after a rollback).
   sparse_version_.store(version, std::memory_order_release);
 }
 
-absl::Status Model::Lookup(const uint64_t* keys, size_t n, float* out) const {
+absl::Status Model::CheckHeld(const char* field, const uint64_t* ids, size_t n) const {
   const uint32_t shards = uint32_t(info_.placement.shards);
   const uint32_t mine = uint32_t(info_.placement.shard);
   for (size_t i = 0; shards > 1 && i < n; ++i) {
-    if (trainer::ShardOfFid(keys[i], shards) != mine) {
+    if (trainer::ShardOfFid(ids[i], shards) != mine) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "keys[", i, "]: id ", keys[i], " is in shard ", trainer::ShardOfFid(keys[i], shards),
+          field, "[", i, "]: id ", ids[i], " is in shard ", trainer::ShardOfFid(ids[i], shards),
           " of ", shards, "; this replica holds shard ", mine));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status Model::Lookup(const uint64_t* keys, size_t n, float* out) const {
+  if (absl::Status st = CheckHeld("keys", keys, n); !st.ok()) return st;
   if (info_.placement.front) {
     return absl::FailedPreconditionError("this replica is a front: it holds no rows");
   }
@@ -530,9 +540,8 @@ void Model::ForEachRow(const std::function<void(uint64_t key, const float* embed
 absl::Status Model::Predict(const float* dense, const uint64_t* fids, int n,
                             float* probabilities) const {
   absl::Status status = PredictLogits(dense, fids, n, probabilities);
-  if (!status.ok()) return status;
-  for (int i = 0; i < n; ++i) probabilities[i] = 1.0f / (1.0f + std::exp(-probabilities[i]));
-  return absl::OkStatus();
+  if (status.ok()) ToProbabilities(probabilities, n);
+  return status;
 }
 
 absl::Status Model::CheckRows(const RowUpdate& u) const {
@@ -551,20 +560,8 @@ absl::Status Model::CheckRows(const RowUpdate& u) const {
           absl::StrCat("values: row ", i, " (key ", u.keys[i], ") is not finite"));
     }
   }
-  const uint32_t shards = uint32_t(info_.placement.shards);
-  const uint32_t mine = uint32_t(info_.placement.shard);
-  const auto foreign = [&](const char* field, const uint64_t* ids, size_t n) -> absl::Status {
-    for (size_t i = 0; shards > 1 && i < n; ++i) {
-      if (trainer::ShardOfFid(ids[i], shards) != mine) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            field, "[", i, "]: id ", ids[i], " is in shard ", trainer::ShardOfFid(ids[i], shards),
-            " of ", shards, "; this replica holds shard ", mine));
-      }
-    }
-    return absl::OkStatus();
-  };
-  if (absl::Status st = foreign("keys", u.keys, u.rows); !st.ok()) return st;
-  if (absl::Status st = foreign("erased", u.erased, u.erased_count); !st.ok()) return st;
+  if (absl::Status st = CheckHeld("keys", u.keys, u.rows); !st.ok()) return st;
+  if (absl::Status st = CheckHeld("erased", u.erased, u.erased_count); !st.ok()) return st;
   if (info_.placement.front) {
     return absl::FailedPreconditionError(
         "this replica is a front: its rows are on its shards (push them there)");

@@ -218,6 +218,8 @@ class Model {
 
   // ApplyRows' checks of a push that need no lock.
   absl::Status CheckRows(const RowUpdate& u) const;
+  // INVALID_ARGUMENT naming field[i] for the first of n ids this replica's shard does not hold.
+  absl::Status CheckHeld(const char* field, const uint64_t* ids, size_t n) const;
 
   ModelInfo info_;
   LoadOptions options_;

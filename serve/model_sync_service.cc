@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "service/common/grpc_status.h"
 
 namespace evoscale::serve {
 
@@ -22,9 +23,8 @@ grpc::Status ModelSyncService::Done(const char* kind, const absl::Status& status
     metrics_->SetModel(model_->sparse_version(), model_->dense_version(), model_->rows(),
                        model_->memory_bytes(), size_t(response->rows_applied()),
                        std::chrono::system_clock::now());
-    return grpc::Status::OK;
   }
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+  return service::ToGrpcStatus(status);
 }
 
 grpc::Status ModelSyncService::PushRows(grpc::ServerContext*, const v1::PushRowsRequest* request,
@@ -124,10 +124,7 @@ grpc::Status ModelSyncService::Reload(grpc::ServerContext* context, const v1::Re
                                       v1::SyncState* response) {
   const absl::Status status = model_->Reload();
   metrics_->RecordPush("reload", status.ok() ? "applied" : "invalid");
-  if (!status.ok()) {
-    return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                        std::string(status.message()));
-  }
+  if (!status.ok()) return service::ToGrpcStatus(status);
   metrics_->SetModel(model_->sparse_version(), model_->dense_version(), model_->rows(),
                      model_->memory_bytes(), 0, std::chrono::system_clock::now());
   return GetSyncState(context, nullptr, response);

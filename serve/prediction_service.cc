@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "service/common/grpc_status.h"
 #include "trainer/criteo_reader.h"
 
 namespace evoscale::serve {
@@ -85,8 +86,7 @@ grpc::Status PredictionService::Handle(const v1::PredictRequest& request,
       response->set_dense_version(model_->dense_version());
     } else {
       response->Clear();
-      status = grpc::Status(static_cast<grpc::StatusCode>(scored.code()),
-                            std::string(scored.message()));
+      status = service::ToGrpcStatus(scored);
     }
   }
   metrics_->RecordRequest(

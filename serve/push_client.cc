@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "evoscale/v1/serving.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "serve/replica_channel.h"
 #include "trainer/feature_id.h"
 #include "trainer/model_sink.h"
 
@@ -41,24 +42,13 @@ absl::Status FromGrpc(const std::string& address, const grpc::Status& st) {
                       absl::StrCat(address, ": ", st.error_message()));
 }
 
-// A replica that restarts is asked what it holds within about a second of its return, not
-// after gRPC's default reconnect backoff (which grows to two minutes, each probe failing fast
-// meanwhile, and can outlast the trainer's final catch-up).
-grpc::ChannelArguments ChannelArgs() {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return args;
-}
-
 class GrpcModelSink final : public trainer::ModelSink {
  public:
   GrpcModelSink(std::string address, std::string source)
       : address_(std::move(address)),
         source_(std::move(source)),
         stub_(v1::ModelSyncService::NewStub(grpc::CreateCustomChannel(
-            address_, grpc::InsecureChannelCredentials(), ChannelArgs()))) {}
+            address_, grpc::InsecureChannelCredentials(), ReplicaChannelArgs()))) {}
 
   const std::string& address() const override { return address_; }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "serve/cq_tag.h"
+#include "serve/replica_channel.h"
 #include "trainer/feature_id.h"
 
 namespace evoscale::serve {
@@ -73,13 +74,8 @@ absl::StatusOr<std::unique_ptr<ShardClient>> ShardClient::Connect(
   const int n = int(addresses.size());
   for (int i = 0; i < n; ++i) {
     const std::string& address = addresses[i];
-    grpc::ChannelArguments args;
+    grpc::ChannelArguments args = ReplicaChannelArgs();
     args.SetMaxReceiveMessageSize(1 << 30);
-    // A shard that restarts is answering again within a second or so: reconnect that soon,
-    // not after gRPC's default backoff (up to two minutes), failing calls meanwhile.
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     std::shared_ptr<grpc::Channel> channel =
         grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
     grpc::ClientContext ctx;

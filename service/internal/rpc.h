@@ -12,7 +12,7 @@
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/server_callback.h"
 #include "service/auth.h"
-#include "service/grpc_status.h"
+#include "service/common/grpc_status.h"
 #include "service/metrics.h"
 
 namespace evoscale::service::internal {

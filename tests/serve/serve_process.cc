@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "evoscale/v1/serving.grpc.pb.h"
@@ -174,6 +175,13 @@ int64_t ReplicaVersion(const std::string& address) {
   v1::SyncState state;
   return stub->GetSyncState(&ctx, v1::GetSyncStateRequest(), &state).ok()
              ? state.sparse_version() : -1;
+}
+
+void ServeBinaryTest::SetUp() {
+  if (!std::filesystem::exists(BinDir() + "/evoscale-serve")) {
+    GTEST_SKIP() << "evoscale-serve not built";
+  }
+  if (!std::filesystem::exists(kData + "train.tsv")) GTEST_SKIP() << "no " << kData;
 }
 
 }  // namespace evoscale::testing

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/e2e/evoscaled_process.h"
 
@@ -71,6 +72,13 @@ int Differing(const std::vector<float>& a, const std::vector<float>& b);
 
 // The replica's sparse version (its SyncState), -1 when it does not answer.
 int64_t ReplicaVersion(const std::string& address);
+
+// The fixture of the tests that run the binaries: skipped when evoscale-serve is not built or
+// criteo-8k is missing.
+class ServeBinaryTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+};
 
 }  // namespace evoscale::testing
 

@@ -33,13 +33,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class ServeProcessTest : public ::testing::Test {
+class ServeProcessTest : public ServeBinaryTest {
  protected:
-  void SetUp() override {
-    if (!fs::exists(BinDir() + "/evoscale-serve")) GTEST_SKIP() << "evoscale-serve not built";
-    if (!fs::exists(kData + "train.tsv")) GTEST_SKIP() << "no " << kData;
-  }
-
   // Serves `dir` (the trainer's final line in `trained`): the test AUC as the trainer's, the
   // versions its step, then /healthz, /metrics and a clean stop.
   void ServeAndCompare(const std::string& dir, const Ran& trained, int ranks) {

@@ -7,7 +7,6 @@
 #include <sys/wait.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -24,15 +23,7 @@
 namespace evoscale::testing {
 namespace {
 
-namespace fs = std::filesystem;
-
-class ShardedServeTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!fs::exists(BinDir() + "/evoscale-serve")) GTEST_SKIP() << "evoscale-serve not built";
-    if (!fs::exists(kData + "train.tsv")) GTEST_SKIP() << "no " << kData;
-  }
-};
+using ShardedServeTest = ServeBinaryTest;
 
 TEST_F(ShardedServeTest, AStreamingTrainerKeepsShardsAndTheirFrontEqualToItsModelAcrossAKill) {
   TempDir dir;

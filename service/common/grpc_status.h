@@ -1,6 +1,7 @@
-// absl::Status -> grpc::Status at the edge. The codes share numbering one to one.
-#ifndef EVOSCALE_SERVICE_GRPC_STATUS_H_
-#define EVOSCALE_SERVICE_GRPC_STATUS_H_
+// absl::Status -> grpc::Status at the edge (evoscaled's services and evoscale-serve's). The codes
+// share numbering one to one.
+#ifndef EVOSCALE_SERVICE_COMMON_GRPC_STATUS_H_
+#define EVOSCALE_SERVICE_COMMON_GRPC_STATUS_H_
 
 #include <array>
 #include <string>
@@ -31,4 +32,4 @@ inline grpc::Status ToGrpcStatus(const absl::Status& s) {
 
 }  // namespace evoscale::service
 
-#endif  // EVOSCALE_SERVICE_GRPC_STATUS_H_
+#endif  // EVOSCALE_SERVICE_COMMON_GRPC_STATUS_H_
