@@ -33,9 +33,14 @@
 //   the study's median exponent of time in steps) and from the running ones (extrapolated the
 //   same way, as they report), and screening ranks candidates by quality rank + alpha x cost
 //   rank, alpha = kCostWeight x the share of the budget still unspent: the search starts cheap
-//   and ends on quality alone. The initial population leans cheap too, once the cost model
-//   has its first points: each point is the cheapest of its quasi-random point and a few
-//   uniform draws.
+//   and ends on quality alone. A log-linear model of the same costs (internal/linear_cost.h:
+//   unlike the GP it extrapolates, so a handful of trials tell which parameters make a run
+//   dear) caps every suggestion, the initial design's included: a draw predicted dearer than
+//   the median configuration, or than the budget left can fund at the trials' pace, is redrawn
+//   (where the trials' full runs differ less than kMinCostSpread-fold, there is nothing to cap).
+//   A running trial that has reported little while later ones ran longer teaches both models
+//   that it is dear (it has run at least that long). With a budget the initial population is
+//   10: a budget of ten or thirty full runs starts a few dozen trials.
 //
 // Cost per suggestion: a move, plus for a screened one `candidates` draws and GP predictions
 // (O(candidates m d), m <= 80 points); per Update the surrogates' fits (gp.h, parzen.h).
@@ -58,6 +63,7 @@
 #include "search/internal/fitness.h"
 #include "search/internal/genome.h"
 #include "search/internal/gp.h"
+#include "search/internal/linear_cost.h"
 #include "search/internal/parzen.h"
 #include "search/internal/sampling.h"
 #include "search/types.h"
@@ -83,7 +89,8 @@ GeneticOptions ReadOptions(const ProblemStatement& problem, size_t genes) {
   GeneticOptions o;
   // Small enough to start breeding early in a study of a few hundred trials, large enough to
   // cover the space once.
-  o.population_size = static_cast<int>(SettingOr(s, "population_size", std::clamp(2 * n, 10.0, 40.0)));
+  const bool budget = problem.budget_core_seconds > 0 && problem.max_step > 0;
+  o.population_size = static_cast<int>(SettingOr(s, "population_size", budget ? 10.0 : std::clamp(2 * n, 10.0, 40.0)));
   o.mutation_rate = SettingOr(s, "mutation_rate", 1 / n);
   o.crossover_rate = SettingOr(s, "crossover_rate", 0.9);
   o.tournament_size = static_cast<int>(SettingOr(s, "tournament_size", 2));
@@ -119,18 +126,30 @@ constexpr size_t kCostMinPoints = 4;
 // cost model of 1 + kInitialCostDraws x alpha candidates (its quasi-random point and uniform
 // draws): the first trials lean cheap without collapsing onto the cheapest corner.
 constexpr double kInitialCostDraws = 3;
+// Under a budget, a suggestion must be affordable once the cost model is fitted: predicted no
+// dearer than the kCostCapQuantile quantile of the model's predictions over kCostCapDraws
+// uniform configurations (the cheaper share of the space, not of the trials already run, so
+// the cap does not ratchet down); a draw that is not is redrawn up to kCostRedraws times,
+// the cheapest kept when none is.
+constexpr double kCostCapQuantile = 0.5;
+constexpr int kCostCapDraws = 64;
+constexpr double kMinCostSpread = 2;
+constexpr int kCostRedraws = 16;
+constexpr uint64_t kCostCapStream = std::numeric_limits<uint64_t>::max() - 2;
 
 // What a completed trial tells of the cost of a full run of its parameters.
 struct CostPoint {
   Genome genome;
+  int64_t id = 0;           // the trial's: ids follow creation
   double core_seconds = 0;  // what it spent: cores x its latest elapsed seconds
+  double elapsed = 0;       // its latest elapsed seconds
   int64_t step = 0;         // the furthest step it reported
   double exponent = std::numeric_limits<double>::quiet_NaN();  // its elapsed ~ step^exponent
 };
 
 // The cost point of `trial`, or nullopt when it reported no elapsed time.
 std::optional<CostPoint> CostOf(const Genome& genome, const Trial& trial) {
-  CostPoint point{.genome = genome};
+  CostPoint point{.genome = genome, .id = trial.id};
   const Measurement* first = nullptr;  // the first report with elapsed time and a step
   double elapsed = 0;
   for (const Measurement& m : trial.measurements) {
@@ -141,6 +160,7 @@ std::optional<CostPoint> CostOf(const Genome& genome, const Trial& trial) {
   point.step = std::max(point.step, trial.final_measurement.step);
   elapsed = std::max(elapsed, trial.final_measurement.elapsed_seconds);
   if (!(elapsed > 0)) return std::nullopt;
+  point.elapsed = elapsed;
   point.core_seconds = elapsed * (trial.cpu_cores > 0 ? trial.cpu_cores : 1);
   if (first != nullptr && point.step > first->step && elapsed > first->elapsed_seconds) {
     point.exponent =
@@ -161,6 +181,7 @@ class GeneticDesigner final : public EvolutionaryDesigner {
         parzen_(codec()),
         gp_(codec()),
         cost_gp_(codec(), kCostMinPoints),
+        linear_cost_(codec(), kCostMinPoints),
         budget_(problem.budget_core_seconds),
         max_step_(problem.max_step) {
     // Starting shares: local_search_rate for the two CMA-ES moves, the rest for the others.
@@ -250,20 +271,48 @@ class GeneticDesigner final : public EvolutionaryDesigner {
     if (std::optional<CostPoint> point = CostOf(genome, trial)) {
       spent_completed_ += point->core_seconds;
       costs_.push_back(*std::move(point));
+      std::vector<double> exponents;
+      for (const CostPoint& p : costs_) {
+        if (std::isfinite(p.exponent)) exponents.push_back(p.exponent);
+      }
+      exponent_ = MedianElapsedExponent(std::move(exponents));
     }
   }
 
   // A running trial teaches the cost model too (its full run extrapolated from where it is):
   // the expensive trials of a study are the ones still running when the cheap ones are done.
+  // A running trial has run at least as long as any trial created after it has reported
+  // (elapsed seconds count from a trial's start): one that has reported little or nothing
+  // while later ones ran further is dear, and says so before its first report. Such a
+  // lower bound teaches the model only where it is above the median full run of the costed
+  // trials (a bound below that says little: the trial may just have started).
   void ObservePending(absl::Span<const Trial> pending) override {
     if (!CostAware()) return;
     spent_pending_ = 0;
+    running_ = pending.size();
     pending_costs_.clear();
+    std::vector<std::pair<int64_t, double>> elapsed_by_id;  // every costed trial's
+    for (const CostPoint& p : costs_) elapsed_by_id.emplace_back(p.id, p.elapsed);
+    std::vector<std::optional<CostPoint>> points;
     for (const Trial& t : pending) {
-      if (std::optional<CostPoint> point = CostOf(codec().Encode(t.parameters), t)) {
-        spent_pending_ += point->core_seconds;
-        pending_costs_.push_back(*std::move(point));
+      points.push_back(CostOf(codec().Encode(t.parameters), t));
+      if (points.back()) elapsed_by_id.emplace_back(t.id, points.back()->elapsed);
+    }
+    const double typical = MedianFullCost();
+    for (size_t i = 0; i < pending.size(); ++i) {
+      const Trial& t = pending[i];
+      double outlived = 0;  // the longest a trial created after `t` has run
+      for (const auto& [id, elapsed] : elapsed_by_id) {
+        if (id > t.id) outlived = std::max(outlived, elapsed);
       }
+      std::optional<CostPoint>& point = points[i];
+      if (point) spent_pending_ += point->core_seconds;
+      const double cores = t.cpu_cores > 0 ? t.cpu_cores : 1;
+      if (outlived > (point ? FullCost(*point) / cores : 0) && outlived > typical) {
+        point = CostPoint{.genome = codec().Encode(t.parameters), .id = t.id,
+                          .core_seconds = outlived * cores, .elapsed = outlived, .step = max_step_};
+      }
+      if (point) pending_costs_.push_back(*std::move(point));
     }
   }
 
@@ -279,31 +328,89 @@ class GeneticDesigner final : public EvolutionaryDesigner {
     }
     const double unspent = CostAware() ? 1 - (spent_completed_ + spent_pending_) / budget_ : 0;
     cost_weight_ = cost_gp_.fitted() ? kCostWeight * std::clamp(unspent, 0.0, 1.0) : 0;
+    SetCostCap();
+  }
+
+  // The cost cap of the next suggestions (see kCostCapQuantile), none where what the trials
+  // cost so far hardly differs (the dearest within kMinCostSpread times the cheapest full
+  // run): there is nothing to save by choosing.
+  void SetCostCap() {
+    cost_cap_ = std::numeric_limits<double>::infinity();
+    if (!linear_cost_.fitted()) return;
+    double cheapest = std::numeric_limits<double>::infinity(), dearest = 0;
+    for (const std::vector<CostPoint>* points : {&costs_, &pending_costs_}) {
+      for (const CostPoint& p : *points) {
+        cheapest = std::min(cheapest, FullCost(p));
+        dearest = std::max(dearest, FullCost(p));
+      }
+    }
+    if (!(dearest > kMinCostSpread * cheapest)) return;
+    SplitMix64 rng(StreamSeed(seed_, kCostCapStream));
+    std::vector<double> predicted;
+    predicted.reserve(kCostCapDraws);
+    for (int k = 0; k < kCostCapDraws; ++k) predicted.push_back(linear_cost_.Predict(RandomGenome(rng)));
+    std::sort(predicted.begin(), predicted.end());
+    auto quantile = [&](double q) {
+      return predicted[static_cast<size_t>(q * (kCostCapDraws - 1))];
+    };
+    // Affordable, and able to finish before the budget runs out: with the running trials and
+    // this one drawing on what is left, it has left / (running + 1) seconds.
+    const double left = budget_ - spent_completed_ - spent_pending_;
+    cost_cap_ = std::min(quantile(kCostCapQuantile),
+                         std::log(std::max(left, 1e-9) / static_cast<double>(running_ + 1)));
+  }
+
+  // `candidate`, or when the cost model says it is not affordable the first affordable (else
+  // the cheapest) of up to kCostRedraws more draws of `draw`.
+  template <typename Draw>
+  Genome Affordable(Genome candidate, Draw&& draw) const {
+    if (!std::isfinite(cost_cap_)) return candidate;
+    double cheapest = linear_cost_.Predict(candidate);
+    for (int k = 0; k < kCostRedraws && cheapest > cost_cap_; ++k) {
+      Genome next = draw();
+      const double predicted = linear_cost_.Predict(next);
+      if (predicted < cheapest) {
+        cheapest = predicted;
+        candidate = std::move(next);
+      }
+    }
+    return candidate;
   }
 
   bool CostAware() const { return budget_ > 0 && max_step_ > 0; }
 
   // Fits cost_gp_ on the log core-seconds of a full run of each costed trial.
+  // What a full run of `p`'s parameters costs: as measured, or extrapolated from its step by
+  // the study's median exponent of elapsed time in steps.
+  double FullCost(const CostPoint& p) const {
+    if (p.step >= max_step_) return p.core_seconds;
+    const double steps = static_cast<double>(std::max<int64_t>(1, p.step));
+    return p.core_seconds * std::pow(static_cast<double>(max_step_) / steps, exponent_);
+  }
+
+  // The median full cost of the completed costed trials (0 with none).
+  double MedianFullCost() const {
+    std::vector<double> full;
+    for (const CostPoint& p : costs_) full.push_back(FullCost(p));
+    if (full.empty()) return 0;
+    std::nth_element(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(full.size() / 2), full.end());
+    return full[full.size() / 2];
+  }
+
   void FitCostModel() {
-    std::vector<double> exponents;
-    for (const CostPoint& p : costs_) {
-      if (std::isfinite(p.exponent)) exponents.push_back(p.exponent);
-    }
-    const double exponent = MedianElapsedExponent(std::move(exponents));
     std::vector<Genome> genomes;
     std::vector<Fitness> log_costs;
+    std::vector<double> logs;
     std::vector<const CostPoint*> points;
     for (const CostPoint& p : costs_) points.push_back(&p);
     for (const CostPoint& p : pending_costs_) points.push_back(&p);
     for (const CostPoint* point : points) {
-      const CostPoint& p = *point;
-      const double steps = static_cast<double>(std::max<int64_t>(1, p.step));
-      const double full = p.step >= max_step_ ? p.core_seconds
-                          : p.core_seconds * std::pow(static_cast<double>(max_step_) / steps, exponent);
-      genomes.push_back(p.genome);
-      log_costs.push_back(Fitness{.failed = false, .losses = {std::log(full)}});
+      genomes.push_back(point->genome);
+      logs.push_back(std::log(FullCost(*point)));
+      log_costs.push_back(Fitness{.failed = false, .losses = {logs.back()}});
     }
     cost_gp_.Fit(genomes, log_costs);
+    linear_cost_.Fit(genomes, logs);
     cost_fitted_on_ = costs_.size();
     pending_fitted_on_ = pending_costs_.size();
   }
@@ -337,6 +444,9 @@ class GeneticDesigner final : public EvolutionaryDesigner {
   }
 
   Genome Initial(Genome halton, SplitMix64& rng) const override {
+    if (std::isfinite(cost_cap_)) {
+      return Affordable(std::move(halton), [&] { return RandomGenome(rng); });
+    }
     const int draws = static_cast<int>(std::lround(kInitialCostDraws * cost_weight_));
     if (draws <= 0) return halton;
     double cheapest = cost_gp_.Predict(halton);
@@ -360,10 +470,13 @@ class GeneticDesigner final : public EvolutionaryDesigner {
     // Screened CMA-ES draws share one step length, so choosing among them picks a direction
     // and leaves the model's step-size statistics alone.
     const double radius = move == kCmaScreened && draws > 1 ? cma_->SampleRadius(rng) : 0;
+    auto draw = [&] {
+      return move == kCma || move == kCmaScreened ? CmaChild(rng, radius)
+             : move == kParzen && parzen_.fitted() ? parzen_.Sample(rng)
+                                                   : GaChild(rng);
+    };
     for (int k = 0; k < draws; ++k) {
-      Genome candidate = move == kCma || move == kCmaScreened ? CmaChild(rng, radius)
-                         : move == kParzen && parzen_.fitted() ? parzen_.Sample(rng)
-                                                               : GaChild(rng);
+      Genome candidate = Affordable(draw(), draw);
       if (draws == 1) return candidate;
       double predicted = gp_.Predict(candidate);
       if (cost_weight_ > 0) predicted += cost_weight_ * cost_gp_.Predict(candidate);
@@ -485,6 +598,7 @@ class GeneticDesigner final : public EvolutionaryDesigner {
   // Cost-aware screening (CostAware()): constant after construction, then a function of the
   // completed trials in order, and of the pending ones of the last Update.
   GpSurrogate cost_gp_;
+  LinearCostModel linear_cost_;  // what screening's affordability asks
   const double budget_;
   const int64_t max_step_;
   std::vector<CostPoint> costs_;
@@ -494,6 +608,9 @@ class GeneticDesigner final : public EvolutionaryDesigner {
   double spent_completed_ = 0;
   double spent_pending_ = 0;
   double cost_weight_ = 0;  // alpha: set by AfterUpdate
+  double cost_cap_ = std::numeric_limits<double>::infinity();  // set by AfterUpdate
+  size_t running_ = 0;   // the pending trials of the last Update
+  double exponent_ = 1;  // the completed trials' median exponent of elapsed time in steps
 };
 
 }  // namespace

@@ -145,6 +145,13 @@ double ElapsedExponentBetween(int64_t step0, double elapsed0, int64_t step1, dou
 
 namespace {
 
+// The lower quartile of a non-empty sample (the lower element where it falls between two).
+double LowerQuartile(std::vector<double> x) {
+  const size_t q = (x.size() - 1) / 4;
+  std::nth_element(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(q), x.end());
+  return x[q];
+}
+
 // The upper median of a non-empty sample.
 double UpperMedian(std::vector<double> x) {
   const size_t mid = x.size() / 2;
@@ -259,12 +266,13 @@ CurveModel ModelFrom(absl::Span<const LearningCurve> curves, const std::vector<i
   return identity;
 }
 
-// Core-seconds `c` has left from its latest step to max_step, or -1 while that is unknown:
-// its elapsed time so far times what the finished runs took past the same step (the upper
-// median of their ratios of elapsed time at max_step to theirs at the step) once kMinCostRuns
-// have finished, or the power law's growth once kMinCostRuns trials have shown an exponent.
+// Core-seconds `c` has left from its latest step to max_step at the optimistic end of what is
+// known, or -1 while that is unknown: its elapsed time so far times what the finished runs
+// took past the same step (the lower quartile of their ratios of elapsed time at max_step to
+// theirs at the step) once kMinCostRuns have finished, or the power law's growth at the lower
+// quartile of the exponents once kMinCostRuns trials have shown one.
 double PredictedRemaining(const LearningCurve& c, absl::Span<const LearningCurve* const> finished,
-                          absl::Span<const double> exponents, double exponent, int64_t max_step) {
+                          absl::Span<const double> exponents, int64_t max_step) {
   const int64_t step = c.latest();
   const double own = c.ElapsedAt(step);
   if (own <= 0 || step < 1) return -1;
@@ -275,9 +283,10 @@ double PredictedRemaining(const LearningCurve& c, absl::Span<const LearningCurve
   }
   double factor;
   if (static_cast<int>(ratios.size()) >= kMinCostRuns) {
-    factor = std::max(0.0, UpperMedian(std::move(ratios)) - 1);
+    factor = std::max(0.0, LowerQuartile(std::move(ratios)) - 1);
   } else if (static_cast<int>(exponents.size()) >= kMinCostRuns) {
-    factor = std::pow(static_cast<double>(max_step) / static_cast<double>(step), exponent) - 1;
+    const double low = std::clamp(LowerQuartile({exponents.begin(), exponents.end()}), 0.05, 2.0);
+    factor = std::pow(static_cast<double>(max_step) / static_cast<double>(step), low) - 1;
   } else {
     return -1;
   }
@@ -297,14 +306,13 @@ bool CostAwareStop(const CostAwareSettings& config, const MetricConfig& metric,
   const int64_t rung = *std::prev(above);
 
   std::vector<LearningCurve> curves;
-  std::vector<bool> running;  // per curve: its trial is still running
+  double cores_running = self.cores;  // of the trials still short of max_step, itself included
   curves.reserve(others.size());
   for (const Trial& other : others) {
     if (other.id == trial.id) continue;
     LearningCurve c = LearningCurve::Of(other, metric);
-    if (c.empty()) continue;
-    curves.push_back(std::move(c));
-    running.push_back(other.status == TrialStatus::kPending);
+    if (other.status == TrialStatus::kPending && c.latest() < max_step) cores_running += c.cores;
+    if (!c.empty()) curves.push_back(std::move(c));
   }
   const std::vector<double> exponents = ElapsedExponents(curves);
   const double exponent = MedianElapsedExponent(exponents);
@@ -316,31 +324,32 @@ bool CostAwareStop(const CostAwareSettings& config, const MetricConfig& metric,
     return elapsed > 0 ? c.cores * elapsed * growth
                        : static_cast<double>(max_step - rung) * c.cores;
   };
-  // No decision of any kind where the metric does not rank trials yet.
-  if (!MetricRanksAt(curves, rungs, rung, max_step)) return false;
-  // Where it does, a trial that cannot reach max_step within the budget left is stopped: it
-  // would spend the rest of the budget on a run that never counts. The running trials draw on
-  // what is left together, the nearest to max_step first: a trial is stopped when its
-  // remaining cost, added to that of the running trials with less to go, is more than is left.
+  // The budget: a trial that cannot reach max_step before the budget runs out would spend
+  // its share on a run that never counts. The budget runs out once the cores now running
+  // have spent what is left (a stopped trial's cores go to a new one), so a trial has
+  // left / (their cores) seconds; its remaining time is the optimistic end of what is known
+  // (PredictedRemaining). Such a late trial is stopped where the metric ranks trials, and
+  // also where it does not yet when a whole run of another trial would fit in that time: its
+  // place is better spent on one like that (where no run fits, stopping it would only start
+  // another that cannot finish either).
+  bool late = false;
   if (config.budget_core_seconds > 0) {
     std::vector<const LearningCurve*> finished;
     for (const LearningCurve& c : curves) {
       if (c.latest() >= max_step) finished.push_back(&c);
     }
-    auto remaining = [&](const LearningCurve& c) {
-      return PredictedRemaining(c, finished, exponents, exponent, max_step);
-    };
-    const double own = remaining(self);
-    if (own >= 0) {
-      double ahead = own;
-      for (size_t i = 0; i < curves.size(); ++i) {
-        if (!running[i] || curves[i].latest() >= max_step) continue;
-        const double other = remaining(curves[i]);
-        if (other >= 0 && (other < own || (other == own && curves[i].id < self.id))) ahead += other;
-      }
-      if (ahead > config.budget_core_seconds - config.spent_core_seconds) return true;
+    const double own = PredictedRemaining(self, finished, exponents, max_step);
+    const double left = config.budget_core_seconds - config.spent_core_seconds;
+    const double lasts = left / cores_running;  // seconds until the budget runs out
+    late = own >= 0 && own / self.cores > lasts;
+    for (const LearningCurve* f : finished) {
+      if (late && f->ElapsedAt(max_step) <= lasts) return true;
     }
   }
+  // No decision by value (nor by the pace of the budget) where the metric does not rank
+  // trials yet.
+  if (!MetricRanksAt(curves, rungs, rung, max_step)) return false;
+  if (late) return true;
 
   std::vector<const LearningCurve*> at_rung;  // the others that reached the rung
   for (const LearningCurve& c : curves) {

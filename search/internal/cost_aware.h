@@ -11,14 +11,18 @@
 //     - 1), g the study's median exponent of elapsed time in steps (steps cost non-linearly);
 //   - the trial continues when its gain per remaining core-second is in the top 1/eta of the
 //     trials at the rung (itself included; ties go its way).
-// No trial is stopped at a step where the metric does not yet rank trials: over the trials that
-// went furthest past the rung (at least kMinRankPairs of them), the rank correlation of their
-// values at the rung with their values there must be at least kMinRankCorrelation and
-// significant. Where it does rank them, a trial that cannot finish within what is left of the
-// study's budget is stopped too. What it has left is its elapsed time times what the finished
-// runs took past its step (or the power law's growth before kMinCostRuns have finished); the
-// running trials share what is left, the nearest to max_step first, so a trial is stopped when
-// its remaining cost plus that of the running trials with less to go is more than is left.
+// No trial is stopped by its value at a step where the metric does not yet rank trials: over
+// the trials that went furthest past the rung (at least kMinRankPairs of them), the rank
+// correlation of their values at the rung with their values there must be at least
+// kMinRankCorrelation and significant. Under a budget, a trial that cannot finish before the
+// budget runs out is stopped too. The budget runs out once the cores now running (the trials
+// short of max_step) have spent what is left, so a trial has left / (their cores) seconds; what
+// it needs is its elapsed time times what the finished runs took past its step (the lower
+// quartile of their ratios; the power law's growth at the lower quartile of the exponents
+// before kMinCostRuns have finished): the optimistic end, since stopping wastes what it spent.
+// Such a late trial is stopped where the metric ranks trials, and where it does not yet only
+// when a whole run of a finished trial would fit in the time left (else stopping it would just
+// start another that cannot finish either).
 #ifndef EVOSCALE_SEARCH_INTERNAL_COST_AWARE_H_
 #define EVOSCALE_SEARCH_INTERNAL_COST_AWARE_H_
 

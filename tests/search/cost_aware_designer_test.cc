@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <numeric>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -150,6 +151,103 @@ TEST(CostAwareGeneticTest, RunningTrialsTeachTheCostModelAndTheInitialDesignLean
                    : 0;
   }
   EXPECT_GE(cheaper, 4);
+}
+
+// Four runs to step 10 end (x, y from the initial design, a full run of x costing `full(x)`
+// core-seconds), then the designer suggests the next six points of its initial design; returns
+// how many of those have x above 0.6.
+template <typename Full>
+int InitialAboveSixTenths(double budget, uint64_t seed, Full full) {
+  absl::StatusOr<std::unique_ptr<Designer>> designer = CreateDesigner(CostProblem(budget, seed));
+  EXPECT_TRUE(designer.ok()) << designer.status();
+  for (int64_t i = 0; i < 4; ++i) {
+    absl::StatusOr<std::vector<ParameterDict>> s = (*designer)->Suggest(1, i);
+    EXPECT_TRUE(s.ok() && s->size() == 1);
+    const double x = std::get<double>(s->front().at("x"));
+    Trial t;
+    t.id = i + 1;
+    t.parameters = s->front();
+    t.status = TrialStatus::kSucceeded;
+    for (int64_t step = 1; step <= 10; ++step) {
+      Measurement m;
+      m.step = step;
+      m.elapsed_seconds = full(x) * std::pow(step / 10.0, 0.7);
+      m.metrics["auc"] = 0.8;
+      t.measurements.push_back(m);
+    }
+    t.final_measurement = t.measurements.back();
+    (*designer)->Update({t}, {});
+  }
+  absl::StatusOr<std::vector<ParameterDict>> next = (*designer)->Suggest(6, 4);
+  EXPECT_TRUE(next.ok() && next->size() == 6);
+  int above = 0;
+  for (const ParameterDict& p : *next) above += std::get<double>(p.at("x")) > 0.6 ? 1 : 0;
+  return above;
+}
+
+TEST(CostAwareGeneticTest, UnderABudgetTheDesignStaysInTheCheaperHalfOnceTheCostModelFits) {
+  // A full run costs exp(4 x): the cheaper half of the space is x below 0.5.
+  auto full = [](double x) { return std::exp(4 * x); };
+  int with_budget = 0, without = 0;
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    with_budget += InitialAboveSixTenths(1e9, seed, full);
+    without += InitialAboveSixTenths(0, seed, full);
+  }
+  EXPECT_LE(with_budget, 1);
+  EXPECT_GE(without, 6);  // of 30 quasi-random points, about 12
+}
+
+// x in [0, 1] and engine in {fast, slow}. Four runs of the fast engine (ids 2..5) have ended, a
+// full run costing exp(3 x); the slow engine's only trial, id `slow_id`, is running and has
+// reported nothing. Returns how many of the next 6 suggestions (of the initial design) use the
+// slow engine.
+int SlowSuggestions(int64_t slow_id, uint64_t seed) {
+  ProblemStatement p = CostProblem(1e9, seed);
+  p.space.parameters.pop_back();
+  ParameterConfig engine{.name = "engine", .type = ParameterType::kCategorical,
+                         .categories = {"fast", "slow"}};
+  p.space.parameters.push_back(engine);
+  absl::StatusOr<std::unique_ptr<Designer>> designer = CreateDesigner(p);
+  EXPECT_TRUE(designer.ok()) << designer.status();
+  std::vector<Trial> ended;
+  for (int i = 0; i < 4; ++i) {
+    Trial t;
+    t.id = i + 2;
+    const double x = 0.1 + 0.25 * i;
+    t.parameters = {{"x", x}, {"engine", std::string("fast")}};
+    t.status = TrialStatus::kSucceeded;
+    for (int64_t step = 1; step <= 10; ++step) {
+      Measurement m;
+      m.step = step;
+      m.elapsed_seconds = std::exp(3 * x) * std::pow(step / 10.0, 0.7);
+      m.metrics["auc"] = 0.7;
+      t.measurements.push_back(m);
+    }
+    t.final_measurement = t.measurements.back();
+    ended.push_back(std::move(t));
+  }
+  Trial slow;
+  slow.id = slow_id;
+  slow.parameters = {{"x", 0.2}, {"engine", std::string("slow")}};
+  (*designer)->Update(ended, {slow});
+  absl::StatusOr<std::vector<ParameterDict>> next = (*designer)->Suggest(6, 5);
+  EXPECT_TRUE(next.ok() && next->size() == 6);
+  int slow_ones = 0;
+  for (const ParameterDict& s : *next) slow_ones += std::get<std::string>(s.at("engine")) == "slow";
+  return slow_ones;
+}
+
+TEST(CostAwareGeneticTest, ARunningTrialOutlivedByLaterOnesTeachesThatItIsDear) {
+  // Created before the four runs that have ended, the silent slow trial has run at least as
+  // long as the longest of them (exp(2.55) s, above their median full run): the slow engine is
+  // dear. Created after them (id 100), it says nothing yet.
+  int outlived = 0, young = 0;
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    outlived += SlowSuggestions(/*slow_id=*/1, seed);
+    young += SlowSuggestions(/*slow_id=*/100, seed);
+  }
+  EXPECT_LE(outlived, 4) << young;
+  EXPECT_GE(young, 9) << outlived;  // of 30 quasi-random points, about half use it
 }
 
 }  // namespace

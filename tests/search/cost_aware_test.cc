@@ -182,7 +182,7 @@ TEST(CostAwareTest, StopsATrialThatCannotFinishWithinTheBudgetLeft) {
   EXPECT_TRUE(CostAwareStop(CostAware(27, 1000, 990), kAuc, best, others));
 }
 
-TEST(CostAwareTest, NoBudgetStopWhereTheMetricDoesNotRankTrialsYet) {
+TEST(CostAwareTest, NoBudgetStopBeforeTheMetricRanksTrialsWhereNoWholeRunFits) {
   const std::vector<Trial> ranked = RankedFinishedRuns();
   const std::vector<Trial> few(ranked.begin(), ranked.begin() + kMinRankPairs - 1);
   const Trial best = Curve(1, Rising(0.70, 0.90, 3));
@@ -209,21 +209,43 @@ TEST(CostAwareTest, ABudgetStopNeedsTheCostOfStepsToBeKnown) {
   EXPECT_FALSE(CostAwareStop(CostAware(27, 1000, 999), kAuc, best, partial));
 }
 
-TEST(CostAwareTest, RunningTrialsNearerTheEndDrawOnTheBudgetLeftFirst) {
-  // 40 core-seconds left. Trial 1 at step 3 (3 s) has 24 s to go; trial 2, running at step 9
-  // (9 s), has 18 s to go: both cannot finish, and trial 2 is nearer, so trial 1 stops.
+TEST(CostAwareTest, RunningTrialsShareTheTimeTheBudgetLasts) {
+  // 40 core-seconds left and two trials running on a core each: the budget lasts 20 s. Trial 1
+  // at step 3 (3 s) has 24 s to go and stops; trial 2, running at step 9 (9 s), has 18 s to go
+  // and continues.
   std::vector<Trial> others = RankedFinishedRuns();
   const Trial self = Curve(1, Rising(0.70, 0.90, 3));
   const Trial nearer = Curve(2, Rising(0.70, 0.90, 9));
   others.push_back(nearer);
   EXPECT_TRUE(CostAwareStop(CostAware(27, 1000, 960), kAuc, self, others));
-  EXPECT_FALSE(CostAwareStop(CostAware(27, 1000, 900), kAuc, self, others));
+  EXPECT_FALSE(CostAwareStop(CostAware(27, 1000, 900), kAuc, self, others));  // lasts 50 s
   std::vector<Trial> with_self = RankedFinishedRuns();
   with_self.push_back(self);
   EXPECT_FALSE(CostAwareStop(CostAware(27, 1000, 960), kAuc, nearer, with_self));
-  // A trial that no longer runs draws on nothing.
+  // A trial that no longer runs holds no core: alone, trial 1 has 40 s.
   others.back().status = TrialStatus::kStopped;
   EXPECT_FALSE(CostAwareStop(CostAware(27, 1000, 960), kAuc, self, others));
+  // A running trial holds its core before its first report: 45 s left, two cores, 22.5 s.
+  Trial silent;
+  silent.id = 3;
+  others.push_back(silent);
+  EXPECT_TRUE(CostAwareStop(CostAware(27, 1000, 955), kAuc, self, others));
+  others.pop_back();
+  EXPECT_FALSE(CostAwareStop(CostAware(27, 1000, 955), kAuc, self, others));
+}
+
+TEST(CostAwareTest, BeforeTheMetricRanksTrialsALateOneStopsOnlyWhereAWholeRunFits) {
+  // Five finished runs of 27 s each (too few to rank trials). Trial 1 spends 5 s a step: at
+  // step 3 (15 s) it has 8 x 15 = 120 s to go.
+  const std::vector<Trial> ranked = RankedFinishedRuns();
+  const std::vector<Trial> few(ranked.begin(), ranked.begin() + kMinRankPairs - 1);
+  const Trial slow = Curve(1, Rising(0.70, 0.90, 3), /*seconds_per_step=*/5);
+  // 50 s left: it cannot finish, and a run like the finished ones (27 s) would.
+  EXPECT_TRUE(CostAwareStop(CostAware(27, 1000, 950), kAuc, slow, few));
+  // 20 s left: no run fits either; stopping it would only start another that cannot finish.
+  EXPECT_FALSE(CostAwareStop(CostAware(27, 1000, 980), kAuc, slow, few));
+  // 200 s left: it can finish.
+  EXPECT_FALSE(CostAwareStop(CostAware(27, 1000, 800), kAuc, slow, few));
 }
 
 TEST(CostAwareTest, MinimizedMetricsAreJudgedTheOtherWayUp) {
