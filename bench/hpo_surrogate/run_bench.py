@@ -115,8 +115,27 @@ def fmt(v: Optional[float]) -> str:
     return "-" if v is None else f"{v:.4f}"
 
 
+def groups_of_five(regrets, b, tasks, e, opt) -> None:
+    """With 10 or more seeds (run alike), the issue's counts in each disjoint group of 5 seeds:
+    how much of a 5-seed verdict is the draw of the seeds."""
+    seeds = min(len(regrets.get((b, t, m), [])) for t in tasks for m in opt + [e])
+    if seeds < 10:
+        return
+    counts = []
+    for g in range(seeds // 5):
+        def med(t, m):
+            return statistics.median(regrets[(b, t, m)][5 * g:5 * g + 5])
+        best = sum(1 for t in tasks if all(med(t, e) <= med(t, o) + 1e-12 for o in opt))
+        ref = (sum(1 for t in tasks if med(t, e) <= med(t, REFERENCE) + 1e-12)
+               if REFERENCE in opt else "-")
+        counts.append(f"{best}/{ref}")
+    print(f"{e}: per group of 5 seeds, tasks no worse than the best pair / than {REFERENCE}: "
+          + " ".join(counts))
+
+
 def report(rows: List[dict]) -> None:
     import rbv2
+    rows = sorted(rows, key=lambda r: r["seed"])  # regrets in seed order (groups_of_five)
     stats = rbv2.auc_stats()
     tasks = sorted({r["task"] for r in rows}, key=lambda t: (len(t), t))
     methods = []
@@ -154,10 +173,18 @@ def report(rows: List[dict]) -> None:
             have = [v for v in vals if v is not None]
             print(f"{m:<{width}}" + "".join(f"{fmt(v):>10}" for v in vals)
                   + f"{fmt(statistics.median(have) if have else None):>10}")
+        print(f"mean regret over seeds")
+        for m in methods:
+            vals = [statistics.mean(regrets[(b, t, m)]) if regrets.get((b, t, m)) else None
+                    for t in tasks]
+            have = [v for v in vals if v is not None]
+            print(f"{m:<{width}}" + "".join(f"{fmt(v):>10}" for v in vals)
+                  + f"{fmt(statistics.mean(have) if have else None):>10}  (mean)")
         evo = [m for m in methods if m.startswith("evoscale")]
         opt = [m for m in methods if m.startswith("optuna")]
         for e in evo:
             if opt:
+                groups_of_five(regrets, b, tasks, e, opt)
                 vs_best = sum(1 for t in tasks if med(b, t, e) is not None and all(
                     med(b, t, o) is None or med(b, t, e) <= med(b, t, o) + 1e-12 for o in opt))
                 line = f"{e}: no worse than the best Optuna pair's median on {vs_best}/{len(tasks)} tasks"
