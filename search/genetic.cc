@@ -340,8 +340,9 @@ class GeneticDesigner final : public EvolutionaryDesigner {
     double cheapest = std::numeric_limits<double>::infinity(), dearest = 0;
     for (const std::vector<CostPoint>* points : {&costs_, &pending_costs_}) {
       for (const CostPoint& p : *points) {
-        cheapest = std::min(cheapest, FullCost(p));
-        dearest = std::max(dearest, FullCost(p));
+        const double full = FullCost(p);
+        cheapest = std::min(cheapest, full);
+        dearest = std::max(dearest, full);
       }
     }
     if (!(dearest > kMinCostSpread * cheapest)) return;
@@ -379,7 +380,6 @@ class GeneticDesigner final : public EvolutionaryDesigner {
 
   bool CostAware() const { return budget_ > 0 && max_step_ > 0; }
 
-  // Fits cost_gp_ on the log core-seconds of a full run of each costed trial.
   // What a full run of `p`'s parameters costs: as measured, or extrapolated from its step by
   // the study's median exponent of elapsed time in steps.
   double FullCost(const CostPoint& p) const {
@@ -392,11 +392,10 @@ class GeneticDesigner final : public EvolutionaryDesigner {
   double MedianFullCost() const {
     std::vector<double> full;
     for (const CostPoint& p : costs_) full.push_back(FullCost(p));
-    if (full.empty()) return 0;
-    std::nth_element(full.begin(), full.begin() + static_cast<std::ptrdiff_t>(full.size() / 2), full.end());
-    return full[full.size() / 2];
+    return full.empty() ? 0 : UpperMedian(std::move(full));
   }
 
+  // Fits cost_gp_ and linear_cost_ on the log core-seconds of a full run of each costed trial.
   void FitCostModel() {
     std::vector<Genome> genomes;
     std::vector<Fitness> log_costs;

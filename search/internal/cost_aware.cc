@@ -145,21 +145,24 @@ double ElapsedExponentBetween(int64_t step0, double elapsed0, int64_t step1, dou
 
 namespace {
 
+// The k-th smallest element of `x` (k < x.size()).
+double NthSmallest(std::vector<double> x, size_t k) {
+  std::nth_element(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(k), x.end());
+  return x[k];
+}
+
 // The lower quartile of a non-empty sample (the lower element where it falls between two).
 double LowerQuartile(std::vector<double> x) {
   const size_t q = (x.size() - 1) / 4;
-  std::nth_element(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(q), x.end());
-  return x[q];
-}
-
-// The upper median of a non-empty sample.
-double UpperMedian(std::vector<double> x) {
-  const size_t mid = x.size() / 2;
-  std::nth_element(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(mid), x.end());
-  return x[mid];
+  return NthSmallest(std::move(x), q);
 }
 
 }  // namespace
+
+double UpperMedian(std::vector<double> x) {
+  const size_t mid = x.size() / 2;
+  return NthSmallest(std::move(x), mid);
+}
 
 double MedianElapsedExponent(std::vector<double> exponents) {
   if (exponents.empty()) return 1.0;
@@ -342,8 +345,10 @@ bool CostAwareStop(const CostAwareSettings& config, const MetricConfig& metric,
     const double left = config.budget_core_seconds - config.spent_core_seconds;
     const double lasts = left / cores_running;  // seconds until the budget runs out
     late = own >= 0 && own / self.cores > lasts;
-    for (const LearningCurve* f : finished) {
-      if (late && f->ElapsedAt(max_step) <= lasts) return true;
+    if (late && std::any_of(finished.begin(), finished.end(), [&](const LearningCurve* f) {
+          return f->ElapsedAt(max_step) <= lasts;
+        })) {
+      return true;
     }
   }
   // No decision by value (nor by the pace of the budget) where the metric does not rank

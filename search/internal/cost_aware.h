@@ -84,6 +84,8 @@ double LogExpectedImprovement(double mean, double sd, double incumbent);
 
 // The exponent g of elapsed ~ step^g between two reports (steps > 0, elapsed > 0).
 double ElapsedExponentBetween(int64_t step0, double elapsed0, int64_t step1, double elapsed1);
+// The upper median of a non-empty sample (the upper element where it falls between two).
+double UpperMedian(std::vector<double> x);
 // The median of per-trial exponents, clamped to [0.05, 2]; 1 when there are none.
 double MedianElapsedExponent(std::vector<double> exponents);
 // The median over `curves` of each one's exponent of elapsed time in steps (between its first
