@@ -67,14 +67,21 @@ constexpr SettingSpec kMinMoveShare{
 constexpr SettingSpec kRewardDecay{
     "reward_decay", "must be a number in [0, 1]",
     [](absl::string_view v) { return NumberIn(v, 0, /*lo_open=*/false, 1); }};
+constexpr SettingSpec kModelShare{
+    "model_share", "must be a number in [0, 1]",
+    [](absl::string_view v) { return NumberIn(v, 0, /*lo_open=*/false, 1); }};
+constexpr SettingSpec kModelCandidates{
+    "model_candidates", "must be an integer in [8, 4096]",
+    [](absl::string_view v) { return IntegerIn(v, 8, 4096); }};
 constexpr SettingSpec kGridPoints{"grid_points", "must be an integer in [2, 1000]",
                                   [](absl::string_view v) { return IntegerIn(v, 2, 1000); }};
 
 std::vector<SettingSpec> KnownSettings(Algorithm algorithm) {
   switch (algorithm) {
     case Algorithm::kGenetic:
-      return {kPopulationSize, kMutationRate, kCrossoverRate, kTournamentSize, kLocalSearchRate,
-              kInitialStep,    kCandidates,   kMinMoveShare,  kRewardDecay};
+      return {kPopulationSize, kMutationRate, kCrossoverRate, kTournamentSize,
+              kLocalSearchRate, kInitialStep, kCandidates, kMinMoveShare,
+              kRewardDecay,    kModelShare,  kModelCandidates};
     case Algorithm::kRegularizedEvolution:
       return {kPopulationSize, kTournamentSize, kMutationRate};
     case Algorithm::kNsga2:

@@ -50,19 +50,23 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <utility>
 #include <vector>
 
 #include "Eigen/Dense"
+#include "absl/types/span.h"
 #include "search/designer.h"
 #include "search/internal/cma.h"
+#include "search/internal/acquisition.h"
 #include "search/internal/cost_aware.h"
 #include "search/internal/evolution.h"
 #include "search/internal/evolutionary_designers.h"
 #include "search/internal/fitness.h"
 #include "search/internal/genome.h"
 #include "search/internal/gp.h"
+#include "search/internal/gp_model.h"
 #include "search/internal/linear_cost.h"
 #include "search/internal/parzen.h"
 #include "search/internal/sampling.h"
@@ -81,6 +85,8 @@ struct GeneticOptions {
   int candidates = 0;
   double min_move_share = 0;
   double reward_decay = 0;
+  double model_share = 0;
+  int model_candidates = 0;
 };
 
 GeneticOptions ReadOptions(const ProblemStatement& problem, size_t genes) {
@@ -99,6 +105,11 @@ GeneticOptions ReadOptions(const ProblemStatement& problem, size_t genes) {
   o.candidates = static_cast<int>(std::clamp(SettingOr(s, "candidates", 32.0), 1.0, 256.0));
   o.min_move_share = std::clamp(SettingOr(s, "min_move_share", 0.05), 0.0, 0.2);
   o.reward_decay = std::clamp(SettingOr(s, "reward_decay", 0.97), 0.0, 1.0);
+  // Budgeted studies keep the screened moves alone for now (the model's cost-aware
+  // acquisition is not there yet).
+  o.model_share = budget ? 0 : std::clamp(SettingOr(s, "model_share", 0.6), 0.0, 1.0);
+  o.model_candidates =
+      static_cast<int>(std::clamp(SettingOr(s, "model_candidates", 160.0), 8.0, 4096.0));
   return o;
 }
 
@@ -169,8 +180,38 @@ std::optional<CostPoint> CostOf(const Genome& genome, const Trial& trial) {
   return point;
 }
 
-// The moves an offspring can come from.
-enum Move : int { kCma, kCmaScreened, kGa, kGaScreened, kParzen, kMoves };
+// The moves an offspring can come from. kModel: the acquisition's maximum over offspring of
+// all the others (gp_model.h, acquisition.h).
+enum Move : int { kCma, kCmaScreened, kGa, kGaScreened, kParzen, kModel, kMoves };
+
+// The model of the objective sees at most this many trials: the best half and the most
+// recent half (past it a suggestion's cost stops growing with the study).
+constexpr size_t kModelMaxPoints = 256;
+// Of the model's candidates, the share drawn around the best trials (local moves).
+constexpr double kModelLocalShare = 0.25;
+// The acquisition's best candidates refined by local search.
+constexpr int kModelRefined = 4;
+// At most this many pending points (the latest) are fantasies: each costs O(n^2).
+constexpr size_t kMaxFantasies = 64;
+// The model needs this many ranked trials.
+constexpr size_t kModelMinPoints = 5;
+// The Gaussian step of the elite's mutants among the model's candidates (genome space).
+constexpr double kModelLocalStep = 0.05;
+
+// The trial counts at which the model's hyperparameters are refitted: every count up to
+// kEveryFitUntil, then each 1/16 more than the last. A model uses the hyperparameters fitted
+// at the last of them reached, so they are a function of the trials (not of how updates
+// were batched) and a study of 10,000 trials refits them about 70 times.
+constexpr size_t kEveryFitUntil = 40;
+size_t HyperparameterCheckpoint(size_t n) {
+  if (n <= kEveryFitUntil) return n;
+  size_t c = kEveryFitUntil;
+  while (true) {
+    const size_t next = c + std::max<size_t>(1, c / 16);
+    if (next > n) return c;
+    c = next;
+  }
+}
 
 class GeneticDesigner final : public EvolutionaryDesigner {
  public:
@@ -180,13 +221,17 @@ class GeneticDesigner final : public EvolutionaryDesigner {
         seed_(problem.seed),
         parzen_(codec()),
         gp_(codec()),
+        model_(codec()),
         cost_gp_(codec(), kCostMinPoints),
         linear_cost_(codec(), kCostMinPoints),
         budget_(problem.budget_core_seconds),
         max_step_(problem.max_step) {
     // Starting shares: local_search_rate for the two CMA-ES moves, the rest for the others.
-    const double cma = options_.local_search_rate / 2, other = (1 - options_.local_search_rate) / 3;
-    prior_ = {cma, cma, other, other, other};
+    // and model_share for the model's move.
+    const double rest = 1 - options_.model_share;
+    const double cma = rest * options_.local_search_rate / 2,
+                 other = rest * (1 - options_.local_search_rate) / 3;
+    prior_ = {cma, cma, other, other, other, options_.model_share};
     for (size_t g = 0; g < codec().size(); ++g) {
       if (!codec().fixed(g) && codec().kind(g) != GeneKind::kCategorical) {
         numeric_genes_.push_back(g);
@@ -214,6 +259,7 @@ class GeneticDesigner final : public EvolutionaryDesigner {
   void Observe(const Genome& genome, const Fitness& fitness, int64_t trial_index) override {
     history_.push_back(genome);
     history_fitness_.push_back(fitness);
+    if (!fitness.failed && !fitness.losses.empty()) ++ranked_;
     const bool full = static_cast<int>(population_.size()) >= options_.population_size;
     // The 1/5 success rule on the GA's mutation step: a success is a trial better than the
     // population's median member (beating the worst is too easy early on).
@@ -320,6 +366,7 @@ class GeneticDesigner final : public EvolutionaryDesigner {
     if (history_.size() != fitted_on_) {
       parzen_.Fit(history_, history_fitness_);
       gp_.Fit(history_, history_fitness_);
+      if (options_.model_share > 0) FitModel();
       fitted_on_ = history_.size();
     }
     if (CostAware() && (costs_.size() != cost_fitted_on_ || !pending_costs_.empty() ||
@@ -380,6 +427,92 @@ class GeneticDesigner final : public EvolutionaryDesigner {
 
   bool CostAware() const { return budget_ > 0 && max_step_ > 0; }
 
+  // Refits the model of the objective on the completed trials (hyperparameters at their
+  // checkpoint, see HyperparameterCheckpoint).
+  void FitModel() {
+    model_ready_ = false;
+    const size_t n = history_.size();
+    if (n < kModelMinPoints || model_.genes().empty()) return;
+    std::vector<Genome> points;
+    std::vector<double> targets;
+    const size_t checkpoint = HyperparameterCheckpoint(n);
+    if (checkpoint != hyper_fitted_at_) {
+      hyper_fitted_at_ = checkpoint;
+      ModelData(checkpoint, &points, &targets);
+      hyper_ = model_.FitHyperparameters(points, targets);
+    }
+    ModelData(n, &points, &targets);
+    model_ready_ = points.size() >= kModelMinPoints && model_.Condition(points, targets, hyper_);
+  }
+
+  // The model's points among the first `n` completed trials (all of them up to
+  // kModelMaxPoints, else the best half and the most recent half) and their targets.
+  void ModelData(size_t n, std::vector<Genome>* points, std::vector<double>* targets) const {
+    std::vector<size_t> chosen(n);
+    std::iota(chosen.begin(), chosen.end(), 0);
+    if (n > kModelMaxPoints) {
+      const size_t best = kModelMaxPoints / 2;
+      chosen = BestTrials(absl::MakeConstSpan(history_fitness_).first(n), std::move(chosen), best);
+      std::sort(chosen.begin(), chosen.end());
+      for (size_t k = n; k-- > 0 && chosen.size() < kModelMaxPoints;) {
+        if (!std::binary_search(chosen.begin(), chosen.begin() + static_cast<std::ptrdiff_t>(best), k)) {
+          chosen.push_back(k);
+        }
+      }
+    }
+    std::vector<Fitness> fitness;
+    fitness.reserve(chosen.size());
+    for (size_t i : chosen) fitness.push_back(history_fitness_[i]);
+    std::vector<size_t> kept;
+    *targets = WarpedTargets(fitness, &kept);
+    points->clear();
+    for (size_t k : kept) points->push_back(history_[chosen[k]]);
+  }
+
+  // The model's move: offspring of every other move (and mutants of the elite) as
+  // candidates, the one of highest expected improvement after local refinement. Pending
+  // trials and this call's earlier suggestions are exact fantasies no better than the
+  // incumbent (gp_model.h), so parallel workers get different points.
+  Genome ModelChild(SplitMix64& rng, absl::Span<const Genome> taken) const {
+    const double best = model_.best_target();
+    std::optional<GpModel> fantasised;
+    if (!taken.empty()) {
+      fantasised.emplace(model_);
+      fantasised->AddFantasies(taken.last(std::min(taken.size(), kMaxFantasies)), best);
+    }
+    const GpModel& model = fantasised ? *fantasised : model_;
+    const int total = options_.model_candidates;
+    const int local = static_cast<int>(kModelLocalShare * total);
+    std::vector<Genome> candidates;
+    candidates.reserve(static_cast<size_t>(total));
+    std::vector<const Member*> elite;
+    for (const Member& m : population_) elite.push_back(&m);
+    std::sort(elite.begin(), elite.end(), [](const Member* a, const Member* b) { return Ranks(*b, *a); });
+    elite.resize(std::min<size_t>(elite.size(), 5));
+    for (int k = 0; k < local; ++k) {
+      Genome child = elite[rng.NextBelow(elite.size())]->genome;
+      Mutate(codec(), 2 * options_.mutation_rate, kModelLocalStep, 0, /*at_least_one=*/true, rng, child);
+      candidates.push_back(std::move(child));
+    }
+    const bool cma = cma_.has_value() && cma_->initialized();
+    for (int k = local; k < total; ++k) {
+      switch (k % 4) {
+        case 0:
+          candidates.push_back(cma ? CmaChild(rng, 0) : GaChild(rng));
+          break;
+        case 1:
+          candidates.push_back(parzen_.fitted() ? parzen_.Sample(rng) : GaChild(rng));
+          break;
+        case 2:
+          candidates.push_back(GaChild(rng));
+          break;
+        default:
+          candidates.push_back(RandomGenome(rng));
+      }
+    }
+    return MaximiseAcquisition(model, codec(), best, std::move(candidates), kModelRefined).genome;
+  }
+
   // What a full run of `p`'s parameters costs: as measured, or extrapolated from its step by
   // the study's median exponent of elapsed time in steps.
   double FullCost(const CostPoint& p) const {
@@ -422,7 +555,10 @@ class GeneticDesigner final : public EvolutionaryDesigner {
     double total = 0;
     int available = 0;
     for (int m = 0; m < kMoves; ++m) {
-      if (prior_[m] <= 0 || (!cma && (m == kCma || m == kCmaScreened))) continue;
+      if (prior_[m] <= 0 || (!cma && (m == kCma || m == kCmaScreened)) ||
+          (m == kModel && ranked_ < kModelMinPoints)) {
+        continue;
+      }
       // Probability matching: the prior share times the decayed mean reward (with one
       // pseudo-trial of reward 1/2, so untried moves start level).
       share[m] = prior_[m] * (reward_[m] + 0.5) / (tries_[m] + 1);
@@ -460,8 +596,9 @@ class GeneticDesigner final : public EvolutionaryDesigner {
     return halton;
   }
 
-  Genome Propose(SplitMix64& rng) const override {
+  Genome Propose(SplitMix64& rng, absl::Span<const Genome> taken) const override {
     const Move move = PickMove(rng.NextUnit());
+    if (move == kModel) return model_ready_ ? ModelChild(rng, taken) : GaChild(rng);
     const bool screened = move == kCmaScreened || move == kGaScreened || move == kParzen;
     const int draws = screened && gp_.fitted() ? options_.candidates : 1;
     Genome best;
@@ -593,6 +730,11 @@ class GeneticDesigner final : public EvolutionaryDesigner {
   // Fitted on history_ by AfterUpdate.
   ParzenDensity parzen_;
   GpSurrogate gp_;
+  GpModel model_;                 // the model of the objective (kModel)
+  bool model_ready_ = false;      // model_ is conditioned on the trials
+  size_t ranked_ = 0;             // completed trials the model can use (not failed)
+  GpHyperparameters hyper_;       // fitted at hyper_fitted_at_ trials
+  size_t hyper_fitted_at_ = 0;
   size_t fitted_on_ = 0;  // history_.size() at the last fit
   // Cost-aware screening (CostAware()): constant after construction, then a function of the
   // completed trials in order, and of the pending ones of the last Update.

@@ -13,6 +13,7 @@
 #include <numeric>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "search/designer.h"
 #include "search/internal/evolution.h"
 #include "search/internal/evolutionary_designers.h"
@@ -60,7 +61,7 @@ class Nsga2Designer final : public EvolutionaryDesigner {
     Rank();
   }
 
-  Genome Propose(SplitMix64& rng) const override {
+  Genome Propose(SplitMix64& rng, absl::Span<const Genome> /*taken*/) const override {
     const Member& first = Tournament(rng);
     Genome child = first.genome;
     if (rng.NextUnit() < crossover_rate_) {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "search/designer.h"
 #include "search/internal/evolution.h"
 #include "search/internal/evolutionary_designers.h"
@@ -47,7 +48,7 @@ class RegularizedEvolutionDesigner final : public EvolutionaryDesigner {
     if (static_cast<int>(population_.size()) > population_size_) population_.pop_front();
   }
 
-  Genome Propose(SplitMix64& rng) const override {
+  Genome Propose(SplitMix64& rng, absl::Span<const Genome> /*taken*/) const override {
     // Ties go to the younger member (later in the deque).
     size_t winner = rng.NextBelow(population_.size());
     for (int k = 1; k < tournament_size_; ++k) {

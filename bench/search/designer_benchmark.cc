@@ -2,6 +2,9 @@
 // ../shared/bench/hpo/optuna_latency.py) is fed N completed trials, then each iteration
 // asks one suggestion and tells its result (Update + Suggest, what the service does per
 // SuggestTrials with one new completion). Compare with optuna_latency.py's ms per ask+tell.
+// BM_AskTell20: the same in 20 dimensions, 60 ask+tells from 200 and from 10,000 completed
+// trials (GENETIC's model of the objective is refitted as the study grows); compare with
+// optuna_gp_latency.py (GPSampler, TPE) on the same box.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -23,9 +26,9 @@ namespace {
 
 constexpr int kDims = 10;
 
-ProblemStatement Problem(Algorithm algorithm) {
+ProblemStatement Problem(Algorithm algorithm, int dims = kDims) {
   ProblemStatement problem;
-  for (int i = 0; i < kDims; ++i) {
+  for (int i = 0; i < dims; ++i) {
     problem.space.parameters.push_back({.name = absl::StrCat("x", i),
                                         .type = ParameterType::kDouble,
                                         .min = -5.0,
@@ -48,18 +51,23 @@ Trial Completed(int64_t id, ParameterDict parameters) {
   return t;
 }
 
-void BM_AskTell(benchmark::State& state, Algorithm algorithm) {
-  const int64_t completed = state.range(0);
-  std::unique_ptr<Designer> designer = *CreateDesigner(Problem(algorithm));
-  // History: uniform random points, fed in one Update as after a restart.
+// `completed` trials at uniformly random points of the space.
+std::vector<Trial> RandomHistory(int64_t completed, int dims = kDims) {
   std::vector<Trial> history;
   internal::SplitMix64 rng(1);
   for (int64_t id = 1; id <= completed; ++id) {
     ParameterDict p;
-    for (int i = 0; i < kDims; ++i) p[absl::StrCat("x", i)] = -5.0 + 10.0 * rng.NextUnit();
+    for (int i = 0; i < dims; ++i) p[absl::StrCat("x", i)] = -5.0 + 10.0 * rng.NextUnit();
     history.push_back(Completed(id, std::move(p)));
   }
-  designer->Update(history, {});
+  return history;
+}
+
+void AskTell(benchmark::State& state, Algorithm algorithm, int dims) {
+  const int64_t completed = state.range(0);
+  std::unique_ptr<Designer> designer = *CreateDesigner(Problem(algorithm, dims));
+  // History: uniform random points, fed in one Update as after a restart.
+  designer->Update(RandomHistory(completed, dims), {});
   int64_t next = completed;
   std::vector<Trial> told;
   std::vector<double> micros;  // per ask+tell, for the tail
@@ -79,17 +87,8 @@ void BM_AskTell(benchmark::State& state, Algorithm algorithm) {
   }
 }
 
-// `completed` trials at uniformly random points of the space.
-std::vector<Trial> RandomHistory(int64_t completed) {
-  std::vector<Trial> history;
-  internal::SplitMix64 rng(1);
-  for (int64_t id = 1; id <= completed; ++id) {
-    ParameterDict p;
-    for (int i = 0; i < kDims; ++i) p[absl::StrCat("x", i)] = -5.0 + 10.0 * rng.NextUnit();
-    history.push_back(Completed(id, std::move(p)));
-  }
-  return history;
-}
+void BM_AskTell(benchmark::State& state, Algorithm algorithm) { AskTell(state, algorithm, kDims); }
+void BM_AskTell20(benchmark::State& state, Algorithm algorithm) { AskTell(state, algorithm, 20); }
 
 void BM_RebuildFromHistory(benchmark::State& state, Algorithm algorithm) {
   const int64_t completed = state.range(0);
@@ -112,6 +111,11 @@ void BM_ParameterImportance(benchmark::State& state) {
 }
 
 BENCHMARK_CAPTURE(BM_AskTell, genetic, Algorithm::kGenetic)->Arg(100)->Arg(1000)->Arg(10000);
+BENCHMARK_CAPTURE(BM_AskTell20, genetic, Algorithm::kGenetic)
+    ->Arg(200)
+    ->Arg(10000)
+    ->Iterations(60)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_AskTell, regularized_evolution, Algorithm::kRegularizedEvolution)
     ->Arg(10000);
 BENCHMARK_CAPTURE(BM_AskTell, nsga2, Algorithm::kNsga2)->Arg(10000);

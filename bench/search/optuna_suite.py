@@ -5,8 +5,14 @@ both sides see exactly the same problems. Prints JSON lines:
   {"suite": P, "split": S, "sampler": X, "median_regret": ..., "regrets": [...]}
   {"mo": P, "sampler": "nsga2", "median_hv": ..., "hv": [...]}
 
+With --checkpoints 50,100 each line also has "regrets_at": the regret of the trial seen as best
+after that many trials of the same run (Optuna's samplers do not know the budget, so a run's
+first 50 trials are a run of budget 50). Run it with ../shared/peers/optuna-4.9 first on
+PYTHONPATH for Optuna 4.9 (gp, tpe_mv need it); "optuna_version" says which one ran.
+
 usage: optuna_suite.py SUITE_BENCH [--budget 200] [--seeds 5] [--mo_budget 300]
-       [--mo_seeds 5] [--samplers random,tpe,nsga2,cmaes] [--problems a,b] [--split held-out]
+       [--mo_seeds 5] [--samplers random,tpe,tpe_mv,gp,nsga2,cmaes] [--problems a,b]
+       [--split held-out] [--checkpoints 50,100] [--first_seed 0]
 """
 import argparse
 import json
@@ -24,6 +30,9 @@ SAMPLERS = {
     "tpe": lambda s: optuna.samplers.TPESampler(seed=s),
     "nsga2": lambda s: optuna.samplers.NSGAIISampler(seed=s),
     "cmaes": lambda s: optuna.samplers.CmaEsSampler(seed=s),
+    # Optuna 4.x only: multivariate TPE over conditional groups, and the Gaussian-process sampler.
+    "tpe_mv": lambda s: optuna.samplers.TPESampler(seed=s, multivariate=True, group=True),
+    "gp": lambda s: optuna.samplers.GPSampler(seed=s),
 }
 
 
@@ -48,9 +57,10 @@ def suggest(trial, p):
     return p["choices"].index(trial.suggest_categorical(p["name"], p["choices"]))
 
 
-def run_problem(oracle, problem, sampler, seed, budget):
-    """The true regret of the trial Optuna saw as best."""
+def run_problem(oracle, problem, sampler, seed, budget, checkpoints=()):
+    """The true regret of the trial Optuna saw as best, and that regret after each checkpoint."""
     best = [math.inf, math.inf]
+    at = {}
 
     def objective(trial):
         values = {}
@@ -66,11 +76,13 @@ def run_problem(oracle, problem, sampler, seed, budget):
                              "values": [values[p["name"]] for p in problem["params"]]})
         if answer["value"] < best[0]:
             best[0], best[1] = answer["value"], answer["true"]
+        if trial.number + 1 in checkpoints:
+            at[trial.number + 1] = best[1]
         return answer["value"]
 
     study = optuna.create_study(sampler=SAMPLERS[sampler](seed))
     study.optimize(objective, n_trials=budget)
-    return best[1]
+    return best[1], at
 
 
 def run_mo(oracle, problem, seed, budget):
@@ -98,7 +110,10 @@ def main():
     ap.add_argument("--samplers", default="random,tpe,nsga2,cmaes")
     ap.add_argument("--problems", default="")
     ap.add_argument("--split", default="")
+    ap.add_argument("--checkpoints", default="")
+    ap.add_argument("--first_seed", type=int, default=0)
     args = ap.parse_args()
+    checkpoints = set(int(c) for c in filter(None, args.checkpoints.split(",")))
     oracle = Oracle(args.suite_bench)
     described = oracle.ask({"op": "describe"})
     wanted = set(filter(None, args.problems.split(",")))
@@ -108,12 +123,16 @@ def main():
         if args.split and problem["split"] != args.split:
             continue
         for sampler in filter(None, args.samplers.split(",")):
-            regrets = [run_problem(oracle, problem, sampler, seed, args.budget)
-                       for seed in range(args.seeds)]
-            print(json.dumps({"suite": problem["name"], "split": problem["split"],
-                              "sampler": sampler, "budget": args.budget,
-                              "median_regret": statistics.median(regrets),
-                              "regrets": regrets}), flush=True)
+            runs = [run_problem(oracle, problem, sampler, seed, args.budget, checkpoints)
+                    for seed in range(args.first_seed, args.first_seed + args.seeds)]
+            regrets = [r for r, _ in runs]
+            line = {"suite": problem["name"], "split": problem["split"],
+                    "sampler": sampler, "budget": args.budget,
+                    "optuna_version": optuna.__version__, "first_seed": args.first_seed,
+                    "median_regret": statistics.median(regrets), "regrets": regrets}
+            if checkpoints:
+                line["regrets_at"] = {str(c): [at[c] for _, at in runs] for c in checkpoints}
+            print(json.dumps(line), flush=True)
     if args.mo_budget > 0:
         for problem in described["mo"]:
             if wanted and problem["name"] not in wanted:

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -27,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -45,6 +47,9 @@ ABSL_FLAG(int, mo_budget, 300, "evaluations per multi-objective study (0 skips t
 ABSL_FLAG(int, mo_seeds, 5, "seeds per multi-objective problem");
 ABSL_FLAG(std::string, settings, "", "AlgorithmSpec.settings: key=value,key=value");
 ABSL_FLAG(std::string, json_out, "", "also write JSON lines of every result to this file");
+ABSL_FLAG(std::string, checkpoints, "",
+          "also record each run's regret after these many trials (comma-separated), as "
+          "\"regrets_at\" in --json_out");
 ABSL_FLAG(bool, serve, false, "answer optuna_suite.py's requests on stdin instead");
 
 namespace evoscale::bench {
@@ -129,9 +134,11 @@ std::pair<double, double> Evaluate(const SuiteProblem& problem, uint64_t seed, u
 }
 
 // The true regret of the trial with the best observed value after `budget` evaluations,
-// asking `batch` suggestions at a time.
+// asking `batch` suggestions at a time; `at[c]`, when given, the same after c evaluations for
+// each checkpoint c.
 absl::StatusOr<double> Optimise(const SuiteProblem& problem, search::Algorithm algorithm,
-                                uint64_t seed, int budget, int batch) {
+                                uint64_t seed, int budget, int batch,
+                                std::map<int, double>* at = nullptr) {
   StudySetup setup{.space = SpaceOf(problem), .metrics = {"f"}, .algorithm = algorithm,
                    .seed = seed, .max_trials = budget,
                    .settings = ParseSettings(absl::GetFlag(FLAGS_settings))};
@@ -151,6 +158,7 @@ absl::StatusOr<double> Optimise(const SuiteProblem& problem, search::Algorithm a
       }
       if (absl::Status st = (*study)->Complete(s.id, {{"f", observed}}); !st.ok()) return st;
       ++done;
+      if (at != nullptr && at->contains(done)) (*at)[done] = regret;
     }
   }
   return regret;
@@ -171,18 +179,30 @@ absl::Status QualityTable(const std::vector<const SuiteProblem*>& problems,
     std::printf("| %s | %s |", problem->name.c_str(), problem->split.c_str());
     for (search::Algorithm a : algorithms) {
       std::vector<double> regrets;
+      std::map<int, std::vector<double>> regrets_at;
       for (int seed = 0; seed < seeds; ++seed) {
-        absl::StatusOr<double> r = Optimise(*problem, a, static_cast<uint64_t>(seed), budget, batch);
+        std::map<int, double> at;
+        for (absl::string_view c : absl::StrSplit(absl::GetFlag(FLAGS_checkpoints), ',', absl::SkipEmpty())) {
+          int trials = 0;
+          if (!absl::SimpleAtoi(c, &trials) || trials < 1) {
+            return absl::InvalidArgumentError(absl::StrCat("--checkpoints: not a trial count: \"", c, "\""));
+          }
+          at[trials] = std::numeric_limits<double>::quiet_NaN();
+        }
+        absl::StatusOr<double> r =
+            Optimise(*problem, a, static_cast<uint64_t>(seed), budget, batch, &at);
         if (!r.ok()) return r.status();
         regrets.push_back(*r);
+        for (const auto& [trials, regret] : at) regrets_at[trials].push_back(regret);
       }
       std::printf(" %.4g |", Median(regrets));
       std::fflush(stdout);
       if (json != nullptr) {
-        *json << Json{{"suite", problem->name}, {"split", problem->split},
-                      {"algorithm", AlgorithmName(a)}, {"batch", batch}, {"budget", budget},
-                      {"median_regret", Median(regrets)}, {"regrets", regrets}}.dump()
-              << "\n";
+        Json line{{"suite", problem->name}, {"split", problem->split},
+                  {"algorithm", AlgorithmName(a)}, {"batch", batch}, {"budget", budget},
+                  {"median_regret", Median(regrets)}, {"regrets", regrets}};
+        for (const auto& [trials, at] : regrets_at) line["regrets_at"][std::to_string(trials)] = at;
+        *json << line.dump() << "\n";
       }
     }
     std::printf("\n");

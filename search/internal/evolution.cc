@@ -129,7 +129,7 @@ absl::StatusOr<std::vector<ParameterDict>> EvolutionaryDesigner::Suggest(int cou
       bool found = false;
       double best_distance = -1;
       for (int attempt = 0; attempt < kAttempts && !found; ++attempt) {
-        Genome candidate = Propose(rng);
+        Genome candidate = Propose(rng, taken);
         for (double& gene : candidate) gene = std::clamp(gene, 0.0, 1.0);
         ParameterDict candidate_dict = codec_.Decode(candidate);
         const uint64_t candidate_key = Fingerprint(candidate_dict);

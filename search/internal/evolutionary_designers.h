@@ -16,7 +16,8 @@ namespace evoscale::search::internal {
 // GENETIC (genetic.cc): an asynchronous steady-state GA with a memetic CMA-ES step, a
 // Gaussian-process surrogate screening candidates and adaptive operator choice.
 // Settings: population_size, mutation_rate, crossover_rate, tournament_size,
-// local_search_rate, initial_step, candidates, min_move_share, reward_decay.
+// local_search_rate, initial_step, candidates, min_move_share, reward_decay, model_share,
+// model_candidates.
 std::unique_ptr<Designer> NewGeneticDesigner(const ProblemStatement& problem);
 
 // REGULARIZED_EVOLUTION (regularized_evolution.cc): aging evolution, Real et al. 2019.

@@ -538,7 +538,8 @@ TEST(ValidateAlgorithmSettingsTest, UnknownKeyNamesTheKnownOnes) {
   ExpectInvalid(Algorithm::kGenetic, {{"populationsize", "30"}},
                 R"(settings["populationsize"]: unknown setting for GENETIC; )"
                 R"(known: population_size, mutation_rate, crossover_rate, tournament_size, )"
-                R"(local_search_rate, initial_step, candidates, min_move_share, reward_decay)");
+                R"(local_search_rate, initial_step, candidates, min_move_share, reward_decay, )"
+                R"(model_share, model_candidates)");
 }
 
 TEST(ValidateAlgorithmSettingsTest, BadValuesNameTheKeyTheRuleAndTheValue) {
@@ -570,6 +571,10 @@ TEST(ValidateAlgorithmSettingsTest, BadValuesNameTheKeyTheRuleAndTheValue) {
                 R"(settings["min_move_share"]: must be a number in [0, 0.2], got "0.5")");
   ExpectInvalid(Algorithm::kGenetic, {{"reward_decay", "-1"}},
                 R"(settings["reward_decay"]: must be a number in [0, 1], got "-1")");
+  ExpectInvalid(Algorithm::kGenetic, {{"model_share", "1.5"}},
+                R"(settings["model_share"]: must be a number in [0, 1], got "1.5")");
+  ExpectInvalid(Algorithm::kGenetic, {{"model_candidates", "4"}},
+                R"(settings["model_candidates"]: must be an integer in [8, 4096], got "4")");
 }
 
 TEST(CreateDesignerTest, RejectsInvalidSettings) {
