@@ -1,5 +1,17 @@
 // GENETIC: an asynchronous steady-state genetic algorithm with a memetic CMA-ES step, a
-// Gaussian-process surrogate that screens candidates, and adaptive choice among its moves.
+// learned model of the objective whose acquisition the GA maximises, and adaptive choice
+// among its moves.
+//
+// - The model's move (kModel, prior share model_share): a Gaussian process of the objective
+//   (internal/gp_model.h: Matérn-5/2 with one length scale per gene, categorical and
+//   conditional genes native, warped targets, maximum a-posteriori hyperparameters refitted
+//   at trial-count checkpoints) on at most kModelMaxPoints trials, and log expected
+//   improvement maximised over model_candidates offspring of the other moves (CMA-ES draws,
+//   GA children, Parzen draws, uniform points, mutants of the elite), the best few refined
+//   by gradient steps and one-gene moves (internal/acquisition.h). Pending trials, and the
+//   earlier suggestions of a batch, are exact fantasies no better than the incumbent, so
+//   eight workers get eight different points. Where the model does not pay (rugged
+//   landscapes) the adaptive choice below moves the share to the GA's own moves.
 //
 // - The first population_size trials are quasi-random (the QUASI_RANDOM designer's Halton
 //   points for the same seed).
@@ -58,8 +70,8 @@
 #include "Eigen/Dense"
 #include "absl/types/span.h"
 #include "search/designer.h"
-#include "search/internal/cma.h"
 #include "search/internal/acquisition.h"
+#include "search/internal/cma.h"
 #include "search/internal/cost_aware.h"
 #include "search/internal/evolution.h"
 #include "search/internal/evolutionary_designers.h"
@@ -596,9 +608,14 @@ class GeneticDesigner final : public EvolutionaryDesigner {
     return halton;
   }
 
-  Genome Propose(SplitMix64& rng, absl::Span<const Genome> taken) const override {
+  Genome Propose(SplitMix64& rng, absl::Span<const Genome> taken, bool* spread) const override {
     const Move move = PickMove(rng.NextUnit());
-    if (move == kModel) return model_ready_ ? ModelChild(rng, taken) : GaChild(rng);
+    if (move == kModel && model_ready_) {
+      // Fantasies already keep it off the pending points, by the model's own length scales.
+      *spread = true;
+      return ModelChild(rng, taken);
+    }
+    if (move == kModel) return GaChild(rng);
     const bool screened = move == kCmaScreened || move == kGaScreened || move == kParzen;
     const int draws = screened && gp_.fitted() ? options_.candidates : 1;
     Genome best;

@@ -61,7 +61,8 @@ class Nsga2Designer final : public EvolutionaryDesigner {
     Rank();
   }
 
-  Genome Propose(SplitMix64& rng, absl::Span<const Genome> /*taken*/) const override {
+  Genome Propose(SplitMix64& rng, absl::Span<const Genome> /*taken*/,
+                 bool* /*spread*/) const override {
     const Member& first = Tournament(rng);
     Genome child = first.genome;
     if (rng.NextUnit() < crossover_rate_) {

@@ -48,7 +48,8 @@ class RegularizedEvolutionDesigner final : public EvolutionaryDesigner {
     if (static_cast<int>(population_.size()) > population_size_) population_.pop_front();
   }
 
-  Genome Propose(SplitMix64& rng, absl::Span<const Genome> /*taken*/) const override {
+  Genome Propose(SplitMix64& rng, absl::Span<const Genome> /*taken*/,
+                 bool* /*spread*/) const override {
     // Ties go to the younger member (later in the deque).
     size_t winner = rng.NextBelow(population_.size());
     for (int k = 1; k < tournament_size_; ++k) {

@@ -47,7 +47,8 @@ def medians(ours, peers, trials):
             got = peers.get((problem, peer))
             if got is not None and trials in got["at"]:
                 peer_medians[peer] = statistics.median(got["at"][trials])
-        rows[problem] = (entry["split"], statistics.median(entry["at"][trials]), peer_medians)
+        if peer_medians:
+            rows[problem] = (entry["split"], statistics.median(entry["at"][trials]), peer_medians)
     return rows
 
 

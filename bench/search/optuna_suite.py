@@ -12,7 +12,7 @@ PYTHONPATH for Optuna 4.9 (gp, tpe_mv need it); "optuna_version" says which one 
 
 usage: optuna_suite.py SUITE_BENCH [--budget 200] [--seeds 5] [--mo_budget 300]
        [--mo_seeds 5] [--samplers random,tpe,tpe_mv,gp,nsga2,cmaes] [--problems a,b]
-       [--split held-out] [--checkpoints 50,100] [--first_seed 0]
+       [--split held-out] [--checkpoints 50,100] [--first_seed 0] [--async_workers 8]
 """
 import argparse
 import json
@@ -33,6 +33,8 @@ SAMPLERS = {
     # Optuna 4.x only: multivariate TPE over conditional groups, and the Gaussian-process sampler.
     "tpe_mv": lambda s: optuna.samplers.TPESampler(seed=s, multivariate=True, group=True),
     "gp": lambda s: optuna.samplers.GPSampler(seed=s),
+    # TPE's own answer to parallel workers (pending trials count as bad ones).
+    "tpe_cl": lambda s: optuna.samplers.TPESampler(seed=s, constant_liar=True),
 }
 
 
@@ -57,12 +59,15 @@ def suggest(trial, p):
     return p["choices"].index(trial.suggest_categorical(p["name"], p["choices"]))
 
 
-def run_problem(oracle, problem, sampler, seed, budget, checkpoints=()):
-    """The true regret of the trial Optuna saw as best, and that regret after each checkpoint."""
+def run_problem(oracle, problem, sampler, seed, budget, checkpoints=(), workers=0):
+    """The true regret of the trial Optuna saw as best, and that regret after each checkpoint.
+
+    workers > 0: that many trials stay in flight (ask/tell; the oldest is told first)."""
     best = [math.inf, math.inf]
     at = {}
+    done = [0]
 
-    def objective(trial):
+    def values_of(trial):
         values = {}
         for p in problem["params"]:
             parent = p.get("parent")
@@ -71,17 +76,31 @@ def run_problem(oracle, problem, sampler, seed, budget, checkpoints=()):
                 values[p["name"]] = None
                 continue
             values[p["name"]] = suggest(trial, p)
+        return [values[p["name"]] for p in problem["params"]]
+
+    def evaluate(number, values):
         answer = oracle.ask({"op": "eval", "problem": problem["name"], "seed": seed,
-                             "index": trial.number,
-                             "values": [values[p["name"]] for p in problem["params"]]})
+                             "index": number, "values": values})
         if answer["value"] < best[0]:
             best[0], best[1] = answer["value"], answer["true"]
-        if trial.number + 1 in checkpoints:
-            at[trial.number + 1] = best[1]
+        done[0] += 1
+        if done[0] in checkpoints:
+            at[done[0]] = best[1]
         return answer["value"]
 
     study = optuna.create_study(sampler=SAMPLERS[sampler](seed))
-    study.optimize(objective, n_trials=budget)
+    if workers <= 0:
+        study.optimize(lambda trial: evaluate(trial.number, values_of(trial)), n_trials=budget)
+        return best[1], at
+    in_flight = []
+    asked = 0
+    while done[0] < budget:
+        while len(in_flight) < workers and asked < budget:
+            trial = study.ask()
+            in_flight.append((trial, values_of(trial)))
+            asked += 1
+        trial, values = in_flight.pop(0)
+        study.tell(trial, evaluate(trial.number, values))
     return best[1], at
 
 
@@ -112,6 +131,8 @@ def main():
     ap.add_argument("--split", default="")
     ap.add_argument("--checkpoints", default="")
     ap.add_argument("--first_seed", type=int, default=0)
+    ap.add_argument("--async_workers", type=int, default=0,
+                    help="keep this many trials in flight (ask/tell), the oldest told first")
     args = ap.parse_args()
     checkpoints = set(int(c) for c in filter(None, args.checkpoints.split(",")))
     oracle = Oracle(args.suite_bench)
@@ -123,12 +144,14 @@ def main():
         if args.split and problem["split"] != args.split:
             continue
         for sampler in filter(None, args.samplers.split(",")):
-            runs = [run_problem(oracle, problem, sampler, seed, args.budget, checkpoints)
+            runs = [run_problem(oracle, problem, sampler, seed, args.budget, checkpoints,
+                                args.async_workers)
                     for seed in range(args.first_seed, args.first_seed + args.seeds)]
             regrets = [r for r, _ in runs]
             line = {"suite": problem["name"], "split": problem["split"],
                     "sampler": sampler, "budget": args.budget,
                     "optuna_version": optuna.__version__, "first_seed": args.first_seed,
+                    "async_workers": args.async_workers,
                     "median_regret": statistics.median(regrets), "regrets": regrets}
             if checkpoints:
                 line["regrets_at"] = {str(c): [at[c] for _, at in runs] for c in checkpoints}

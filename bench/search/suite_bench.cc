@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -50,6 +51,9 @@ ABSL_FLAG(std::string, json_out, "", "also write JSON lines of every result to t
 ABSL_FLAG(std::string, checkpoints, "",
           "also record each run's regret after these many trials (comma-separated), as "
           "\"regrets_at\" in --json_out");
+ABSL_FLAG(int, async_workers, 0,
+          "also a table of GENETIC with this many trials always in flight: each completion "
+          "(oldest first) is followed by one new suggestion (0 skips it)");
 ABSL_FLAG(bool, serve, false, "answer optuna_suite.py's requests on stdin instead");
 
 namespace evoscale::bench {
@@ -134,10 +138,11 @@ std::pair<double, double> Evaluate(const SuiteProblem& problem, uint64_t seed, u
 }
 
 // The true regret of the trial with the best observed value after `budget` evaluations,
-// asking `batch` suggestions at a time; `at[c]`, when given, the same after c evaluations for
-// each checkpoint c.
+// asking `batch` suggestions at a time (`async`: keeping `batch` trials in flight, one new
+// suggestion after each completion, the oldest completing first); `at[c]`, when given, the
+// same after c evaluations for each checkpoint c.
 absl::StatusOr<double> Optimise(const SuiteProblem& problem, search::Algorithm algorithm,
-                                uint64_t seed, int budget, int batch,
+                                uint64_t seed, int budget, int batch, bool async,
                                 std::map<int, double>* at = nullptr) {
   StudySetup setup{.space = SpaceOf(problem), .metrics = {"f"}, .algorithm = algorithm,
                    .seed = seed, .max_trials = budget,
@@ -145,6 +150,29 @@ absl::StatusOr<double> Optimise(const SuiteProblem& problem, search::Algorithm a
   absl::StatusOr<std::unique_ptr<StudyDriver>> study = NewLibraryStudy(setup);
   if (!study.ok()) return study.status();
   double best_observed = std::numeric_limits<double>::infinity(), regret = best_observed;
+  if (async) {
+    std::deque<std::pair<int, Suggestion>> in_flight;  // (order asked, suggestion)
+    for (int asked = 0, done = 0; done < budget; ++done) {
+      while (static_cast<int>(in_flight.size()) < batch && asked < budget) {
+        absl::StatusOr<std::vector<Suggestion>> got = (*study)->Suggest(1);
+        if (!got.ok()) return got.status();
+        if (got->empty()) break;
+        in_flight.emplace_back(asked++, std::move((*got)[0]));
+      }
+      if (in_flight.empty()) break;
+      const auto [index, s] = std::move(in_flight.front());
+      in_flight.pop_front();
+      const auto [observed, truth] =
+          Evaluate(problem, seed, static_cast<uint64_t>(index), ValuesOf(problem, s.params));
+      if (observed < best_observed) {
+        best_observed = observed;
+        regret = truth;
+      }
+      if (absl::Status st = (*study)->Complete(s.id, {{"f", observed}}); !st.ok()) return st;
+      if (at != nullptr && at->contains(done + 1)) (*at)[done + 1] = regret;
+    }
+    return regret;
+  }
   for (int done = 0; done < budget;) {
     absl::StatusOr<std::vector<Suggestion>> asked = (*study)->Suggest(std::min(batch, budget - done));
     if (!asked.ok()) return asked.status();
@@ -166,10 +194,10 @@ absl::StatusOr<double> Optimise(const SuiteProblem& problem, search::Algorithm a
 
 absl::Status QualityTable(const std::vector<const SuiteProblem*>& problems,
                           const std::vector<search::Algorithm>& algorithms, int batch,
-                          std::ofstream* json) {
+                          bool async, std::ofstream* json) {
   const int budget = absl::GetFlag(FLAGS_budget), seeds = absl::GetFlag(FLAGS_seeds);
-  std::printf("\n## suite: median regret, budget %d, %d seeds, %d suggestion(s) per request\n\n",
-              budget, seeds, batch);
+  std::printf("\n## suite: median regret, budget %d, %d seeds, %d %s\n\n", budget, seeds, batch,
+              async ? "trials in flight" : "suggestion(s) per request");
   std::printf("| problem | split |");
   for (search::Algorithm a : algorithms) std::printf(" %s |", AlgorithmName(a).c_str());
   std::printf("\n|---|---|");
@@ -190,7 +218,7 @@ absl::Status QualityTable(const std::vector<const SuiteProblem*>& problems,
           at[trials] = std::numeric_limits<double>::quiet_NaN();
         }
         absl::StatusOr<double> r =
-            Optimise(*problem, a, static_cast<uint64_t>(seed), budget, batch, &at);
+            Optimise(*problem, a, static_cast<uint64_t>(seed), budget, batch, async, &at);
         if (!r.ok()) return r.status();
         regrets.push_back(*r);
         for (const auto& [trials, regret] : at) regrets_at[trials].push_back(regret);
@@ -199,7 +227,8 @@ absl::Status QualityTable(const std::vector<const SuiteProblem*>& problems,
       std::fflush(stdout);
       if (json != nullptr) {
         Json line{{"suite", problem->name}, {"split", problem->split},
-                  {"algorithm", AlgorithmName(a)}, {"batch", batch}, {"budget", budget},
+                  {"algorithm", AlgorithmName(a)}, {"batch", async ? 1 : batch},
+                  {"async_workers", async ? batch : 0}, {"budget", budget},
                   {"median_regret", Median(regrets)}, {"regrets", regrets}};
         for (const auto& [trials, at] : regrets_at) line["regrets_at"][std::to_string(trials)] = at;
         *json << line.dump() << "\n";
@@ -351,11 +380,15 @@ int Main() {
   }
   absl::Status st;
   if (!problems.empty() && !algorithms->empty()) {
-    st = QualityTable(problems, *algorithms, 1, json.get());
+    st = QualityTable(problems, *algorithms, 1, /*async=*/false, json.get());
   }
   const int parallel = absl::GetFlag(FLAGS_parallel);
   if (st.ok() && parallel > 1 && !problems.empty()) {
-    st = QualityTable(problems, {search::Algorithm::kGenetic}, parallel, json.get());
+    st = QualityTable(problems, {search::Algorithm::kGenetic}, parallel, /*async=*/false, json.get());
+  }
+  const int workers = absl::GetFlag(FLAGS_async_workers);
+  if (st.ok() && workers > 0 && !problems.empty()) {
+    st = QualityTable(problems, {search::Algorithm::kGenetic}, workers, /*async=*/true, json.get());
   }
   if (st.ok() && absl::GetFlag(FLAGS_mo_budget) > 0) st = MoTable(json.get());
   if (!st.ok()) {

@@ -129,12 +129,14 @@ absl::StatusOr<std::vector<ParameterDict>> EvolutionaryDesigner::Suggest(int cou
       bool found = false;
       double best_distance = -1;
       for (int attempt = 0; attempt < kAttempts && !found; ++attempt) {
-        Genome candidate = Propose(rng, taken);
+        bool spread = false;
+        Genome candidate = Propose(rng, taken, &spread);
         for (double& gene : candidate) gene = std::clamp(gene, 0.0, 1.0);
         ParameterDict candidate_dict = codec_.Decode(candidate);
         const uint64_t candidate_key = Fingerprint(candidate_dict);
         if (known(candidate_key)) continue;
-        const double distance = radius > 0 ? nearest_pending(candidate) : 0;
+        const double distance =
+            spread ? std::numeric_limits<double>::infinity() : radius > 0 ? nearest_pending(candidate) : 0;
         if (distance > best_distance) {
           best_distance = distance;
           found = distance >= radius;

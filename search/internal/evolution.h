@@ -56,8 +56,10 @@ class EvolutionaryDesigner : public Designer {
   // One candidate genome (genes in [0, 1]). Called up to kAttempts times per suggestion
   // with the same `rng` when a candidate duplicates a known point or lands too close to a
   // pending one; must not change the designer's state. `taken`: the pending trials' genomes,
-  // then this call's earlier suggestions.
-  virtual Genome Propose(SplitMix64& rng, absl::Span<const Genome> taken) const = 0;
+  // then this call's earlier suggestions. A designer whose candidate already keeps its
+  // distance from them (a model that knows they are pending) sets `*spread` (false on entry):
+  // SpreadRadius() is then not applied to it.
+  virtual Genome Propose(SplitMix64& rng, absl::Span<const Genome> taken, bool* spread) const = 0;
   // The initial-population suggestion made from `halton`, that index's quasi-random point
   // (`rng` is the suggestion's stream); a designer that weighs costs may pick a cheaper
   // point. Must not change the designer's state.

@@ -14,7 +14,8 @@
 namespace evoscale::search::internal {
 
 // GENETIC (genetic.cc): an asynchronous steady-state GA with a memetic CMA-ES step, a
-// Gaussian-process surrogate screening candidates and adaptive operator choice.
+// Gaussian-process surrogate screening candidates, a learned model of the objective whose
+// expected improvement the GA maximises, and adaptive operator choice.
 // Settings: population_size, mutation_rate, crossover_rate, tournament_size,
 // local_search_rate, initial_step, candidates, min_move_share, reward_decay, model_share,
 // model_candidates.
