@@ -337,7 +337,7 @@ void GpModel::AddFantasies(absl::Span<const Genome> points, double floor) {
     // fantasy is an exact observation (no noise), so the model is sure there.
     const Eigen::VectorXd b = factor_.triangularView<Eigen::Lower>().solve(kx);
     const double lie = std::max(kx.dot(alpha_), floor);
-    const double c2 = hyper_.signal * (1 + kFantasyJitter) + (getenv("FNOISE") ? hyper_.noise : 0) - b.squaredNorm();
+    const double c2 = hyper_.signal * (1 + kFantasyJitter) - b.squaredNorm();
     if (!(c2 > 1e-12 * hyper_.signal)) continue;
     Eigen::MatrixXd grown = Eigen::MatrixXd::Zero(nn + 1, nn + 1);
     grown.topLeftCorner(nn, nn) = factor_;
