@@ -16,7 +16,8 @@ Methods:
   evoscale[:ALGORITHM[:POLICY]]   evoscaled (started by this process, one per process, one study
                                   per run); ALGORITHM default GENETIC, POLICY COST_AWARE | ASHA |
                                   MEDIAN | NONE (default COST_AWARE)
-  optuna:SAMPLER:PRUNER           SAMPLER tpe | random; PRUNER hyperband | median | sh | none
+  optuna:SAMPLER:PRUNER           SAMPLER tpe | random | tpe_mv | gp (the last two need Optuna 4.x);
+                                  PRUNER hyperband | median | sh | none
 
 A method that does not know the budget (every Optuna method; evoscale without COST_AWARE
 unless --budget-always) runs once to the largest budget and is scored at each budget from its
@@ -177,7 +178,11 @@ class OptunaMethod:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.optuna = optuna
         samplers = {"tpe": lambda: optuna.samplers.TPESampler(seed=seed),
-                    "random": lambda: optuna.samplers.RandomSampler(seed=seed)}
+                    "random": lambda: optuna.samplers.RandomSampler(seed=seed),
+                    # Optuna 4.x only (../shared/peers/optuna-4.9 first on PYTHONPATH):
+                    "tpe_mv": lambda: optuna.samplers.TPESampler(seed=seed, multivariate=True,
+                                                                 group=True),
+                    "gp": lambda: optuna.samplers.GPSampler(seed=seed)}
         pruners = {
             "hyperband": lambda: optuna.pruners.HyperbandPruner(
                 min_resource=1, max_resource=max_step, reduction_factor=3),

@@ -9,7 +9,12 @@ GPSampler, and the bars:
     than GPSampler on every mixed or conditional one (hpo_*);
   - anytime: at a quarter and at half of the budget, no worse than the best peer on >= half.
 
+--async PEERS_ASYNC.jsonl adds GENETIC with 8 trials in flight (OURS.jsonl's async_workers lines)
+beside its sequential figure and Optuna's (optuna_suite.py --async_workers 8), over the seeds
+both ran; --mo OURS_MO.jsonl PEERS_MO.jsonl adds the multi-objective hypervolumes.
+
 usage: compare_49.py OURS.jsonl PEERS.jsonl [--budgets 50,100] [--anytime 100:25,50]
+       [--async PEERS_ASYNC.jsonl] [--mo OURS_MO.jsonl PEERS_MO.jsonl]
 """
 import argparse
 import json
@@ -19,8 +24,9 @@ import sys
 PEERS = ["gp", "tpe", "tpe_mv", "cmaes", "random"]
 
 
-def load(path, key):
-    """{(problem, method): {"split": S, "at": {trials: [regret per seed]}}}"""
+def load(path, key, workers=0):
+    """{(problem, method): {"split": S, "at": {trials: [regret per seed]}}} of the runs with
+    `workers` trials in flight (0: sequential)."""
     table = {}
     with open(path) as f:
         for line in f:
@@ -28,7 +34,7 @@ def load(path, key):
             if not line.startswith("{"):
                 continue
             r = json.loads(line)
-            if "suite" not in r or r.get("batch", 1) != 1:
+            if "suite" not in r or r.get("batch", 1) != 1 or r.get("async_workers", 0) != workers:
                 continue
             at = {int(k): v for k, v in r.get("regrets_at", {}).items()}
             at[int(r["budget"])] = r["regrets"]
@@ -78,6 +84,8 @@ def main():
     ap.add_argument("--budgets", default="50,100")
     ap.add_argument("--anytime", default="100:25,50",
                     help="budget:quarter,half pairs separated by ';'")
+    ap.add_argument("--async", dest="async_peers", default="")
+    ap.add_argument("--mo", nargs=2, default=None)
     args = ap.parse_args()
     ours, peers = load(args.ours, "algorithm"), load(args.peers, "sampler")
     ours = {k: v for k, v in ours.items() if k[1] == "GENETIC"}
@@ -103,9 +111,54 @@ def main():
             verdicts.append("anytime, budget %s at %d trials: no worse than the best peer on %d of %d "
                             "(bar: >= 1/2 -> %s)" % (budget, trials, won, len(held),
                                                      "HOLDS" if held and 2 * won >= len(held) else "NOT MET"))
+    if args.async_peers:
+        async_table(args, ours)
+    if args.mo:
+        mo_table(*args.mo)
     print()
     for v in verdicts:
         print("- " + v)
+
+
+def async_table(args, ours):
+    ours_async = {k: v for k, v in load(args.ours, "algorithm", 8).items() if k[1] == "GENETIC"}
+    peers_async = load(args.async_peers, "sampler", 8)
+    budget = max(int(b) for b in args.budgets.split(",") if b)
+    print("\n### 8 trials in flight, %d trials: median regret over the seeds every method ran\n" % budget)
+    print("| problem | GENETIC sequential | GENETIC, 8 in flight | ratio | gp, 8 in flight | tpe constant liar, 8 in flight |")
+    print("|---|---|---|---|---|---|")
+    within = total = 0
+    for (problem, _), entry in sorted(ours_async.items()):
+        peer = {s: peers_async[(problem, s)]["at"][budget] for s in ("gp", "tpe_cl")
+                if (problem, s) in peers_async}
+        seeds = min([len(v) for v in peer.values()] + [len(entry["at"][budget])])
+        seq = statistics.median(ours[(problem, "GENETIC")]["at"][budget][:seeds])
+        par = statistics.median(entry["at"][budget][:seeds])
+        total += 1
+        within += par <= 1.5 * seq
+        cells = ["%.4g" % statistics.median(peer[s][:seeds]) if s in peer else "-" for s in ("gp", "tpe_cl")]
+        print("| %s | %.4g | %.4g | %.2f | %s |" % (problem, seq, par, par / seq if seq > 0 else float("nan"),
+                                                 " | ".join(cells)))
+    print("\nWithin 1.5x of sequential on %d of %d" % (within, total))
+
+
+def mo_table(ours_path, peers_path):
+    rows = {}
+    for path, key in ((ours_path, "algorithm"), (peers_path, "sampler")):
+        with open(path) as f:
+            for line in f:
+                if line.startswith("{"):
+                    r = json.loads(line)
+                    if "mo" in r:
+                        rows.setdefault(r["mo"], {})[("ours" if key == "algorithm" else r["sampler"])] = r["median_hv"]
+    print("\n### Multi-objective: median hypervolume (higher is better)\n")
+    print("| problem | NSGA2 (evoscale) | Optuna NSGA-II | Optuna TPE | >= both |")
+    print("|---|---|---|---|---|")
+    for problem, r in rows.items():
+        ok = all(r.get("ours", 0) >= r[s] for s in ("nsga2", "tpe") if s in r)
+        print("| %s | %.4f | %s | %s | %s |" % (problem, r.get("ours", float("nan")),
+                                             "%.4f" % r["nsga2"] if "nsga2" in r else "-",
+                                             "%.4f" % r["tpe"] if "tpe" in r else "-", "yes" if ok else "no"))
 
 
 if __name__ == "__main__":

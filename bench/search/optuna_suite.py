@@ -13,6 +13,7 @@ PYTHONPATH for Optuna 4.9 (gp, tpe_mv need it); "optuna_version" says which one 
 usage: optuna_suite.py SUITE_BENCH [--budget 200] [--seeds 5] [--mo_budget 300]
        [--mo_seeds 5] [--samplers random,tpe,tpe_mv,gp,nsga2,cmaes] [--problems a,b]
        [--split held-out] [--checkpoints 50,100] [--first_seed 0] [--async_workers 8]
+       [--mo_samplers nsga2,tpe]
 """
 import argparse
 import json
@@ -104,7 +105,7 @@ def run_problem(oracle, problem, sampler, seed, budget, checkpoints=(), workers=
     return best[1], at
 
 
-def run_mo(oracle, problem, seed, budget):
+def run_mo(oracle, problem, seed, budget, sampler="nsga2"):
     points = []
 
     def objective(trial):
@@ -114,7 +115,7 @@ def run_mo(oracle, problem, seed, budget):
         return tuple(f)
 
     study = optuna.create_study(directions=["minimize"] * problem["objectives"],
-                                sampler=optuna.samplers.NSGAIISampler(seed=seed))
+                                sampler=SAMPLERS[sampler](seed))
     study.optimize(objective, n_trials=budget)
     return oracle.ask({"op": "hv", "problem": problem["name"], "points": points})["hv"]
 
@@ -131,6 +132,8 @@ def main():
     ap.add_argument("--split", default="")
     ap.add_argument("--checkpoints", default="")
     ap.add_argument("--first_seed", type=int, default=0)
+    ap.add_argument("--mo_samplers", default="nsga2",
+                    help="samplers of the multi-objective problems (nsga2, tpe, random)")
     ap.add_argument("--async_workers", type=int, default=0,
                     help="keep this many trials in flight (ask/tell), the oldest told first")
     args = ap.parse_args()
@@ -160,9 +163,12 @@ def main():
         for problem in described["mo"]:
             if wanted and problem["name"] not in wanted:
                 continue
-            hvs = [run_mo(oracle, problem, seed, args.mo_budget) for seed in range(args.mo_seeds)]
-            print(json.dumps({"mo": problem["name"], "sampler": "nsga2", "budget": args.mo_budget,
-                              "median_hv": statistics.median(hvs), "hv": hvs}), flush=True)
+            for sampler in filter(None, args.mo_samplers.split(",")):
+                hvs = [run_mo(oracle, problem, seed, args.mo_budget, sampler)
+                       for seed in range(args.mo_seeds)]
+                print(json.dumps({"mo": problem["name"], "sampler": sampler,
+                                  "optuna_version": optuna.__version__, "budget": args.mo_budget,
+                                  "median_hv": statistics.median(hvs), "hv": hvs}), flush=True)
 
 
 if __name__ == "__main__":
