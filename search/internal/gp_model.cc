@@ -61,6 +61,74 @@ ExpectedImprovementTerms EiTerms(double z) {
   return {-0.5 * z * z - kLogSqrt2Pi + std::log(s), r / s, 1 / s};
 }
 
+
+// -log(marginal likelihood x priors) of the hyperparameters theta = (log rho (d), log s^2,
+// log(noise - kMinNoise)) given the pairwise distance terms of the points and their targets,
+// with its gradient: dL/dtheta = 1/2 tr(W dK/dtheta), W = alpha alpha^T - K^-1.
+class NegativeLogPosterior {
+ public:
+  NegativeLogPosterior(std::vector<double> terms, Eigen::VectorXd targets, size_t genes)
+      : terms_(std::move(terms)), y_(std::move(targets)), d_(genes),
+        r_(static_cast<size_t>(y_.size() * (y_.size() - 1) / 2)) {}
+
+  double operator()(const Eigen::VectorXd& theta, Eigen::VectorXd* gradient) {
+    const auto n = y_.size();
+    const auto dd = static_cast<Eigen::Index>(d_);
+    const Eigen::VectorXd rho = theta.head(dd).array().exp();
+    const double signal = std::exp(theta[dd]);
+    const double free_noise = std::exp(theta[dd + 1]);
+    const double noise = free_noise + GpModel::kMinNoise;
+    Eigen::MatrixXd k(n, n);
+    for (Eigen::Index i = 0, p = 0; i < n; ++i) {
+      k(i, i) = signal + noise;
+      for (Eigen::Index j = i + 1; j < n; ++j, ++p) {
+        const double* t = &terms_[static_cast<size_t>(p) * d_];
+        double r2 = 0;
+        for (size_t f = 0; f < d_; ++f) r2 += rho[static_cast<Eigen::Index>(f)] * t[f];
+        r_[static_cast<size_t>(p)] = std::sqrt(r2);
+        k(i, j) = k(j, i) = signal * Matern(r_[static_cast<size_t>(p)]);
+      }
+    }
+    Eigen::LLT<Eigen::MatrixXd> llt(k);
+    if (llt.info() != Eigen::Success) return std::numeric_limits<double>::infinity();
+    const Eigen::VectorXd alpha = llt.solve(y_);
+    const Eigen::MatrixXd& l = llt.matrixLLT();
+    double log_det = 0;
+    for (Eigen::Index i = 0; i < n; ++i) log_det += 2 * std::log(l(i, i));
+    Eigen::MatrixXd w = -llt.solve(Eigen::MatrixXd::Identity(n, n));
+    w.noalias() += alpha * alpha.transpose();
+    Eigen::VectorXd grad = Eigen::VectorXd::Zero(dd + 2);
+    double signal_grad = 0.5 * signal * w.diagonal().sum();
+    for (Eigen::Index i = 0, p = 0; i < n; ++i) {
+      for (Eigen::Index j = i + 1; j < n; ++j, ++p) {
+        const double r = r_[static_cast<size_t>(p)];
+        signal_grad += w(i, j) * signal * Matern(r);
+        // dK/drho_f = -s^2 (5/6)(1 + sqrt5 r) e^{-sqrt5 r} term_f, on (i,j) and (j,i).
+        const double g = -w(i, j) * signal * 0.5 * MaternSlope(r);
+        const double* t = &terms_[static_cast<size_t>(p) * d_];
+        for (size_t f = 0; f < d_; ++f) grad[static_cast<Eigen::Index>(f)] += g * t[f];
+      }
+    }
+    // Priors (GPSampler's): -(0.1 / rho + 0.1 rho); Gamma(2, 1) on s^2; Gamma(1.1, 30) on noise.
+    double log_prior = 0;
+    for (Eigen::Index f = 0; f < dd; ++f) {
+      grad[f] = grad[f] * rho[f] + 0.1 / rho[f] - 0.1 * rho[f];
+      log_prior -= 0.1 / rho[f] + 0.1 * rho[f];
+    }
+    grad[dd] = signal_grad + 1 - signal;
+    log_prior += std::log(signal) - signal;
+    grad[dd + 1] = 0.5 * free_noise * w.diagonal().sum() + free_noise * (0.1 / noise - 30);
+    log_prior += 0.1 * std::log(noise) - 30 * noise;
+    *gradient = -grad;
+    return 0.5 * y_.dot(alpha) + 0.5 * log_det - log_prior;
+  }
+
+ private:
+  const std::vector<double> terms_;  // per pair (i < j, row-major), per gene
+  const Eigen::VectorXd y_;
+  const size_t d_;
+  std::vector<double> r_;  // per pair, the distance of the last evaluation
+};
 }  // namespace
 
 double NormalQuantile(double p) {
@@ -193,8 +261,7 @@ GpHyperparameters GpModel::FitHyperparameters(absl::Span<const Genome> points,
   std::vector<double> x(n * d);
   for (size_t i = 0; i < n; ++i) Features(points[i], &x[i * d]);
   // Per pair (i < j) and gene, the distance term: the kernel's only use of the points.
-  const size_t pairs = n * (n - 1) / 2;
-  std::vector<double> terms(pairs * d);
+  std::vector<double> terms(n * (n - 1) / 2 * d);
   for (size_t i = 0, p = 0; i < n; ++i) {
     for (size_t j = i + 1; j < n; ++j, ++p) {
       for (size_t f = 0; f < d; ++f) terms[p * d + f] = Term(f, x[i * d + f], x[j * d + f]);
@@ -202,70 +269,15 @@ GpHyperparameters GpModel::FitHyperparameters(absl::Span<const Genome> points,
   }
   Eigen::VectorXd y(static_cast<Eigen::Index>(n));
   for (size_t i = 0; i < n; ++i) y[static_cast<Eigen::Index>(i)] = targets[i];
-  const auto nn = static_cast<Eigen::Index>(n);
+  NegativeLogPosterior objective(std::move(terms), std::move(y), d);
   const auto dd = static_cast<Eigen::Index>(d);
-  std::vector<double> r_of_pair(pairs);
-  // Parameters: log rho (d), log s^2, log(noise - kMinNoise). Returns -log posterior.
-  auto objective = [&](const Eigen::VectorXd& theta, Eigen::VectorXd* gradient) -> double {
-    const Eigen::VectorXd rho = theta.head(dd).array().exp();
-    const double signal = std::exp(theta[dd]);
-    const double free_noise = std::exp(theta[dd + 1]);
-    const double noise = free_noise + kMinNoise;
-    Eigen::MatrixXd k(nn, nn);
-    for (size_t i = 0, p = 0; i < n; ++i) {
-      k(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(i)) = signal + noise;
-      for (size_t j = i + 1; j < n; ++j, ++p) {
-        double r2 = 0;
-        const double* t = &terms[p * d];
-        for (size_t f = 0; f < d; ++f) r2 += rho[static_cast<Eigen::Index>(f)] * t[f];
-        const double r = std::sqrt(r2);
-        r_of_pair[p] = r;
-        const double v = signal * Matern(r);
-        k(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j)) = v;
-        k(static_cast<Eigen::Index>(j), static_cast<Eigen::Index>(i)) = v;
-      }
-    }
-    Eigen::LLT<Eigen::MatrixXd> llt(k);
-    if (llt.info() != Eigen::Success) return std::numeric_limits<double>::infinity();
-    const Eigen::VectorXd alpha = llt.solve(y);
-    const Eigen::MatrixXd& l = llt.matrixLLT();
-    double log_det = 0;
-    for (Eigen::Index i = 0; i < nn; ++i) log_det += 2 * std::log(l(i, i));
-    const double log_likelihood = -0.5 * y.dot(alpha) - 0.5 * log_det;
-    // W = alpha alpha^T - K^-1; dL/dtheta = 1/2 tr(W dK/dtheta).
-    Eigen::MatrixXd w = -llt.solve(Eigen::MatrixXd::Identity(nn, nn));
-    w.noalias() += alpha * alpha.transpose();
-    Eigen::VectorXd grad = Eigen::VectorXd::Zero(dd + 2);
-    double signal_grad = 0.5 * signal * w.diagonal().sum();
-    for (size_t i = 0, p = 0; i < n; ++i) {
-      for (size_t j = i + 1; j < n; ++j, ++p) {
-        const double wij = w(static_cast<Eigen::Index>(i), static_cast<Eigen::Index>(j));
-        const double r = r_of_pair[p];
-        signal_grad += wij * signal * Matern(r);
-        // dK/drho_f = -s^2 (5/6)(1 + sqrt5 r) e^{-sqrt5 r} term_f; both (i,j) and (j,i).
-        const double g = -wij * signal * 0.5 * MaternSlope(r);
-        const double* t = &terms[p * d];
-        for (size_t f = 0; f < d; ++f) grad[static_cast<Eigen::Index>(f)] += g * t[f];
-      }
-    }
-    double log_prior = 0;
-    for (Eigen::Index f = 0; f < dd; ++f) {
-      grad[f] *= rho[f];
-      log_prior -= 0.1 / rho[f] + 0.1 * rho[f];
-      grad[f] += 0.1 / rho[f] - 0.1 * rho[f];
-    }
-    grad[dd] = signal_grad + 1 - signal;  // Gamma(2, 1): log s^2 - s^2
-    log_prior += std::log(signal) - signal;
-    grad[dd + 1] = 0.5 * free_noise * w.diagonal().sum() + free_noise * (0.1 / noise - 30);
-    log_prior += 0.1 * std::log(noise) - 30 * noise;  // Gamma(1.1, 30)
-    *gradient = -grad;
-    return -(log_likelihood + log_prior);
-  };
   Eigen::VectorXd start(dd + 2);
   start.head(dd) = best.inverse_squared_lengths.array().log();
   start[dd] = std::log(best.signal);
   start[dd + 1] = std::log(best.noise - kMinNoise);
-  const LbfgsResult result = MinimiseLbfgs(objective, start, max_iterations, 1e-2);
+  const LbfgsResult result = MinimiseLbfgs(
+      [&](const Eigen::VectorXd& theta, Eigen::VectorXd* gradient) { return objective(theta, gradient); },
+      start, max_iterations, 1e-2);
   if (!std::isfinite(result.value)) return best;
   best.inverse_squared_lengths = result.x.head(dd).array().exp();
   best.signal = std::exp(result.x[dd]);
