@@ -85,6 +85,7 @@ def main():
     ap.add_argument("--anytime", default="100:25,50",
                     help="budget:quarter,half pairs separated by ';'")
     ap.add_argument("--async", dest="async_peers", default="")
+    ap.add_argument("--workers", type=int, default=8, help="trials in flight of the --async runs")
     ap.add_argument("--mo", nargs=2, default=None)
     args = ap.parse_args()
     ours, peers = load(args.ours, "algorithm"), load(args.peers, "sampler")
@@ -121,11 +122,13 @@ def main():
 
 
 def async_table(args, ours):
-    ours_async = {k: v for k, v in load(args.ours, "algorithm", 8).items() if k[1] == "GENETIC"}
-    peers_async = load(args.async_peers, "sampler", 8)
+    w = args.workers
+    ours_async = {k: v for k, v in load(args.ours, "algorithm", w).items() if k[1] == "GENETIC"}
+    peers_async = load(args.async_peers, "sampler", w)
     budget = max(int(b) for b in args.budgets.split(",") if b)
-    print("\n### 8 trials in flight, %d trials: median regret over the seeds every method ran\n" % budget)
-    print("| problem | GENETIC sequential | GENETIC, 8 in flight | ratio | gp, 8 in flight | tpe constant liar, 8 in flight |")
+    print("\n### %d trials in flight, %d trials: median regret over the seeds every method ran\n" % (w, budget))
+    print("| problem | GENETIC sequential | GENETIC, %d in flight | ratio | gp, %d in flight | "
+          "tpe constant liar, %d in flight |" % (w, w, w))
     print("|---|---|---|---|---|---|")
     within = total = 0
     for (problem, _), entry in sorted(ours_async.items()):
