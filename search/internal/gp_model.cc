@@ -203,14 +203,11 @@ std::vector<double> WarpedTargets(absl::Span<const Fitness> fitness, std::vector
   for (double t : targets) variance += (t - mean) * (t - mean);
   const double sd = std::sqrt(variance / static_cast<double>(n));
   for (double& t : targets) t = sd > 0 ? (t - mean) / sd : 0;
-  // The model's prior mean (0) at the upper quartile: where no trial is near, a point is
-  // presumed worse than most trials, so expected improvement does not chase the variance
-  // at the corners of the space.
-  std::vector<double> sorted = targets;
-  const auto quartile = sorted.begin() + static_cast<std::ptrdiff_t>(3 * (n - 1) / 4);
-  std::nth_element(sorted.begin(), quartile, sorted.end());
-  const double shift = *quartile;
-  for (double& t : targets) t -= shift;
+  // The model's prior mean (0) at the worst target: where no trial is near, a point is
+  // presumed as bad as the worst trial, so expected improvement does not chase the variance
+  // at the corners of the space, and a batch's fantasies spread it around the good regions.
+  const double worst = *std::max_element(targets.begin(), targets.end());
+  for (double& t : targets) t -= worst;
   return targets;
 }
 
@@ -349,8 +346,10 @@ void GpModel::AddFantasies(absl::Span<const Genome> points, double floor) {
     // fantasy is an exact observation (no noise), so the model is sure there.
     const Eigen::VectorXd b = factor_.triangularView<Eigen::Lower>().solve(kx);
     const double lie = std::max(kx.dot(alpha_), floor);
-    const double c2 = hyper_.signal * (1 + kFantasyJitter) - b.squaredNorm();
-    if (!(c2 > 1e-12 * hyper_.signal)) continue;
+    // Next to a point the model already holds, the remainder vanishes: the fantasy then
+    // counts as a slightly noisy observation instead of being lost.
+    const double c2 =
+        std::max(hyper_.signal * (1 + kFantasyJitter) - b.squaredNorm(), kFantasyJitter * hyper_.signal);
     Eigen::MatrixXd grown = Eigen::MatrixXd::Zero(nn + 1, nn + 1);
     grown.topLeftCorner(nn, nn) = factor_;
     grown.block(nn, 0, 1, nn) = b.transpose();

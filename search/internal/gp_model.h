@@ -14,9 +14,10 @@
 // Targets: the trials' values, warped (WarpedTargets: the better half as measured, the worse
 // half by the normal quantile of its rank at the better half's spread, so that outliers and
 // objectives spanning decades do not flatten the region that matters), standardised, and
-// shifted so that the prior mean is their upper quartile (far from every trial a point is
-// presumed worse than most: with the data's mean there, expected improvement chased the
-// variance at the corners of the space, a sixth of the trials on a 7-D bowl).
+// shifted so that the prior mean is the worst of them (far from every trial a point is
+// presumed as bad as the worst: with the data's mean there, expected improvement chased the
+// variance at the corners of the space, a sixth of the trials on a 7-D bowl, and a batch of
+// eight went to the corners once its first suggestions were fantasies at the optimum).
 //
 // Hyperparameters (rho per gene, s^2, noise) maximise the marginal likelihood times priors
 // (the priors Optuna's GPSampler uses: -(0.1 / rho + 0.1 rho) per length scale, Gamma(2, 1)
@@ -87,7 +88,7 @@ class GpModel {
   // Conditions on `points` as if each had been observed exactly, at the model's mean there
   // or at `floor` where the mean is lower (pending trials: near them the model is sure and
   // expects no better than `floor`, so the acquisition looks elsewhere). Requires
-  // conditioned(); a point that would make the factor singular (a repeat) is skipped.
+  // conditioned(); next to a point the model holds, a fantasy is a slightly noisy one.
   void AddFantasies(absl::Span<const Genome> points, double floor);
 
   // The posterior of the latent function at `x`. Requires conditioned().
@@ -131,7 +132,7 @@ class GpModel {
 // indices used, in order). Ranked by Better: the better half keeps its first loss, the worse
 // half gets median + spread x the normal quantile of its rank (spread: the better half's
 // root-mean-square distance to the median), then all are standardised to variance 1 and
-// shifted to put their upper quartile (rank 3 (n - 1) / 4) at 0.
+// shifted to put the worst at 0.
 // Where the better half holds a trial whose loss cannot be compared (infeasible, stopped
 // early, non-finite), every trial is placed by its rank's normal quantile.
 std::vector<double> WarpedTargets(absl::Span<const Fitness> fitness, std::vector<size_t>* kept);

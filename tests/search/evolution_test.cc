@@ -287,6 +287,42 @@ TEST(GeneticDesignerTest, TheModelOfTheObjectiveBeatsTheGaAloneOnASmoothProblem)
   }
 }
 
+// Eight workers asking at once get eight different points: each suggestion of a batch is a
+// fantasy the next ones avoid (every suggestion here is the model's: model_share 1).
+TEST(GeneticDesignerTest, TheModelSpreadsABatchOfSuggestions) {
+  std::unique_ptr<Designer> designer = Make(Problem(Algorithm::kGenetic, 5, {{"model_share", "1"}}));
+  std::vector<Trial> done;
+  for (int64_t id = 0; id < 60; ++id) {
+    designer->Update(done, {});
+    done.clear();
+    Trial t;
+    t.id = id + 1;
+    t.parameters = (*designer->Suggest(1, id))[0];
+    t.status = TrialStatus::kSucceeded;
+    t.final_measurement.metrics["loss"] = Objective(t.parameters);
+    done.push_back(t);
+  }
+  designer->Update(done, {});
+  const std::vector<ParameterDict> batch = *designer->Suggest(8, 60);
+  ASSERT_EQ(batch.size(), 8u);
+  double nearest = INFINITY;
+  for (size_t a = 0; a < batch.size(); ++a) {
+    for (size_t b = a + 1; b < batch.size(); ++b) {
+      double d2 = 0;  // over x0..x3, each scaled to [0, 1]
+      for (int i = 0; i < 4; ++i) {
+        const std::string x = absl::StrCat("x", i);
+        d2 += std::pow((std::get<double>(batch[a].at(x)) - std::get<double>(batch[b].at(x))) / 10, 2);
+      }
+      nearest = std::min(nearest, std::sqrt(d2));
+    }
+  }
+  EXPECT_GT(nearest, 0.01);
+  // And they are still good points: most of the batch is better than the median trial.
+  int good = 0;
+  for (const ParameterDict& p : batch) good += Objective(p) < 5;
+  EXPECT_GE(good, 4);
+}
+
 TEST(GeneticDesignerTest, MaximizeGoalIsRespected) {
   ProblemStatement problem = Problem(Algorithm::kGenetic, 1);
   problem.metrics = {{.name = "score", .goal = Goal::kMaximize}};
