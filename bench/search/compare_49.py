@@ -99,7 +99,7 @@ def main():
         mixed_ok = [p for p, (_, o, peer) in mixed if o <= peer["gp"]]
         tuning_won, tuning_total = wins(rows, "tuning")
         verdicts.append("%d trials: held-out no worse than the best peer on %d of %d (bar: >= 3/4 -> %s); "
-                        "tuning %d of %d; mixed/conditional no worse than GPSampler on %d of %d (%s)" % (
+                        "tuning %d of %d; mixed/conditional (both parts) no worse than GPSampler on %d of %d (%s)" % (
                             budget, won, total, "HOLDS" if total and won * 4 >= 3 * total else "NOT MET",
                             tuning_won, tuning_total, len(mixed_ok), len(mixed),
                             "HOLDS" if mixed and len(mixed_ok) == len(mixed) else "NOT MET"))
