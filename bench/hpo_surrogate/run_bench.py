@@ -133,15 +133,21 @@ def groups_of_five(regrets, b, tasks, e, opt) -> None:
           + " ".join(counts))
 
 
-def report(rows: List[dict]) -> None:
-    import rbv2
-    rows = sorted(rows, key=lambda r: r["seed"])  # regrets in seed order (groups_of_five)
-    stats = rbv2.auc_stats()
+def tasks_and_methods(rows: List[dict]) -> tuple:
+    """The tasks of `rows` (by id, numerically) and their methods in order of appearance."""
     tasks = sorted({r["task"] for r in rows}, key=lambda t: (len(t), t))
     methods = []
     for r in rows:
         if r["method"] not in methods:
             methods.append(r["method"])
+    return tasks, methods
+
+
+def report(rows: List[dict]) -> None:
+    import rbv2
+    rows = sorted(rows, key=lambda r: r["seed"])  # regrets in seed order (groups_of_five)
+    stats = rbv2.auc_stats()
+    tasks, methods = tasks_and_methods(rows)
     no_fidelity = all(r["mode"] == "no-fidelity" for r in rows)
 
     # regrets[(budget, task, method)] = [regret per seed]; runs[(budget, task, method)] = rows

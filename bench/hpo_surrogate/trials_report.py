@@ -28,6 +28,7 @@ def best_after(trajectory, trials):
 
 def main():
     import rbv2
+    from run_bench import tasks_and_methods
     ap = argparse.ArgumentParser()
     ap.add_argument("file")
     ap.add_argument("--at", default="50,100,200")
@@ -35,11 +36,7 @@ def main():
     rows = [json.loads(l) for l in open(a.file) if l.startswith("{")]
     rows = [r for r in rows if r.get("mode") == "no-fidelity"]
     stats = rbv2.auc_stats()
-    tasks = sorted({r["task"] for r in rows}, key=lambda t: (len(t), t))
-    methods = []
-    for r in rows:
-        if r["method"] not in methods:
-            methods.append(r["method"])
+    tasks, methods = tasks_and_methods(rows)
     for n in [int(x) for x in a.at.split(",") if x]:
         regrets = defaultdict(list)
         for r in rows:

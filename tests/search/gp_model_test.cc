@@ -176,14 +176,21 @@ TEST(GpModelTest, LogExpectedImprovementStaysFiniteFarIntoTheTail) {
   EXPECT_LT(far, -100);
 }
 
+// A model fitted on `n` random points (from `seed`) of a 2-D bowl centred at (cx, cy).
+GpModel BowlModel(const GenomeCodec& codec, int n, uint64_t seed, double cx, double cy) {
+  const std::vector<Genome> points = RandomPoints(n, 2, seed);
+  const std::vector<double> y = Targets(
+      points, [&](const Genome& p) { return std::pow(p[0] - cx, 2) + std::pow(p[1] - cy, 2); });
+  GpModel model(codec);
+  model.Condition(points, y, model.FitHyperparameters(points, y));
+  return model;
+}
+
 // The known maximum: a model of a bowl in 2-D, its log EI's maximum found by a dense grid.
 TEST(AcquisitionTest, FindsTheMaximumADenseGridFinds) {
   const GenomeCodec codec(Doubles(2));
-  const std::vector<Genome> points = RandomPoints(20, 2, 21);
-  const std::vector<double> y = Targets(
-      points, [](const Genome& p) { return std::pow(p[0] - 0.62, 2) + std::pow(p[1] - 0.27, 2); });
-  GpModel model(codec);
-  ASSERT_TRUE(model.Condition(points, y, model.FitHyperparameters(points, y)));
+  const GpModel model = BowlModel(codec, 20, 21, 0.62, 0.27);
+  ASSERT_TRUE(model.conditioned());
   const double best = model.best_target();
   double grid_best = -std::numeric_limits<double>::infinity();
   Genome grid_argmax;
@@ -227,11 +234,8 @@ TEST(AcquisitionTest, NeighbourSearchFindsTheBestCategory) {
 
 TEST(AcquisitionTest, PendingPointsRepelTheNextSuggestion) {
   const GenomeCodec codec(Doubles(2));
-  const std::vector<Genome> points = RandomPoints(15, 2, 31);
-  const std::vector<double> y = Targets(
-      points, [](const Genome& p) { return std::pow(p[0] - 0.4, 2) + std::pow(p[1] - 0.4, 2); });
-  GpModel model(codec);
-  ASSERT_TRUE(model.Condition(points, y, model.FitHyperparameters(points, y)));
+  const GpModel model = BowlModel(codec, 15, 31, 0.4, 0.4);
+  ASSERT_TRUE(model.conditioned());
   const double best = model.best_target();
   const AcquisitionOptimum first = MaximiseAcquisition(model, codec, best, RandomPoints(32, 2, 32), 4);
   // With the first suggestion pending (an exact fantasy, no better than the best value),
