@@ -460,18 +460,10 @@ class GeneticDesigner final : public EvolutionaryDesigner {
   // The model's points among the first `n` completed trials (all of them up to
   // kModelMaxPoints, else the best half and the most recent half) and their targets.
   void ModelData(size_t n, std::vector<Genome>* points, std::vector<double>* targets) const {
-    std::vector<size_t> chosen(n);
-    std::iota(chosen.begin(), chosen.end(), 0);
-    if (n > kModelMaxPoints) {
-      const size_t best = kModelMaxPoints / 2;
-      chosen = BestTrials(absl::MakeConstSpan(history_fitness_).first(n), std::move(chosen), best);
-      std::sort(chosen.begin(), chosen.end());
-      for (size_t k = n; k-- > 0 && chosen.size() < kModelMaxPoints;) {
-        if (!std::binary_search(chosen.begin(), chosen.begin() + static_cast<std::ptrdiff_t>(best), k)) {
-          chosen.push_back(k);
-        }
-      }
-    }
+    std::vector<size_t> all(n);
+    std::iota(all.begin(), all.end(), 0);
+    const std::vector<size_t> chosen = BestAndRecentTrials(
+        absl::MakeConstSpan(history_fitness_).first(n), std::move(all), kModelMaxPoints);
     std::vector<Fitness> fitness;
     fitness.reserve(chosen.size());
     for (size_t i : chosen) fitness.push_back(history_fitness_[i]);

@@ -22,7 +22,7 @@ constexpr int64_t kStepwiseCells = 16;
 constexpr int kNeighbourPasses = 3;
 
 // Gradient ascent on the numeric genes of `x`, the step scaled per gene by its squared
-// length scale (1 / rho) and adapted: doubled after a gain, halved after a loss.
+// length scale (1 / rho) and adapted: doubled after a gain, quartered after a loss.
 void GradientAscent(const GpModel& model, double best, AcquisitionOptimum& x) {
   const std::vector<size_t>& genes = model.genes();
   const Eigen::VectorXd& rho = model.hyperparameters().inverse_squared_lengths;
@@ -73,9 +73,9 @@ void NeighbourSearch(const GpModel& model, const GenomeCodec& codec, double best
     for (size_t g : model.genes()) {
       const int64_t cells = codec.cardinality(g);
       if (codec.kind(g) == GeneKind::kCategorical) {
-        const auto current = static_cast<int64_t>(std::min(x.genome[g], 1.0 - 1e-12) * static_cast<double>(cells));
-        for (int64_t c = 0; c < cells && cells <= 64; ++c) {
-          if (c != current) consider(g, (static_cast<double>(c) + 0.5) / static_cast<double>(cells));
+        const size_t current = CellOf(x.genome[g], cells);
+        for (size_t c = 0; c < static_cast<size_t>(cells) && cells <= 64; ++c) {
+          if (c != current) consider(g, CellCentre(c, static_cast<size_t>(cells)));
         }
       } else if (codec.kind(g) == GeneKind::kOrdinal && cells <= kStepwiseCells) {
         const double width = 1.0 / static_cast<double>(cells);

@@ -135,8 +135,13 @@ absl::StatusOr<std::vector<ParameterDict>> EvolutionaryDesigner::Suggest(int cou
         ParameterDict candidate_dict = codec_.Decode(candidate);
         const uint64_t candidate_key = Fingerprint(candidate_dict);
         if (known(candidate_key)) continue;
-        const double distance =
-            spread ? std::numeric_limits<double>::infinity() : radius > 0 ? nearest_pending(candidate) : 0;
+        // A candidate that keeps its own distance from the pending points counts as far.
+        double distance = 0;
+        if (spread) {
+          distance = std::numeric_limits<double>::infinity();
+        } else if (radius > 0) {
+          distance = nearest_pending(candidate);
+        }
         if (distance > best_distance) {
           best_distance = distance;
           found = distance >= radius;
@@ -186,9 +191,9 @@ void MutateGene(const GenomeCodec& codec, size_t g, double scale, double uniform
   if (codec.fixed(g)) return;
   if (codec.kind(g) == GeneKind::kCategorical) {
     const auto n = static_cast<uint64_t>(codec.cardinality(g));
-    const auto current = std::min(static_cast<uint64_t>(genome[g] * static_cast<double>(n)), n - 1);
+    const uint64_t current = CellOf(genome[g], codec.cardinality(g));
     const uint64_t next = (current + 1 + rng.NextBelow(n - 1)) % n;
-    genome[g] = (static_cast<double>(next) + 0.5) / static_cast<double>(n);
+    genome[g] = CellCentre(next, n);
     return;
   }
   if (rng.NextUnit() < uniform_share) {

@@ -47,11 +47,6 @@ double AsNumber(const ParameterValue& value, bool* ok) {
   return 0;
 }
 
-// The centre of cell `index` of `n` equal cells.
-double CellCentre(size_t index, size_t n) {
-  return (static_cast<double>(index) + 0.5) / static_cast<double>(n);
-}
-
 uint64_t HashBytes(uint64_t h, const void* data, size_t size) {
   const auto* bytes = static_cast<const unsigned char*>(data);
   for (size_t i = 0; i < size; ++i) h = (h ^ bytes[i]) * 0x100000001b3ULL;  // FNV-1a
@@ -169,6 +164,15 @@ double ReflectIntoUnit(double x) {
   double t = std::fmod(std::abs(x), 2.0);
   if (t > 1) t = 2 - t;
   return t;
+}
+
+size_t CellOf(double gene, int64_t cells) {
+  const auto k = static_cast<size_t>(cells);
+  return std::min(static_cast<size_t>(std::max(gene, 0.0) * static_cast<double>(k)), k - 1);
+}
+
+double CellCentre(size_t index, size_t cells) {
+  return (static_cast<double>(index) + 0.5) / static_cast<double>(cells);
 }
 
 }  // namespace evoscale::search::internal

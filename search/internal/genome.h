@@ -66,6 +66,12 @@ uint64_t Fingerprint(const ParameterDict& params);
 // Reflects `x` into [0, 1] (mirror at both ends, so a step past a bound bounces back).
 double ReflectIntoUnit(double x);
 
+// The cell (0 .. cells - 1) a gene falls in when [0, 1] is cut into `cells` equal cells, as
+// categorical genes are (values past either end land in the end cells).
+size_t CellOf(double gene, int64_t cells);
+// The centre of cell `index` of `cells` equal cells.
+double CellCentre(size_t index, size_t cells);
+
 }  // namespace evoscale::search::internal
 
 #endif  // EVOSCALE_SEARCH_INTERNAL_GENOME_H_

@@ -23,11 +23,6 @@ constexpr double kCategoricalDistance = 0.25;
 constexpr double kLengthFactors[] = {0.5, 1.0};
 constexpr double kNoiseLevels[] = {1e-4, 1e-2};
 
-size_t Cell(double u, int64_t n) {
-  const auto k = static_cast<size_t>(n);
-  return std::min(static_cast<size_t>(std::max(u, 0.0) * static_cast<double>(k)), k - 1);
-}
-
 }  // namespace
 
 double GpSurrogate::SquaredDistance(const double* a, const double* b) const {
@@ -36,7 +31,7 @@ double GpSurrogate::SquaredDistance(const double* a, const double* b) const {
     if (codec_->fixed(g) || std::isnan(a[g]) || std::isnan(b[g])) continue;
     if (codec_->kind(g) == GeneKind::kCategorical) {
       const int64_t k = codec_->cardinality(g);
-      sum += Cell(a[g], k) != Cell(b[g], k) ? kCategoricalDistance : 0;
+      sum += CellOf(a[g], k) != CellOf(b[g], k) ? kCategoricalDistance : 0;
       continue;
     }
     sum += (a[g] - b[g]) * (a[g] - b[g]);
@@ -77,20 +72,7 @@ bool GpSurrogate::Prepare(absl::Span<const Genome> genomes, absl::Span<const Fit
   }
   if (ranked.size() < min_points_) return false;
   // The best half and the most recent half of at most kMaxPoints.
-  std::vector<size_t> chosen;
-  if (ranked.size() <= kMaxPoints) {
-    chosen = ranked;
-  } else {
-    const size_t best = kMaxPoints / 2;
-    chosen = BestTrials(fitness, ranked, best);
-    std::sort(chosen.begin(), chosen.end());
-    for (size_t k = ranked.size(); k-- > 0 && chosen.size() < kMaxPoints;) {
-      if (!std::binary_search(chosen.begin(), chosen.begin() + static_cast<std::ptrdiff_t>(best),
-                              ranked[k])) {
-        chosen.push_back(ranked[k]);
-      }
-    }
-  }
+  const std::vector<size_t> chosen = BestAndRecentTrials(fitness, std::move(ranked), kMaxPoints);
   m_ = chosen.size();
   const size_t genes = codec_->size();
   points_.clear();

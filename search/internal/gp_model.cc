@@ -32,11 +32,6 @@ double Matern(double r) { return (1 + kSqrt5 * r + 5.0 / 3.0 * r * r) * std::exp
 // -(1/r) dMatern/dr: the factor that multiplies d(r^2)/2 in every derivative.
 double MaternSlope(double r) { return 5.0 / 3.0 * (1 + kSqrt5 * r) * std::exp(-kSqrt5 * r); }
 
-size_t Cell(double u, int64_t n) {
-  const auto k = static_cast<size_t>(n);
-  return std::min(static_cast<size_t>(std::max(u, 0.0) * static_cast<double>(k)), k - 1);
-}
-
 // log(phi(z) + z Phi(z)) and Phi(z) / (phi(z) + z Phi(z)), phi(z) / (...) for z below the
 // threshold by the asymptotic series of the Mills ratio (the direct form cancels there).
 struct ExpectedImprovementTerms {
@@ -232,7 +227,7 @@ void GpModel::Features(const Genome& genome, double* out) const {
     const double v = masked[genes_[f]];
     if (categorical_[f]) {
       out[f] = std::isnan(v) ? kInactiveCategory
-                             : static_cast<double>(Cell(v, codec_->cardinality(genes_[f])));
+                             : static_cast<double>(CellOf(v, codec_->cardinality(genes_[f])));
     } else {
       out[f] = std::isnan(v) ? kInactiveNumeric : v;
     }
@@ -334,14 +329,8 @@ void GpModel::AddFantasies(absl::Span<const Genome> points, double floor) {
   std::vector<double> row(d);
   for (const Genome& point : points) {
     Features(point, row.data());
-    const size_t n = size();
-    const auto nn = static_cast<Eigen::Index>(n);
-    Eigen::VectorXd kx(nn);
-    for (size_t i = 0; i < n; ++i) {
-      kx[static_cast<Eigen::Index>(i)] =
-          hyper_.signal * Matern(std::sqrt(SquaredDistance(&features_[i * d], row.data(),
-                                                           hyper_.inverse_squared_lengths)));
-    }
+    const auto nn = static_cast<Eigen::Index>(size());
+    const Eigen::VectorXd kx = KernelTo(row.data());
     // The factor grows by one row: [L 0; b^T c], b = L^-1 k, c = sqrt(k(x,x) - b^T b): a
     // fantasy is an exact observation (no noise), so the model is sure there.
     const Eigen::VectorXd b = factor_.triangularView<Eigen::Lower>().solve(kx);
@@ -363,16 +352,23 @@ void GpModel::AddFantasies(absl::Span<const Genome> points, double floor) {
   }
 }
 
-GpPrediction GpModel::Predict(const Genome& x) const {
+Eigen::VectorXd GpModel::KernelTo(const double* row, Eigen::VectorXd* slope) const {
   const size_t n = size(), d = genes_.size();
-  std::vector<double> row(d);
-  Features(x, row.data());
   Eigen::VectorXd kx(static_cast<Eigen::Index>(n));
+  if (slope != nullptr) slope->resize(static_cast<Eigen::Index>(n));
   for (size_t i = 0; i < n; ++i) {
-    kx[static_cast<Eigen::Index>(i)] =
-        hyper_.signal * Matern(std::sqrt(SquaredDistance(&features_[i * d], row.data(),
-                                                         hyper_.inverse_squared_lengths)));
+    const double r = std::sqrt(
+        SquaredDistance(&features_[i * d], row, hyper_.inverse_squared_lengths));
+    kx[static_cast<Eigen::Index>(i)] = hyper_.signal * Matern(r);
+    if (slope != nullptr) (*slope)[static_cast<Eigen::Index>(i)] = hyper_.signal * MaternSlope(r);
   }
+  return kx;
+}
+
+GpPrediction GpModel::Predict(const Genome& x) const {
+  std::vector<double> row(genes_.size());
+  Features(x, row.data());
+  const Eigen::VectorXd kx = KernelTo(row.data());
   const Eigen::VectorXd v = factor_.triangularView<Eigen::Lower>().solve(kx);
   return {.mean = kx.dot(alpha_),
           .variance = std::max(hyper_.signal - v.squaredNorm(), kMinVarianceShare * hyper_.signal)};
@@ -383,14 +379,8 @@ double GpModel::LogExpectedImprovement(const Genome& x, double best,
   const size_t n = size(), d = genes_.size();
   std::vector<double> row(d);
   Features(x, row.data());
-  const auto nn = static_cast<Eigen::Index>(n);
-  Eigen::VectorXd kx(nn), slope(nn);  // k(x, x_i), and (5/3) s^2 (1 + sqrt5 r) e^{-sqrt5 r}
-  for (size_t i = 0; i < n; ++i) {
-    const double r = std::sqrt(
-        SquaredDistance(&features_[i * d], row.data(), hyper_.inverse_squared_lengths));
-    kx[static_cast<Eigen::Index>(i)] = hyper_.signal * Matern(r);
-    slope[static_cast<Eigen::Index>(i)] = hyper_.signal * MaternSlope(r);
-  }
+  Eigen::VectorXd slope;  // (5/3) s^2 (1 + sqrt5 r_i) e^{-sqrt5 r_i}
+  const Eigen::VectorXd kx = KernelTo(row.data(), &slope);
   const Eigen::VectorXd v = factor_.triangularView<Eigen::Lower>().solve(kx);
   const double mean = kx.dot(alpha_);
   const double raw_variance = hyper_.signal - v.squaredNorm();

@@ -110,6 +110,9 @@ class GpModel {
     return (a - b) * (a - b);
   }
   double SquaredDistance(const double* a, const double* b, const Eigen::VectorXd& rho) const;
+  // k(x, x_i) for every stored point i, x given by its feature row; with `slope`, also
+  // s^2 (5/3)(1 + sqrt5 r_i) e^{-sqrt5 r_i}, the factor in every derivative by x.
+  Eigen::VectorXd KernelTo(const double* row, Eigen::VectorXd* slope = nullptr) const;
   // Factors K + noise I of the stored features; false when it fails.
   bool Factor();
 

@@ -49,6 +49,21 @@ std::vector<size_t> BestTrials(absl::Span<const Fitness> fitness, std::vector<si
   return candidates;
 }
 
+std::vector<size_t> BestAndRecentTrials(absl::Span<const Fitness> fitness,
+                                        std::vector<size_t> candidates, size_t limit) {
+  if (candidates.size() <= limit) return candidates;
+  const size_t best = limit / 2;
+  std::vector<size_t> chosen = BestTrials(fitness, candidates, best);
+  std::sort(chosen.begin(), chosen.end());
+  for (size_t k = candidates.size(); k-- > 0 && chosen.size() < limit;) {
+    if (!std::binary_search(chosen.begin(), chosen.begin() + static_cast<std::ptrdiff_t>(best),
+                            candidates[k])) {
+      chosen.push_back(candidates[k]);
+    }
+  }
+  return chosen;
+}
+
 void ParzenDensity::Fit(absl::Span<const Genome> genomes, absl::Span<const Fitness> fitness) {
   fitted_ = false;
   const size_t n = std::min(genomes.size(), fitness.size());

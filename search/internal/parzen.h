@@ -35,6 +35,12 @@ Genome MaskInactive(const GenomeCodec& codec, Genome genome);
 std::vector<size_t> BestTrials(absl::Span<const Fitness> fitness, std::vector<size_t> candidates,
                                size_t k);
 
+// What the Gaussian processes fit on: all of `candidates` (trial indices, ascending) when
+// there are at most `limit`, else the best limit / 2 by `fitness` (ascending) followed by the
+// most recent of the others (newest first) up to `limit` in all.
+std::vector<size_t> BestAndRecentTrials(absl::Span<const Fitness> fitness,
+                                        std::vector<size_t> candidates, size_t limit);
+
 class ParzenDensity {
  public:
   // Fits on at least this many trials, with at most kMaxGood of them in the density.
