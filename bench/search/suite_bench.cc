@@ -150,6 +150,19 @@ absl::StatusOr<double> Optimise(const SuiteProblem& problem, search::Algorithm a
   absl::StatusOr<std::unique_ptr<StudyDriver>> study = NewLibraryStudy(setup);
   if (!study.ok()) return study.status();
   double best_observed = std::numeric_limits<double>::infinity(), regret = best_observed;
+  // Evaluates suggestion `s` as trial `index` (its noise draw) and completes it; `done`
+  // trials are then complete.
+  auto tell = [&](int index, const Suggestion& s, int done) -> absl::Status {
+    const auto [observed, truth] =
+        Evaluate(problem, seed, static_cast<uint64_t>(index), ValuesOf(problem, s.params));
+    if (observed < best_observed) {
+      best_observed = observed;
+      regret = truth;
+    }
+    if (absl::Status st = (*study)->Complete(s.id, {{"f", observed}}); !st.ok()) return st;
+    if (at != nullptr && at->contains(done)) (*at)[done] = regret;
+    return absl::OkStatus();
+  };
   if (async) {
     std::deque<std::pair<int, Suggestion>> in_flight;  // (order asked, suggestion)
     for (int asked = 0, done = 0; done < budget; ++done) {
@@ -162,14 +175,7 @@ absl::StatusOr<double> Optimise(const SuiteProblem& problem, search::Algorithm a
       if (in_flight.empty()) break;
       const auto [index, s] = std::move(in_flight.front());
       in_flight.pop_front();
-      const auto [observed, truth] =
-          Evaluate(problem, seed, static_cast<uint64_t>(index), ValuesOf(problem, s.params));
-      if (observed < best_observed) {
-        best_observed = observed;
-        regret = truth;
-      }
-      if (absl::Status st = (*study)->Complete(s.id, {{"f", observed}}); !st.ok()) return st;
-      if (at != nullptr && at->contains(done + 1)) (*at)[done + 1] = regret;
+      if (absl::Status st = tell(index, s, done + 1); !st.ok()) return st;
     }
     return regret;
   }
@@ -178,15 +184,8 @@ absl::StatusOr<double> Optimise(const SuiteProblem& problem, search::Algorithm a
     if (!asked.ok()) return asked.status();
     if (asked->empty()) break;
     for (const Suggestion& s : *asked) {
-      const auto [observed, truth] = Evaluate(problem, seed, static_cast<uint64_t>(done),
-                                              ValuesOf(problem, s.params));
-      if (observed < best_observed) {
-        best_observed = observed;
-        regret = truth;
-      }
-      if (absl::Status st = (*study)->Complete(s.id, {{"f", observed}}); !st.ok()) return st;
+      if (absl::Status st = tell(done, s, done + 1); !st.ok()) return st;
       ++done;
-      if (at != nullptr && at->contains(done)) (*at)[done] = regret;
     }
   }
   return regret;
