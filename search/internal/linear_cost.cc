@@ -37,8 +37,7 @@ Eigen::VectorXd LinearCostModel::Features(const Genome& genome) const {
     if (codec_->kind(g) == GeneKind::kCategorical) {
       const int64_t n = codec_->cardinality(g);
       if (!std::isnan(v)) {
-        const auto cell = std::clamp<int64_t>(static_cast<int64_t>(std::floor(v * static_cast<double>(n))), 0, n - 1);
-        x[at + cell] = 1;
+        x[at + static_cast<Eigen::Index>(CellOf(v, n))] = 1;
       }
       at += n;
     } else {
